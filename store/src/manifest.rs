@@ -1,0 +1,255 @@
+//! Flat manifests: sorted lines of `path \0 40-hex-filenode flags \n`. A [`Manifest`] keeps
+//! the text as it came from the revlog and decodes lines only when asked; finding one path
+//! is a binary search over the text, not a parse of every line.
+
+use crate::error::{Result, StoreError};
+use crate::node::Node;
+use std::sync::Arc;
+
+/// The kind of a manifest entry, from its flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileFlag {
+    Regular,
+    Executable,
+    Symlink,
+}
+
+impl FileFlag {
+    /// The flag as hg writes it in a manifest (`""`, `"x"`, `"l"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileFlag::Regular => "",
+            FileFlag::Executable => "x",
+            FileFlag::Symlink => "l",
+        }
+    }
+}
+
+/// One manifest line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestEntry<'a> {
+    pub path: &'a [u8],
+    pub node: Node,
+    pub flag: FileFlag,
+}
+
+/// A manifest text, checked on construction to end in a newline.
+#[derive(Clone)]
+pub struct Manifest {
+    text: Arc<[u8]>,
+    node: Node,
+}
+
+impl Manifest {
+    /// Wraps the text of manifest `node`.
+    pub fn new(text: Arc<[u8]>, node: Node) -> Result<Manifest> {
+        if !text.is_empty() && text.last() != Some(&b'\n') {
+            return Err(StoreError::Malformed {
+                what: "manifest",
+                node: node.to_hex(),
+                reason: "manifest did not end in a newline".into(),
+            });
+        }
+        Ok(Manifest { text, node })
+    }
+
+    /// An empty manifest (the null revision's).
+    pub fn empty() -> Manifest {
+        Manifest {
+            text: Arc::from(&[][..]),
+            node: Node::NULL,
+        }
+    }
+
+    pub fn node(&self) -> Node {
+        self.node
+    }
+
+    fn malformed(&self, at: usize, reason: &str) -> StoreError {
+        StoreError::Malformed {
+            what: "manifest",
+            node: self.node.to_hex(),
+            reason: format!("{reason} at byte {at}"),
+        }
+    }
+
+    /// Decodes the line starting at byte `start`; returns it and the start of the next line.
+    fn line_at(&self, start: usize) -> Result<(ManifestEntry<'_>, usize)> {
+        let rest = &self.text[start..];
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| self.malformed(start, "unterminated line"))?;
+        let line = &rest[..end];
+        let nul = line
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| self.malformed(start, "line without a NUL"))?;
+        let (path, tail) = (&line[..nul], &line[nul + 1..]);
+        if tail.len() < 40 {
+            return Err(self.malformed(start, "implausibly short line"));
+        }
+        let node = Node::from_hex(&tail[..40]).ok_or_else(|| self.malformed(start, "bad node"))?;
+        let flag = match &tail[40..] {
+            b"" => FileFlag::Regular,
+            b"x" => FileFlag::Executable,
+            b"l" => FileFlag::Symlink,
+            _ => return Err(self.malformed(start, "unknown flag")),
+        };
+        Ok((ManifestEntry { path, node, flag }, start + end + 1))
+    }
+
+    fn line_start(&self, pos: usize) -> usize {
+        self.text[..pos]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+    }
+
+    fn path_at(&self, start: usize) -> (&[u8], usize) {
+        let rest = &self.text[start..];
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let line = &rest[..end];
+        let nul = line.iter().position(|&b| b == 0).unwrap_or(line.len());
+        (&line[..nul], start + end + 1)
+    }
+
+    /// Byte offset of the first line whose path is not less than `key`.
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0usize, self.text.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let start = self.line_start(mid).max(lo);
+            let (path, next) = self.path_at(start);
+            if path < key {
+                lo = next.min(self.text.len());
+            } else {
+                hi = start;
+            }
+        }
+        lo
+    }
+
+    /// The entry for exactly `path`, if present.
+    pub fn find(&self, path: &[u8]) -> Result<Option<ManifestEntry<'_>>> {
+        let pos = self.lower_bound(path);
+        if pos >= self.text.len() {
+            return Ok(None);
+        }
+        let (entry, _) = self.line_at(pos)?;
+        Ok((entry.path == path).then_some(entry))
+    }
+
+    /// Iterates over every entry in path order.
+    pub fn iter(&self) -> ManifestIter<'_> {
+        ManifestIter {
+            manifest: self,
+            pos: 0,
+            end: self.text.len(),
+        }
+    }
+
+    /// Iterates over the entries whose path starts with `prefix` (e.g. `b"dir/"`).
+    pub fn iter_prefix(&self, prefix: &[u8]) -> ManifestIter<'_> {
+        let pos = self.lower_bound(prefix);
+        // The end is the first line not starting with the prefix: the lower bound of the
+        // prefix with its last byte incremented, or the end of the text.
+        let end = match prefix_successor(prefix) {
+            Some(succ) => self.lower_bound(&succ),
+            None => self.text.len(),
+        };
+        ManifestIter {
+            manifest: self,
+            pos,
+            end: end.max(pos),
+        }
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut succ = prefix.to_vec();
+    while let Some(last) = succ.pop() {
+        if last < 0xff {
+            succ.push(last + 1);
+            return Some(succ);
+        }
+    }
+    None
+}
+
+/// Iterator over manifest entries.
+pub struct ManifestIter<'a> {
+    manifest: &'a Manifest,
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for ManifestIter<'a> {
+    type Item = Result<ManifestEntry<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.end {
+            return None;
+        }
+        match self.manifest.line_at(self.pos) {
+            Ok((entry, next)) => {
+                self.pos = next;
+                Some(Ok(entry))
+            }
+            Err(e) => {
+                self.pos = self.end;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(paths: &[(&str, &str)]) -> Manifest {
+        let mut text = Vec::new();
+        for (i, (p, f)) in paths.iter().enumerate() {
+            text.extend_from_slice(p.as_bytes());
+            text.push(0);
+            text.extend_from_slice(format!("{:040x}", i + 1).as_bytes());
+            text.extend_from_slice(f.as_bytes());
+            text.push(b'\n');
+        }
+        Manifest::new(Arc::from(text), Node::NULL).unwrap()
+    }
+
+    #[test]
+    fn find_locates_every_path_and_only_those() {
+        let names = ["a", "a.b", "a/b", "a/c/d", "b", "bb", "c/x", "z"];
+        let m = manifest(&names.iter().map(|n| (*n, "")).collect::<Vec<_>>());
+        for (i, n) in names.iter().enumerate() {
+            let e = m.find(n.as_bytes()).unwrap().unwrap();
+            assert_eq!(e.path, n.as_bytes());
+            assert_eq!(e.node.to_hex(), format!("{:040x}", i + 1));
+        }
+        for missing in ["", "0", "a/", "a/c", "ba", "zz", "c"] {
+            assert!(m.find(missing.as_bytes()).unwrap().is_none(), "{missing}");
+        }
+    }
+
+    #[test]
+    fn flags_and_prefix_iteration() {
+        let m = manifest(&[("a", "x"), ("d/e", "l"), ("d/f", ""), ("d0", "")]);
+        assert_eq!(m.find(b"a").unwrap().unwrap().flag, FileFlag::Executable);
+        let under: Vec<_> = m.iter_prefix(b"d/").map(|e| e.unwrap().path.to_vec()).collect();
+        assert_eq!(under, vec![b"d/e".to_vec(), b"d/f".to_vec()]);
+        assert_eq!(m.iter().count(), 4);
+        assert_eq!(m.iter_prefix(b"q/").count(), 0);
+    }
+
+    #[test]
+    fn malformed_manifests_are_errors() {
+        assert!(Manifest::new(Arc::from(&b"a\0"[..]), Node::NULL).is_err());
+        let m = Manifest::new(Arc::from(&b"a\0123\n"[..]), Node::NULL).unwrap();
+        assert!(m.iter().next().unwrap().is_err());
+        assert!(m.find(b"a").is_err());
+    }
+}

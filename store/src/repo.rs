@@ -1,0 +1,222 @@
+//! An open repository: where its `.hg` and store are, its requirements, and access to the
+//! changelog, the manifest log and filelogs through one shared text cache.
+
+use crate::changelog::Changeset;
+use crate::error::{Result, StoreError};
+use crate::filelog::Filelog;
+use crate::manifest::Manifest;
+use crate::node::{Node, Rev, NULL_REV};
+use crate::pathenc::{encode_store_path, PathEncoding};
+use crate::requirements::Requirements;
+use crate::revlog::{Revlog, TextCache};
+use lru::LruCache;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Tunables for an open repository.
+#[derive(Debug, Clone, Copy)]
+pub struct RepoOptions {
+    /// Bytes of reconstructed revision texts kept in memory.
+    pub text_cache_bytes: usize,
+    /// Filelogs kept open at once.
+    pub open_filelogs: usize,
+}
+
+impl Default for RepoOptions {
+    fn default() -> Self {
+        RepoOptions {
+            text_cache_bytes: 256 << 20,
+            open_filelogs: 4096,
+        }
+    }
+}
+
+/// Opens revlogs of one store: encodes their paths and gives each a slot in the shared cache.
+struct RevlogOpener {
+    store: PathBuf,
+    encoding: PathEncoding,
+    cache: TextCache,
+    next_cache_id: AtomicU32,
+}
+
+impl RevlogOpener {
+    fn open(&self, stem: &[u8]) -> Result<Revlog> {
+        use std::os::unix::ffi::OsStrExt;
+        let path_of = |suffix: &[u8]| {
+            let mut unencoded = stem.to_vec();
+            unencoded.extend_from_slice(suffix);
+            let encoded = encode_store_path(&unencoded, self.encoding);
+            (self.store.join(std::ffi::OsStr::from_bytes(&encoded)), unencoded)
+        };
+        let (index, name) = path_of(b".i");
+        let (data, _) = path_of(b".d");
+        let id = self.next_cache_id.fetch_add(1, Ordering::Relaxed);
+        Revlog::open(
+            &index,
+            &data,
+            String::from_utf8_lossy(&name).into_owned(),
+            self.cache.clone(),
+            id,
+        )
+    }
+}
+
+/// A Mercurial repository opened for reading.
+pub struct Repo {
+    root: PathBuf,
+    dot_hg: PathBuf,
+    requirements: Requirements,
+    opener: RevlogOpener,
+    changelog: Revlog,
+    manifestlog: Revlog,
+    filelogs: Mutex<LruCache<Vec<u8>, Arc<Filelog>>>,
+}
+
+impl Repo {
+    /// Opens the repository rooted at `root` (the directory holding `.hg`).
+    pub fn open(root: &Path) -> Result<Repo> {
+        Self::open_with(root, RepoOptions::default())
+    }
+
+    /// Finds the repository containing `start` (itself or an ancestor) and opens it.
+    pub fn discover(start: &Path) -> Result<Repo> {
+        let abs = std::path::absolute(start).map_err(|e| StoreError::io(start, e))?;
+        for dir in abs.ancestors() {
+            if dir.join(".hg").is_dir() {
+                return Self::open(dir);
+            }
+        }
+        Err(StoreError::NotARepository(abs))
+    }
+
+    /// Opens the repository rooted at `root` with explicit options.
+    pub fn open_with(root: &Path, options: RepoOptions) -> Result<Repo> {
+        let root = std::path::absolute(root).map_err(|e| StoreError::io(root, e))?;
+        let dot_hg = root.join(".hg");
+        if !dot_hg.is_dir() {
+            return Err(StoreError::NotARepository(root));
+        }
+        let working = Requirements::load_working(&dot_hg)?;
+        let source_hg = if working.contains("shared") || working.contains("relshared") {
+            let link = dot_hg.join("sharedpath");
+            let target = std::fs::read(&link).map_err(|e| StoreError::io(&link, e))?;
+            let target = PathBuf::from(
+                String::from_utf8(target)
+                    .map_err(|_| StoreError::Other(format!("{}: not UTF-8", link.display())))?
+                    .trim_end_matches('\n'),
+            );
+            dot_hg.join(target)
+        } else {
+            dot_hg.clone()
+        };
+        let store_probe = source_hg.join("store");
+        let requirements = Requirements::load(&dot_hg, &store_probe)?;
+        let store = if requirements.contains("store") {
+            store_probe
+        } else {
+            source_hg.clone()
+        };
+        let opener = RevlogOpener {
+            store,
+            encoding: requirements.path_encoding(),
+            cache: TextCache::new(options.text_cache_bytes),
+            next_cache_id: AtomicU32::new(0),
+        };
+        let changelog = opener.open(b"00changelog")?;
+        let manifestlog = opener.open(b"00manifest")?;
+        let open_filelogs = NonZeroUsize::new(options.open_filelogs).unwrap_or(NonZeroUsize::MIN);
+        Ok(Repo {
+            root,
+            dot_hg,
+            requirements,
+            opener,
+            changelog,
+            manifestlog,
+            filelogs: Mutex::new(LruCache::new(open_filelogs)),
+        })
+    }
+
+    /// Opens the revlog whose unencoded store path, without `.i`/`.d`, is `stem`
+    /// (e.g. `data/a.txt`).
+    pub fn open_revlog(&self, stem: &[u8]) -> Result<Revlog> {
+        self.opener.open(stem)
+    }
+
+    /// The working directory root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The `.hg` directory.
+    pub fn dot_hg(&self) -> &Path {
+        &self.dot_hg
+    }
+
+    /// The store directory (`.hg/store`, or the share source's).
+    pub fn store_path(&self) -> &Path {
+        &self.opener.store
+    }
+
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
+
+    pub fn changelog(&self) -> &Revlog {
+        &self.changelog
+    }
+
+    pub fn manifestlog(&self) -> &Revlog {
+        &self.manifestlog
+    }
+
+    /// The shared cache of reconstructed texts.
+    pub fn text_cache(&self) -> &TextCache {
+        &self.opener.cache
+    }
+
+    /// The parsed changeset of changelog revision `rev` (the null revision gives an empty one).
+    pub fn changeset(&self, rev: Rev) -> Result<Changeset> {
+        if rev == NULL_REV {
+            return Ok(Changeset::default());
+        }
+        let text = self.changelog.revision(rev)?;
+        Changeset::parse(&text, &self.changelog.node(rev)?)
+    }
+
+    /// The manifest with the given node.
+    pub fn manifest(&self, node: &Node) -> Result<Manifest> {
+        if node.is_null() {
+            return Ok(Manifest::empty());
+        }
+        let rev = self
+            .manifestlog
+            .rev_of(node)
+            .ok_or_else(|| StoreError::UnknownNode {
+                revlog: self.manifestlog.name().to_owned(),
+                node: node.to_hex(),
+            })?;
+        Manifest::new(self.manifestlog.revision(rev)?, *node)
+    }
+
+    /// The manifest of changelog revision `rev`.
+    pub fn manifest_of(&self, rev: Rev) -> Result<Manifest> {
+        self.manifest(&self.changeset(rev)?.manifest)
+    }
+
+    /// The filelog tracking repository path `path` (it may be empty if never committed).
+    pub fn filelog(&self, path: &[u8]) -> Result<Arc<Filelog>> {
+        let mut cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = cache.get(path) {
+            return Ok(f.clone());
+        }
+        drop(cache);
+        let mut stem = b"data/".to_vec();
+        stem.extend_from_slice(path);
+        let filelog = Arc::new(Filelog::new(path.to_vec(), self.open_revlog(&stem)?));
+        cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
+        cache.put(path.to_vec(), filelog.clone());
+        Ok(filelog)
+    }
+}

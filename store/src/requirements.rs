@@ -1,0 +1,147 @@
+//! Repository requirements (`.hg/requires`, and `.hg/store/requires` under share-safe),
+//! read as hg reads them, and checked against what this store supports.
+
+use crate::error::{Result, StoreError};
+use crate::pathenc::PathEncoding;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Requirements this reader understands.
+const SUPPORTED: &[&str] = &[
+    "revlogv1",
+    "store",
+    "fncache",
+    "dotencode",
+    "generaldelta",
+    "sparserevlog",
+    "revlog-compression-zstd",
+    "share-safe",
+    "bookmarksinstore",
+    "internal-phase",
+    "exp-sparse",
+    "shared",
+    "relshared",
+    "dirstate-tracked-key-v1",
+];
+
+/// The parsed set of requirements of a repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements {
+    set: BTreeSet<String>,
+}
+
+fn read_list(path: &Path, missing_ok: bool) -> Result<BTreeSet<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| StoreError::BadRequirements {
+                path: path.to_owned(),
+                reason: "not valid UTF-8".into(),
+            })?;
+            Ok(text
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing_ok => Ok(BTreeSet::new()),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
+}
+
+impl Requirements {
+    /// Reads the working-directory requirements in `dot_hg/requires` (without checking them).
+    pub fn load_working(dot_hg: &Path) -> Result<Requirements> {
+        Ok(Requirements {
+            set: read_list(&dot_hg.join("requires"), true)?,
+        })
+    }
+
+    /// Completes the working-directory requirements with the store's (under share-safe, from
+    /// `store_dir/requires`), and refuses any requirement this reader does not support,
+    /// naming each.
+    pub fn load(dot_hg: &Path, store_dir: &Path) -> Result<Requirements> {
+        let mut set = Self::load_working(dot_hg)?.set;
+        if set.contains("share-safe") {
+            set.extend(read_list(&store_dir.join("requires"), false)?);
+        }
+        let unknown: Vec<String> = set
+            .iter()
+            .filter(|r| !SUPPORTED.contains(&r.as_str()))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(StoreError::UnsupportedRequirements(unknown));
+        }
+        if !set.contains("revlogv1") {
+            return Err(StoreError::UnsupportedRequirements(vec![
+                "(missing revlogv1: repository format too old)".into(),
+            ]));
+        }
+        Ok(Requirements { set })
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.set.contains(name)
+    }
+
+    /// How store paths are encoded on disk.
+    pub fn path_encoding(&self) -> PathEncoding {
+        if !self.contains("store") {
+            PathEncoding::Plain
+        } else if self.contains("fncache") {
+            PathEncoding::Fncache {
+                dotencode: self.contains("dotencode"),
+            }
+        } else {
+            PathEncoding::Store
+        }
+    }
+
+    /// Iterates over the requirement names, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.set.iter().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_with(requires: &str, store_requires: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("store")).unwrap();
+        std::fs::write(dir.path().join("requires"), requires).unwrap();
+        if let Some(s) = store_requires {
+            std::fs::write(dir.path().join("store/requires"), s).unwrap();
+        }
+        dir
+    }
+
+    const DEFAULT_STORE: &str =
+        "dotencode\nfncache\ngeneraldelta\nrevlog-compression-zstd\nrevlogv1\nsparserevlog\nstore\n";
+
+    #[test]
+    fn share_safe_reads_the_store_requires_too() {
+        let d = repo_with("share-safe\n", Some(DEFAULT_STORE));
+        let r = Requirements::load(d.path(), &d.path().join("store")).unwrap();
+        assert!(r.contains("revlog-compression-zstd"));
+        assert_eq!(r.path_encoding(), PathEncoding::Fncache { dotencode: true });
+    }
+
+    #[test]
+    fn share_safe_without_store_requires_is_an_error() {
+        let d = repo_with("share-safe\n", None);
+        let store = d.path().join("store");
+        assert!(matches!(Requirements::load(d.path(), &store), Err(StoreError::Io { .. })));
+    }
+
+    #[test]
+    fn unknown_requirements_are_refused_by_name() {
+        let d = repo_with("share-safe\n", Some("revlogv1\nstore\ntreemanifest\npersistent-nodemap\n"));
+        let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "repository requires features unknown to this Mercurial: persistent-nodemap treemanifest"
+        );
+    }
+}

@@ -1,0 +1,442 @@
+//! Revlog v1 reader: memory-mapped index and data files, chunk decoding, delta chains
+//! (generaldelta and the legacy previous-revision layout), hash-checked texts, and node lookup.
+//!
+//! A [`Revlog`] is a snapshot of the files as they were when it was opened: revisions
+//! appended later are not seen until the revlog is opened again.
+
+mod cache;
+mod chunk;
+mod index;
+
+pub use cache::TextCache;
+pub use index::{IndexEntry, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
+
+use crate::error::{Result, StoreError};
+use crate::mpatch;
+use crate::node::{Node, Rev, NULL_REV};
+use index::{Header, Layout, ENTRY_SIZE};
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// The bytes of a file: mapped, read, or absent (an empty or missing revlog).
+pub enum FileBytes {
+    Empty,
+    Mapped(memmap2::Mmap),
+}
+
+impl FileBytes {
+    /// Maps a file; a missing file gives `Ok(None)`.
+    pub fn open(path: &Path) -> Result<Option<FileBytes>> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(path, e)),
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io(path, e))?
+            .len();
+        if len == 0 {
+            return Ok(Some(FileBytes::Empty));
+        }
+        // SAFETY: revlogs are append-only; the map covers the length seen at open and no
+        // writer truncates a revlog below that length except an explicit `hg strip`/recover.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
+        Ok(Some(FileBytes::Mapped(map)))
+    }
+}
+
+impl Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Empty => &[],
+            FileBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// One open revlog.
+pub struct Revlog {
+    name: String,
+    data_path: PathBuf,
+    index: FileBytes,
+    layout: Layout,
+    header: Header,
+    len: usize,
+    data: Option<FileBytes>,
+    cache: TextCache,
+    cache_id: u32,
+    nodemap: OnceLock<HashMap<Node, Rev>>,
+}
+
+impl Revlog {
+    /// Opens the revlog whose index is at `index_path`. `name` is the unencoded store path of
+    /// the index (e.g. `data/a.txt.i`), used in messages. A missing index is an empty revlog.
+    pub fn open(
+        index_path: &Path,
+        data_path: &Path,
+        name: String,
+        cache: TextCache,
+        cache_id: u32,
+    ) -> Result<Revlog> {
+        let index = FileBytes::open(index_path)?.unwrap_or(FileBytes::Empty);
+        let corrupt = |reason: String| StoreError::CorruptIndex {
+            revlog: name.clone(),
+            reason,
+        };
+        let (header, layout, len) = match index.first_chunk::<4>() {
+            None if index.is_empty() => (
+                Header {
+                    inline: true,
+                    generaldelta: false,
+                },
+                Layout::Inline {
+                    positions: Vec::new(),
+                },
+                0,
+            ),
+            None => return Err(corrupt(format!("{} bytes is too short", index.len()))),
+            Some(first) => {
+                let header = Header::parse(*first).map_err(corrupt)?;
+                if header.inline {
+                    let layout = Layout::scan_inline(&index).map_err(corrupt)?;
+                    let len = match &layout {
+                        Layout::Inline { positions } => positions.len(),
+                        Layout::Split => 0,
+                    };
+                    (header, layout, len)
+                } else {
+                    let len = Layout::split_len(&index).map_err(corrupt)?;
+                    (header, Layout::Split, len)
+                }
+            }
+        };
+        if len > i32::MAX as usize {
+            return Err(corrupt(format!("{len} revisions")));
+        }
+        let data = if header.inline {
+            None
+        } else {
+            FileBytes::open(data_path)?
+        };
+        Ok(Revlog {
+            name,
+            data_path: data_path.to_owned(),
+            index,
+            layout,
+            header,
+            len,
+            data,
+            cache,
+            cache_id,
+            nodemap: OnceLock::new(),
+        })
+    }
+
+    /// The unencoded store path of the index, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of revisions.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The last revision, or `NULL_REV` when empty.
+    pub fn tip(&self) -> Rev {
+        self.len as Rev - 1
+    }
+
+    pub fn is_generaldelta(&self) -> bool {
+        self.header.generaldelta
+    }
+
+    fn check_rev(&self, rev: Rev) -> Result<usize> {
+        if rev < 0 || rev as usize >= self.len {
+            return Err(StoreError::RevisionOutOfRange {
+                revlog: self.name.clone(),
+                rev: rev as i64,
+            });
+        }
+        Ok(rev as usize)
+    }
+
+    fn entry_pos(&self, r: usize) -> usize {
+        match &self.layout {
+            Layout::Split => r * ENTRY_SIZE,
+            Layout::Inline { positions } => positions[r],
+        }
+    }
+
+    /// The decoded, checked index entry of `rev`.
+    pub fn entry(&self, rev: Rev) -> Result<IndexEntry> {
+        let r = self.check_rev(rev)?;
+        let pos = self.entry_pos(r);
+        let bytes = self
+            .index
+            .get(pos..pos + ENTRY_SIZE)
+            .and_then(|b| <&[u8; ENTRY_SIZE]>::try_from(b).ok())
+            .ok_or_else(|| StoreError::corrupt_rev(&self.name, r as u32, "index entry truncated"))?;
+        let entry = IndexEntry::parse(r, bytes);
+        entry
+            .validate(r)
+            .map_err(|reason| StoreError::corrupt_rev(&self.name, r as u32, reason))?;
+        Ok(entry)
+    }
+
+    /// The node of `rev`; `NULL_REV` gives the null node.
+    pub fn node(&self, rev: Rev) -> Result<Node> {
+        if rev == NULL_REV {
+            return Ok(Node::NULL);
+        }
+        Ok(self.entry(rev)?.node)
+    }
+
+    /// The parent revisions of `rev`.
+    pub fn parents(&self, rev: Rev) -> Result<[Rev; 2]> {
+        let e = self.entry(rev)?;
+        Ok([e.p1, e.p2])
+    }
+
+    /// The changelog revision that introduced `rev`.
+    pub fn linkrev(&self, rev: Rev) -> Result<Rev> {
+        Ok(self.entry(rev)?.linkrev)
+    }
+
+    /// Length of the full raw text of `rev`, from the index alone (None when unknown).
+    pub fn raw_len(&self, rev: Rev) -> Result<Option<usize>> {
+        let e = self.entry(rev)?;
+        Ok((e.raw_len >= 0).then_some(e.raw_len as usize))
+    }
+
+    fn nodemap(&self) -> &HashMap<Node, Rev> {
+        self.nodemap.get_or_init(|| {
+            let mut map = HashMap::with_capacity(self.len);
+            for r in 0..self.len {
+                if let Ok(e) = self.entry(r as Rev) {
+                    map.entry(e.node).or_insert(r as Rev);
+                }
+            }
+            map
+        })
+    }
+
+    /// The revision with exactly this node, if any. The null node gives `NULL_REV`.
+    pub fn rev_of(&self, node: &Node) -> Option<Rev> {
+        if node.is_null() {
+            return Some(NULL_REV);
+        }
+        self.nodemap().get(node).copied()
+    }
+
+    /// The revision whose node's hex form starts with `prefix` (lowercase hex digits).
+    /// `Ok(None)` when none does; an error when several do.
+    pub fn rev_of_hex_prefix(&self, prefix: &str) -> Result<Option<Rev>> {
+        let lower = prefix.to_ascii_lowercase();
+        let p = lower.as_bytes();
+        if p.is_empty() || p.len() > 40 || !p.iter().all(u8::is_ascii_hexdigit) {
+            return Ok(None);
+        }
+        if p.len() == 40 {
+            return Ok(Node::from_hex(p).and_then(|n| self.rev_of(&n)));
+        }
+        let mut found = None;
+        for r in 0..self.len as Rev {
+            if self.entry(r)?.node.has_hex_prefix(p) {
+                if found.is_some() {
+                    return Err(StoreError::AmbiguousRevision(prefix.to_owned()));
+                }
+                found = Some(r);
+            }
+        }
+        if found.is_none() && Node::NULL.has_hex_prefix(p) {
+            return Ok(Some(NULL_REV));
+        }
+        Ok(found)
+    }
+
+    /// The stored chunk of `rev`, still compressed.
+    pub fn chunk(&self, rev: Rev) -> Result<&[u8]> {
+        let e = self.entry(rev)?;
+        let len = e.compressed_len as usize;
+        let (bytes, start): (&[u8], u64) = match &self.layout {
+            Layout::Inline { positions } => {
+                (&self.index, positions[rev as usize] as u64 + ENTRY_SIZE as u64)
+            }
+            Layout::Split => match &self.data {
+                Some(d) => (d, e.offset),
+                None if len == 0 => return Ok(&[]),
+                None => {
+                    return Err(StoreError::corrupt_rev(
+                        &self.name,
+                        rev as u32,
+                        format!("data file {} is missing", self.data_path.display()),
+                    ))
+                }
+            },
+        };
+        usize::try_from(start)
+            .ok()
+            .and_then(|s| bytes.get(s..s.checked_add(len)?))
+            .ok_or_else(|| {
+                StoreError::corrupt_rev(
+                    &self.name,
+                    rev as u32,
+                    format!(
+                        "data truncated: chunk {start}+{len} beyond the {} bytes of the data file",
+                        bytes.len()
+                    ),
+                )
+            })
+    }
+
+    fn decompressed(&self, rev: Rev, hint: usize) -> Result<std::borrow::Cow<'_, [u8]>> {
+        chunk::decompress(self.chunk(rev)?, hint)
+            .map_err(|reason| StoreError::corrupt_rev(&self.name, rev as u32, reason))
+    }
+
+    /// The revisions whose chunks rebuild `rev`, newest first, and the cached text to start
+    /// from when the walk met one.
+    fn delta_chain(&self, rev: Rev) -> Result<(Vec<Rev>, Option<Arc<[u8]>>)> {
+        let mut chain = Vec::new();
+        let mut cur = rev;
+        loop {
+            if cur != rev {
+                if let Some(text) = self.cache.get((self.cache_id, cur)) {
+                    return Ok((chain, Some(text)));
+                }
+            }
+            let e = self.entry(cur)?;
+            chain.push(cur);
+            if e.base == cur {
+                return Ok((chain, None));
+            }
+            if e.base == NULL_REV && self.header.generaldelta {
+                return Ok((chain, Some(Arc::from(&[][..]))));
+            }
+            let next = if self.header.generaldelta {
+                e.base
+            } else {
+                cur - 1
+            };
+            if next < 0 || next >= cur {
+                return Err(StoreError::corrupt_rev(
+                    &self.name,
+                    cur as u32,
+                    format!("bad delta base {}", e.base),
+                ));
+            }
+            cur = next;
+        }
+    }
+
+    /// The raw text of `rev` (for filelogs, with any metadata header), rebuilt from its delta
+    /// chain, checked against its length and node, and cached.
+    pub fn revision(&self, rev: Rev) -> Result<Arc<[u8]>> {
+        if rev == NULL_REV {
+            return Ok(Arc::from(&[][..]));
+        }
+        if let Some(text) = self.cache.get((self.cache_id, rev)) {
+            return Ok(text);
+        }
+        let entry = self.entry(rev)?;
+        if entry.flags & REVIDX_ISCENSORED != 0 {
+            return Err(StoreError::corrupt_rev(&self.name, rev as u32, "censored node"));
+        }
+        if entry.flags & (REVIDX_ELLIPSIS | REVIDX_EXTSTORED) != 0 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!("unsupported revision flag {:#x} (narrow or lfs)", entry.flags),
+            ));
+        }
+        let hint = entry.raw_len.max(0) as usize;
+        let (chain, start) = self.delta_chain(rev)?;
+        let mut deltas = chain.iter().rev();
+        let mut text: Vec<u8> = match start {
+            Some(t) => t.to_vec(),
+            None => match deltas.next() {
+                Some(&base) => self.decompressed(base, hint)?.into_owned(),
+                None => Vec::new(),
+            },
+        };
+        for &r in deltas {
+            let delta = self.decompressed(r, 0)?;
+            text = mpatch::apply(&text, &delta, hint)
+                .map_err(|e| StoreError::corrupt_rev(&self.name, r as u32, e.to_string()))?;
+        }
+        if entry.raw_len >= 0 && text.len() != entry.raw_len as usize {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!(
+                    "unpacked size is {}, {} expected",
+                    text.len(),
+                    entry.raw_len
+                ),
+            ));
+        }
+        let p1 = self.node(entry.p1)?;
+        let p2 = self.node(entry.p2)?;
+        if Node::hash_revision(&p1, &p2, &text) != entry.node {
+            return Err(StoreError::IntegrityCheckFailed {
+                revlog: self.name.clone(),
+                rev: rev as u32,
+            });
+        }
+        let text: Arc<[u8]> = Arc::from(text);
+        self.cache.insert((self.cache_id, rev), text.clone());
+        Ok(text)
+    }
+
+    /// The first `n` bytes of the raw text of `rev` (fewer if the text is shorter), found
+    /// without rebuilding the whole text when the deltas leave the start of the text alone.
+    /// Falls back to the full text when the start is rewritten. Not hash-checked.
+    pub fn text_prefix(&self, rev: Rev, n: usize) -> Result<Vec<u8>> {
+        if let Some(t) = self.cache.get((self.cache_id, rev)) {
+            return Ok(t[..n.min(t.len())].to_vec());
+        }
+        let (chain, start) = self.delta_chain(rev)?;
+        // Walk from the newest delta down: as long as each delta's first hunk starts at or
+        // after `n`, the first `n` bytes come unchanged from the older text.
+        let (&oldest, newer) = match chain.split_last() {
+            Some(x) => x,
+            None => return Ok(Vec::new()),
+        };
+        let peek = 12 + n;
+        for &r in newer.iter().chain(start.is_some().then_some(&oldest)) {
+            let head = chunk::decompress_prefix(self.chunk(r)?, peek)
+                .map_err(|reason| StoreError::corrupt_rev(&self.name, r as u32, reason))?;
+            match mpatch::Hunks::new(&head).next() {
+                None => continue,
+                Some(Ok(h)) if h.start >= n => continue,
+                Some(Err(mpatch::PatchError::Truncated)) if head.len() >= 12 => {
+                    let start = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+                    if start >= n {
+                        continue;
+                    }
+                    let text = self.revision(rev)?;
+                    return Ok(text[..n.min(text.len())].to_vec());
+                }
+                _ => {
+                    let text = self.revision(rev)?;
+                    return Ok(text[..n.min(text.len())].to_vec());
+                }
+            }
+        }
+        match start {
+            Some(t) => Ok(t[..n.min(t.len())].to_vec()),
+            None => chunk::decompress_prefix(self.chunk(oldest)?, n)
+                .map_err(|reason| StoreError::corrupt_rev(&self.name, oldest as u32, reason)),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Resolving what users type for `-r`: revision numbers (negative too), `tip`, `null`, `.`,
+//! full and abbreviated hex nodes, bookmarks, tags and branch names, and `A:B` ranges.
+
+use crate::dirstate;
+use crate::error::{Result, StoreError};
+use crate::names;
+use crate::node::{Rev, NULL_REV};
+use crate::repo::Repo;
+
+/// The working-directory parent: `.hg/dirstate`'s first parent when there is a dirstate,
+/// else tip.
+pub fn working_parent(repo: &Repo) -> Result<Rev> {
+    match dirstate::parents(repo.dot_hg())? {
+        Some([p1, _]) => repo
+            .changelog()
+            .rev_of(&p1)
+            .ok_or_else(|| StoreError::UnknownRevision(p1.to_hex())),
+        None => Ok(repo.changelog().tip()),
+    }
+}
+
+/// Resolves one revision symbol, in hg's order: special names, a revision number, a full
+/// node, bookmarks, tags, branches, then a unique node prefix.
+pub fn resolve_symbol(repo: &Repo, symbol: &str) -> Result<Rev> {
+    let cl = repo.changelog();
+    match symbol {
+        "null" => return Ok(NULL_REV),
+        "tip" => return Ok(cl.tip()),
+        "." => return working_parent(repo),
+        "" => return Err(StoreError::UnknownRevision(symbol.to_owned())),
+        _ => {}
+    }
+    if let Ok(n) = symbol.parse::<i64>() {
+        let canonical = n.to_string() == symbol;
+        let len = cl.len() as i64;
+        let rev = if n < 0 { len + n } else { n };
+        if canonical && (-1..len).contains(&rev) {
+            return Ok(rev as Rev);
+        }
+    }
+    if symbol.len() == 40 {
+        if let Some(rev) = cl.rev_of_hex_prefix(symbol)? {
+            return Ok(rev);
+        }
+    }
+    let name = symbol.as_bytes();
+    if let Some(&rev) = names::bookmarks(repo)?.get(name) {
+        return Ok(rev);
+    }
+    if let Some(&rev) = names::tags(repo)?.get(name) {
+        return Ok(rev);
+    }
+    if let Some(rev) = names::branch_tip(repo, name)? {
+        return Ok(rev);
+    }
+    if let Some(rev) = cl.rev_of_hex_prefix(symbol)? {
+        return Ok(rev);
+    }
+    Err(StoreError::UnknownRevision(symbol.to_owned()))
+}
+
+/// Resolves a revision argument to the revisions it names, in order: a symbol, or a range
+/// `A:B` (either end may be left out: `:B` starts at 0, `A:` ends at tip; a range may go down).
+pub fn resolve(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
+    let spec = spec.trim();
+    // A symbol that exists as written wins over a range (tags may contain ':').
+    if let Ok(rev) = resolve_symbol(repo, spec) {
+        return Ok(vec![rev]);
+    }
+    if let Some((a, b)) = spec.split_once(':').filter(|(_, b)| !b.starts_with(':')) {
+        let start = if a.is_empty() { 0 } else { resolve_symbol(repo, a.trim())? };
+        let end = if b.is_empty() {
+            repo.changelog().tip()
+        } else {
+            resolve_symbol(repo, b.trim())?
+        };
+        return Ok(if start <= end {
+            (start..=end).collect()
+        } else {
+            (end..=start).rev().collect()
+        });
+    }
+    resolve_symbol(repo, spec).map(|r| vec![r])
+}
