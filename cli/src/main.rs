@@ -1,1 +1,56 @@
-fn main() {}
+//! The `revfs` command-line tool: hg-style commands over a Mercurial store.
+//!
+//! This is the only place that turns errors into text and exit codes: an `abort: ...` line
+//! and exit status 255 for failures, as hg does.
+
+mod commands;
+mod paths;
+mod ui;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// revfs: a lazy, self-recording working copy for Mercurial repositories.
+#[derive(Parser, Debug)]
+#[command(name = "revfs", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Repository root directory (default: the repository containing the current directory)
+    #[arg(short = 'R', long = "repository", global = true, value_name = "REPO")]
+    repository: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show revision history (newest first)
+    Log(commands::log::LogArgs),
+    /// Output the content of files as of a revision
+    Cat(commands::cat::CatArgs),
+    /// List tracked files of a revision
+    Files(commands::files::FilesArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 255 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match &cli.command {
+        Command::Log(args) => commands::log::run(&cli, args),
+        Command::Cat(args) => commands::cat::run(&cli, args),
+        Command::Files(args) => commands::files::run(&cli, args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            ui::abort(&err);
+            ExitCode::from(255)
+        }
+    }
+}

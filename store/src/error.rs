@@ -16,7 +16,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
-    #[error("no repository found in '{}' (.hg not found)!", .0.display())]
+    #[error("no repository found in '{}' (.hg not found)", .0.display())]
     NotARepository(PathBuf),
 
     #[error("repository requires features unknown to this Mercurial: {}", .0.join(" "))]
@@ -55,7 +55,7 @@ pub enum StoreError {
     #[error("unknown revision '{0}'")]
     UnknownRevision(String),
 
-    #[error("ambiguous revision identifier: '{0}'")]
+    #[error("ambiguous revision identifier: {0}")]
     AmbiguousRevision(String),
 
     #[error("{revlog}: no revision {rev}")]

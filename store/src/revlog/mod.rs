@@ -258,6 +258,10 @@ impl Revlog {
                 found = Some(r);
             }
         }
+        // hg also counts the virtual working-directory node ffff...ff as a candidate.
+        if found.is_some() && p.iter().all(|&c| c == b'f') {
+            return Err(StoreError::AmbiguousRevision(prefix.to_owned()));
+        }
         if found.is_none() && Node::NULL.has_hex_prefix(p) {
             return Ok(Some(NULL_REV));
         }

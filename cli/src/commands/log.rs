@@ -1,0 +1,255 @@
+//! `revfs log`: changeset history in hg's default, verbose, quiet and JSON forms.
+
+use crate::ui::{format_date, ignore_broken_pipe, json_string, Out};
+use anyhow::{bail, Result};
+use clap::Args;
+use revfs_vfs::store::changelog::Changeset;
+use revfs_vfs::store::phases::{self, Phase};
+use revfs_vfs::store::{names, Node, Repo, Rev, NULL_REV};
+use std::collections::HashMap;
+
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// Show the specified revision or range
+    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    rev: Vec<String>,
+    /// Limit number of changes displayed
+    #[arg(short = 'l', long = "limit", value_name = "NUM")]
+    limit: Option<i64>,
+    /// Display with template (only `json` is supported)
+    #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
+    template: Option<String>,
+    /// Show the files changed and the full description
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// Show only revision numbers and short nodes
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Default,
+    Verbose,
+    Quiet,
+    Json { verbose: bool, quiet: bool },
+}
+
+/// Names attached to revisions, loaded once per command.
+struct Labels {
+    tags: HashMap<Rev, Vec<Vec<u8>>>,
+    bookmarks: HashMap<Rev, Vec<Vec<u8>>>,
+    phases: Vec<Phase>,
+}
+
+impl Labels {
+    fn load(repo: &Repo) -> Result<Labels> {
+        let invert = |map: std::collections::BTreeMap<Vec<u8>, Rev>| {
+            let mut by_rev: HashMap<Rev, Vec<Vec<u8>>> = HashMap::new();
+            for (name, rev) in map {
+                by_rev.entry(rev).or_default().push(name);
+            }
+            by_rev
+        };
+        Ok(Labels {
+            tags: invert(names::tags(repo)?),
+            bookmarks: invert(names::bookmarks(repo)?),
+            phases: phases::compute(repo.store_path(), repo.changelog())?,
+        })
+    }
+
+    fn of<'a>(map: &'a HashMap<Rev, Vec<Vec<u8>>>, rev: Rev) -> &'a [Vec<u8>] {
+        map.get(&rev).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn phase(&self, rev: Rev) -> Phase {
+        usize::try_from(rev)
+            .ok()
+            .and_then(|r| self.phases.get(r).copied())
+            .unwrap_or(Phase::Public)
+    }
+}
+
+/// Everything printed about one changeset.
+struct Entry<'a> {
+    rev: Rev,
+    node: Node,
+    parents: Vec<(Rev, Node)>,
+    cs: Changeset,
+    tags: &'a [Vec<u8>],
+    bookmarks: &'a [Vec<u8>],
+    phase: Phase,
+}
+
+fn entry<'a>(repo: &Repo, labels: &'a Labels, rev: Rev) -> Result<Entry<'a>> {
+    let cl = repo.changelog();
+    let [p1, p2] = if rev == NULL_REV {
+        [NULL_REV, NULL_REV]
+    } else {
+        cl.parents(rev)?
+    };
+    let mut parents = vec![(p1, cl.node(p1)?)];
+    if p2 != NULL_REV {
+        parents.push((p2, cl.node(p2)?));
+    }
+    Ok(Entry {
+        rev,
+        node: cl.node(rev)?,
+        parents,
+        cs: repo.changeset(rev)?,
+        tags: Labels::of(&labels.tags, rev),
+        bookmarks: Labels::of(&labels.bookmarks, rev),
+        phase: labels.phase(rev),
+    })
+}
+
+fn first_line(desc: &[u8]) -> &[u8] {
+    desc.split(|&b| b == b'\n').next().unwrap_or_default()
+}
+
+fn line(out: &mut Vec<u8>, label: &str, value: &[u8]) {
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(value);
+    out.push(b'\n');
+}
+
+fn render_text(e: &Entry, style: Style, out: &mut Vec<u8>) {
+    if style == Style::Quiet {
+        out.extend_from_slice(format!("{}:{}\n", e.rev, e.node.short()).as_bytes());
+        return;
+    }
+    line(out, "changeset:   ", format!("{}:{}", e.rev, e.node.short()).as_bytes());
+    if e.cs.branch() != b"default" {
+        line(out, "branch:      ", e.cs.branch());
+    }
+    for b in e.bookmarks {
+        line(out, "bookmark:    ", b);
+    }
+    for t in e.tags {
+        line(out, "tag:         ", t);
+    }
+    // hg shows parents only when they are not simply the previous revision.
+    let meaningful = e.parents.len() > 1 || e.parents[0].0 < e.rev - 1;
+    if meaningful {
+        for (rev, node) in &e.parents {
+            line(out, "parent:      ", format!("{rev}:{}", node.short()).as_bytes());
+        }
+    }
+    line(out, "user:        ", &e.cs.user);
+    line(out, "date:        ", format_date(e.cs.time, e.cs.tz).as_bytes());
+    let desc = e.cs.description.trim_ascii();
+    if style == Style::Verbose {
+        if !e.cs.files.is_empty() {
+            line(out, "files:       ", &e.cs.files.join(&b' '));
+        }
+        if !desc.is_empty() {
+            out.extend_from_slice(b"description:\n");
+            out.extend_from_slice(desc);
+            out.extend_from_slice(b"\n\n");
+        }
+    } else if !desc.is_empty() {
+        line(out, "summary:     ", first_line(&e.cs.description));
+    }
+    out.push(b'\n');
+}
+
+fn json_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let parts: Vec<Vec<u8>> = items.map(json_string).collect();
+    let mut out = b"[".to_vec();
+    out.extend_from_slice(&parts.join(&b", "[..]));
+    out.push(b']');
+    out
+}
+
+fn render_json(e: &Entry, verbose: bool, quiet: bool) -> Vec<u8> {
+    let mut fields: Vec<(&str, Vec<u8>)> = Vec::new();
+    let node_hex = e.node.to_hex();
+    if !quiet {
+        fields.push(("bookmarks", json_list(e.bookmarks.iter().map(Vec::as_slice))));
+        fields.push(("branch", json_string(e.cs.branch())));
+        fields.push(("date", format!("[{}, {}]", e.cs.time, e.cs.tz).into_bytes()));
+        fields.push(("desc", json_string(&e.cs.description)));
+        if verbose {
+            fields.push(("files", json_list(e.cs.files.iter().map(Vec::as_slice))));
+        }
+    }
+    fields.push(("node", json_string(node_hex.as_bytes())));
+    if !quiet {
+        let parents: Vec<String> = e.parents.iter().map(|(_, n)| n.to_hex()).collect();
+        fields.push(("parents", json_list(parents.iter().map(|p| p.as_bytes()))));
+        fields.push(("phase", json_string(e.phase.name().as_bytes())));
+    }
+    fields.push(("rev", e.rev.to_string().into_bytes()));
+    if !quiet {
+        fields.push(("tags", json_list(e.tags.iter().map(Vec::as_slice))));
+        fields.push(("user", json_string(&e.cs.user)));
+    }
+    let mut out = b" {\n".to_vec();
+    let body: Vec<Vec<u8>> = fields
+        .into_iter()
+        .map(|(k, v)| {
+            let mut l = format!("  \"{k}\": ").into_bytes();
+            l.extend_from_slice(&v);
+            l
+        })
+        .collect();
+    out.extend_from_slice(&body.join(&b",\n"[..]));
+    out.extend_from_slice(b"\n }");
+    out
+}
+
+pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
+    let style = match args.template.as_deref() {
+        None => match (args.quiet, args.verbose) {
+            (true, _) => Style::Quiet,
+            (false, true) => Style::Verbose,
+            _ => Style::Default,
+        },
+        Some("json") => Style::Json {
+            verbose: args.verbose,
+            quiet: args.quiet,
+        },
+        Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
+    };
+    if matches!(args.limit, Some(n) if n <= 0) {
+        bail!("limit must be positive");
+    }
+    let repo = super::open_repo(cli)?;
+    let mut revs = if args.rev.is_empty() {
+        (0..repo.changelog().len() as Rev).rev().collect()
+    } else {
+        super::resolve_revs(&repo, &args.rev)?
+    };
+    if let Some(limit) = args.limit {
+        revs.truncate(limit as usize);
+    }
+    let labels = Labels::load(&repo)?;
+    let mut out = Out::new();
+    let mut result = Ok(());
+    let is_json = matches!(style, Style::Json { .. });
+    if is_json {
+        result = out.write(if revs.is_empty() { b"[" } else { b"[\n" });
+    }
+    for (i, &rev) in revs.iter().enumerate() {
+        if result.is_err() {
+            break;
+        }
+        let e = entry(&repo, &labels, rev)?;
+        let mut buf = Vec::with_capacity(512);
+        match style {
+            Style::Json { verbose, quiet } => {
+                if i > 0 {
+                    buf.extend_from_slice(b",\n");
+                }
+                buf.extend_from_slice(&render_json(&e, verbose, quiet));
+            }
+            _ => render_text(&e, style, &mut buf),
+        }
+        result = out.write(&buf);
+    }
+    if is_json && result.is_ok() {
+        result = out.write(b"\n]\n");
+    }
+    ignore_broken_pipe(result.and_then(|_| out.finish()))?;
+    Ok(0)
+}
