@@ -82,14 +82,23 @@ mod tests {
 
     #[test]
     fn dates_print_in_the_committer_timezone() {
-        assert_eq!(format_date(1700000000, -3600), "Tue Nov 14 23:13:20 2023 +0100");
-        assert_eq!(format_date(1700000200, 18000), "Tue Nov 14 17:16:40 2023 -0500");
+        assert_eq!(
+            format_date(1700000000, -3600),
+            "Tue Nov 14 23:13:20 2023 +0100"
+        );
+        assert_eq!(
+            format_date(1700000200, 18000),
+            "Tue Nov 14 17:16:40 2023 -0500"
+        );
         assert_eq!(format_date(0, 0), "Thu Jan 01 00:00:00 1970 +0000");
         assert_eq!(format_date(0, -19800), "Thu Jan 01 05:30:00 1970 +0530");
     }
 
     #[test]
     fn json_escapes_like_hg() {
-        assert_eq!(json_string(b"a\"b\\c\nd\x01\x7f\xc3\xa9"), b"\"a\\\"b\\\\c\\nd\\u0001\\u007f\xc3\xa9\"".to_vec());
+        assert_eq!(
+            json_string(b"a\"b\\c\nd\x01\x7f\xc3\xa9"),
+            b"\"a\\\"b\\\\c\\nd\\u0001\\u007f\xc3\xa9\"".to_vec()
+        );
     }
 }

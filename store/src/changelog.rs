@@ -66,13 +66,11 @@ impl Changeset {
         let user = lines.next().ok_or_else(|| bad("no user line"))?.to_vec();
         let date = lines.next().ok_or_else(|| bad("no date line"))?;
         let mut parts = date.splitn(3, |&b| b == b' ');
-        let time_field = std::str::from_utf8(parts.next().unwrap_or_default())
-            .map_err(|_| bad("bad date"))?;
+        let time_field =
+            std::str::from_utf8(parts.next().unwrap_or_default()).map_err(|_| bad("bad date"))?;
         let time = match time_field.parse::<i64>() {
             Ok(t) => t,
-            Err(_) => time_field
-                .parse::<f64>()
-                .map_err(|_| bad("bad date"))? as i64,
+            Err(_) => time_field.parse::<f64>().map_err(|_| bad("bad date"))? as i64,
         };
         let tz = parts
             .next()

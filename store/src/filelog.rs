@@ -83,23 +83,42 @@ impl Filelog {
 
     /// The revision holding `node`.
     pub fn rev_of(&self, node: &Node) -> Result<Rev> {
-        self.revlog.rev_of(node).ok_or_else(|| StoreError::UnknownNode {
-            revlog: self.revlog.name().to_owned(),
-            node: node.to_hex(),
-        })
+        self.revlog
+            .rev_of(node)
+            .ok_or_else(|| StoreError::UnknownNode {
+                revlog: self.revlog.name().to_owned(),
+                node: node.to_hex(),
+            })
     }
 
     /// The content of `rev`, metadata removed.
     pub fn read(&self, rev: Rev) -> Result<FileText> {
+        self.read_with(rev, true)
+    }
+
+    /// The content of `rev`, not kept in the text cache (for texts read once).
+    pub fn read_uncached(&self, rev: Rev) -> Result<FileText> {
+        self.read_with(rev, false)
+    }
+
+    fn read_with(&self, rev: Rev, keep: bool) -> Result<FileText> {
         if rev == NULL_REV {
             return Ok(FileText {
                 raw: Arc::from(&[][..]),
                 content_start: 0,
             });
         }
-        let raw = self.revlog.revision(rev)?;
+        let raw = if keep {
+            self.revlog.revision(rev)?
+        } else {
+            self.revlog.revision_uncached(rev)?
+        };
         let start = content_start(&raw).ok_or_else(|| {
-            StoreError::corrupt_rev(self.revlog.name(), rev as u32, "unterminated metadata header")
+            StoreError::corrupt_rev(
+                self.revlog.name(),
+                rev as u32,
+                "unterminated metadata header",
+            )
         })?;
         Ok(FileText {
             raw,
@@ -114,7 +133,8 @@ impl Filelog {
             return Ok(None);
         }
         let text = self.read(rev)?;
-        let (Some(path), Some(node)) = (text.meta_value(b"copy"), text.meta_value(b"copyrev")) else {
+        let (Some(path), Some(node)) = (text.meta_value(b"copy"), text.meta_value(b"copyrev"))
+        else {
             return Ok(None);
         };
         Ok(Node::from_hex(node).map(|node| CopySource {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod filelog;
 pub mod manifest;
 pub mod mpatch;
+pub mod names;
 pub mod node;
 pub mod pathenc;
 pub mod phases;
@@ -18,7 +19,6 @@ pub mod repo;
 pub mod requirements;
 pub mod revlog;
 pub mod revset;
-pub mod names;
 
 pub use error::{Result, StoreError};
 pub use node::{Node, Rev, NULL_REV};

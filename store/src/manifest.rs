@@ -239,7 +239,10 @@ mod tests {
     fn flags_and_prefix_iteration() {
         let m = manifest(&[("a", "x"), ("d/e", "l"), ("d/f", ""), ("d0", "")]);
         assert_eq!(m.find(b"a").unwrap().unwrap().flag, FileFlag::Executable);
-        let under: Vec<_> = m.iter_prefix(b"d/").map(|e| e.unwrap().path.to_vec()).collect();
+        let under: Vec<_> = m
+            .iter_prefix(b"d/")
+            .map(|e| e.unwrap().path.to_vec())
+            .collect();
         assert_eq!(under, vec![b"d/e".to_vec(), b"d/f".to_vec()]);
         assert_eq!(m.iter().count(), 4);
         assert_eq!(m.iter_prefix(b"q/").count(), 0);

@@ -9,7 +9,11 @@ pub enum PatchError {
     /// The delta ended in the middle of a hunk header or hunk data.
     Truncated,
     /// A hunk's offsets are out of order or outside the old text.
-    BadHunk { start: u32, end: u32, old_len: usize },
+    BadHunk {
+        start: u32,
+        end: u32,
+        old_len: usize,
+    },
 }
 
 impl fmt::Display for PatchError {
@@ -58,7 +62,8 @@ impl<'a> Iterator for Hunks<'a> {
             self.rest = &[];
             return Some(Err(PatchError::Truncated));
         };
-        let field = |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        let field =
+            |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
         let (start, end, len) = (field(0), field(4), field(8));
         if start < 0 || end < start || len < 0 {
             self.rest = &[];
@@ -145,9 +150,18 @@ mod tests {
     fn out_of_order_or_out_of_range_hunks_are_rejected() {
         let mut d = hunk(3, 4, b"");
         d.extend(hunk(1, 2, b""));
-        assert!(matches!(apply(b"abcdef", &d, 0), Err(PatchError::BadHunk { .. })));
-        assert!(matches!(apply(b"ab", &hunk(1, 9, b""), 0), Err(PatchError::BadHunk { .. })));
-        assert!(matches!(apply(b"ab", &hunk(-1, 1, b""), 0), Err(PatchError::BadHunk { .. })));
+        assert!(matches!(
+            apply(b"abcdef", &d, 0),
+            Err(PatchError::BadHunk { .. })
+        ));
+        assert!(matches!(
+            apply(b"ab", &hunk(1, 9, b""), 0),
+            Err(PatchError::BadHunk { .. })
+        ));
+        assert!(matches!(
+            apply(b"ab", &hunk(-1, 1, b""), 0),
+            Err(PatchError::BadHunk { .. })
+        ));
     }
 
     #[test]

@@ -171,7 +171,10 @@ mod tests {
     #[test]
     fn a_head_that_superseded_a_tag_wins_over_an_older_value() {
         let mut all = BTreeMap::new();
-        merge_tags(read_tag_lines(format!("{} t\n{} t\n", n(1), n(2)).as_bytes()), &mut all);
+        merge_tags(
+            read_tag_lines(format!("{} t\n{} t\n", n(1), n(2)).as_bytes()),
+            &mut all,
+        );
         merge_tags(read_tag_lines(format!("{} t\n", n(1)).as_bytes()), &mut all);
         assert_eq!(all[&b"t".to_vec()].0, n(2));
     }

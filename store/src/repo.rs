@@ -48,7 +48,10 @@ impl RevlogOpener {
             let mut unencoded = stem.to_vec();
             unencoded.extend_from_slice(suffix);
             let encoded = encode_store_path(&unencoded, self.encoding);
-            (self.store.join(std::ffi::OsStr::from_bytes(&encoded)), unencoded)
+            (
+                self.store.join(std::ffi::OsStr::from_bytes(&encoded)),
+                unencoded,
+            )
         };
         let (index, name) = path_of(b".i");
         let (data, _) = path_of(b".d");
@@ -205,6 +208,14 @@ impl Repo {
         self.manifest(&self.changeset(rev)?.manifest)
     }
 
+    /// Opens the filelog of `path` without keeping it open in the repository's set of open
+    /// filelogs: for one-shot reads over many files.
+    pub fn filelog_uncached(&self, path: &[u8]) -> Result<Filelog> {
+        let mut stem = b"data/".to_vec();
+        stem.extend_from_slice(path);
+        Ok(Filelog::new(path.to_vec(), self.open_revlog(&stem)?))
+    }
+
     /// The filelog tracking repository path `path` (it may be empty if never committed).
     pub fn filelog(&self, path: &[u8]) -> Result<Arc<Filelog>> {
         let mut cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
@@ -212,9 +223,7 @@ impl Repo {
             return Ok(f.clone());
         }
         drop(cache);
-        let mut stem = b"data/".to_vec();
-        stem.extend_from_slice(path);
-        let filelog = Arc::new(Filelog::new(path.to_vec(), self.open_revlog(&stem)?));
+        let filelog = Arc::new(self.filelog_uncached(path)?);
         cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
         cache.put(path.to_vec(), filelog.clone());
         Ok(filelog)

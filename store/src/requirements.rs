@@ -132,12 +132,18 @@ mod tests {
     fn share_safe_without_store_requires_is_an_error() {
         let d = repo_with("share-safe\n", None);
         let store = d.path().join("store");
-        assert!(matches!(Requirements::load(d.path(), &store), Err(StoreError::Io { .. })));
+        assert!(matches!(
+            Requirements::load(d.path(), &store),
+            Err(StoreError::Io { .. })
+        ));
     }
 
     #[test]
     fn unknown_requirements_are_refused_by_name() {
-        let d = repo_with("share-safe\n", Some("revlogv1\nstore\ntreemanifest\npersistent-nodemap\n"));
+        let d = repo_with(
+            "share-safe\n",
+            Some("revlogv1\nstore\ntreemanifest\npersistent-nodemap\n"),
+        );
         let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
         assert_eq!(
             err.to_string(),

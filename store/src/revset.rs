@@ -68,7 +68,11 @@ pub fn resolve(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
         return Ok(vec![rev]);
     }
     if let Some((a, b)) = spec.split_once(':').filter(|(_, b)| !b.starts_with(':')) {
-        let start = if a.is_empty() { 0 } else { resolve_symbol(repo, a.trim())? };
+        let start = if a.is_empty() {
+            0
+        } else {
+            resolve_symbol(repo, a.trim())?
+        };
         let end = if b.is_empty() {
             repo.changelog().tip()
         } else {

@@ -1,1 +1,113 @@
-//! End-to-end test helpers.
+//! Shared helpers for the end-to-end tests: building fixture repositories with real hg,
+//! talking to hg through its command server (one process, many commands), running the
+//! `revfs` binary, and comparing results byte for byte.
+
+pub mod hg;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives inside the workspace")
+        .to_path_buf()
+}
+
+/// The `revfs` binary built in the same profile as the running test.
+pub fn revfs_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/<profile>/deps/<test> -> target/<profile>/revfs
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("revfs"))
+        .expect("test binary inside target/<profile>/deps");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace` before the tests (see README)",
+        bin.display()
+    );
+    bin
+}
+
+/// The environment every hg and revfs process gets: no user configuration, fixed encoding.
+pub fn hg_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("HGPLAIN", "1")
+        .env("HGRCPATH", "")
+        .env("HGENCODING", "utf-8")
+        .env("LC_ALL", "C.UTF-8")
+        .env("HGUSER", "revfs tests <tests@example.org>")
+        .env_remove("HGEDITOR")
+}
+
+/// Runs `revfs ARGS` in `dir`.
+pub fn revfs(dir: &Path, args: &[&str]) -> Output {
+    hg_env(Command::new(revfs_bin()).args(args).current_dir(dir))
+        .output()
+        .expect("spawn revfs")
+}
+
+/// Runs `hg ARGS` in `dir` as a separate process.
+pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
+    hg_env(Command::new("hg").args(args).current_dir(dir))
+        .output()
+        .expect("spawn hg (is mercurial installed?)")
+}
+
+/// The directory holding the fixture repositories, built once per test run by
+/// `tests/fixtures/make_fixtures.py` (it skips repositories that are already complete).
+pub fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dest = workspace().join("target").join("fixtures");
+        let script = workspace().join("tests/fixtures/make_fixtures.py");
+        let status = Command::new("/usr/bin/python3")
+            .arg(&script)
+            .arg(&dest)
+            .status()
+            .expect("run make_fixtures.py");
+        assert!(status.success(), "building fixtures failed");
+        dest
+    })
+}
+
+/// A fresh copy of fixture `name` in a temporary directory, for tests that damage it.
+pub fn fixture_copy(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join(name))
+        .arg(tmp.path().join("repo"))
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    tmp
+}
+
+/// Lists every regular file under `dir` (relative paths, sorted), skipping `.hg`.
+pub fn tree_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == ".hg") {
+                continue;
+            }
+            let ft = e.file_type().expect("file type");
+            if ft.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).expect("under base").to_path_buf());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

@@ -4,7 +4,9 @@ use crate::paths::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, Out};
 use anyhow::{Context, Result};
 use clap::Args;
-use revfs_vfs::store::Node;
+use rayon::prelude::*;
+use revfs_vfs::store::filelog::{FileText, Filelog};
+use revfs_vfs::store::{Node, Rev};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -60,6 +62,42 @@ impl OutputName<'_> {
     }
 }
 
+/// A file about to be read: its filelog, the revision, and its size from the index.
+struct Opened<'p> {
+    path: &'p [u8],
+    filelog: Filelog,
+    rev: Rev,
+    size: usize,
+}
+
+/// Splits opened files into consecutive groups of at most `max_bytes` of text (a single
+/// larger file makes a group of its own).
+fn byte_bounded_groups<'a, 'p>(items: &'a [Opened<'p>], max_bytes: usize) -> Vec<&'a [Opened<'p>]> {
+    let mut groups = Vec::new();
+    let (mut start, mut bytes) = (0, 0usize);
+    for (i, item) in items.iter().enumerate() {
+        if i > start && bytes + item.size > max_bytes {
+            groups.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += item.size;
+    }
+    if start < items.len() {
+        groups.push(&items[start..]);
+    }
+    groups
+}
+
+/// Writes one `-o` output file, creating its directory.
+fn write_output(name: &[u8], text: &[u8]) -> Result<()> {
+    let target = Path::new(std::ffi::OsStr::from_bytes(name));
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(target, text).with_context(|| format!("cannot write {}", target.display()))
+}
+
 pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     let repo = super::open_repo(cli)?;
     let rev = super::resolve_single(&repo, args.rev.as_deref())?;
@@ -103,28 +141,51 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
         rev,
         repo_base: &repo_base,
     });
+    // Files are opened and read in parallel, a batch at a time, and written out in path
+    // order. A batch holds at most BATCH_BYTES of text, so huge files do not pile up.
+    const BATCH_FILES: usize = 256;
+    const BATCH_BYTES: usize = 32 << 20;
+    let selected: Vec<(Vec<u8>, Node)> = selected.into_iter().collect();
     let mut out = Out::new();
     let mut result = Ok(());
-    for (path, filenode) in &selected {
-        let filelog = repo.filelog(path)?;
-        let text = filelog.read(filelog.rev_of(filenode)?)?;
-        match &naming {
-            Some(naming) => {
-                let name = naming.expand(path);
-                let target = Path::new(std::ffi::OsStr::from_bytes(&name));
-                if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(parent)
-                        .with_context(|| format!("cannot create {}", parent.display()))?;
+    for batch in selected.chunks(BATCH_FILES) {
+        let opened: Vec<Opened> = batch
+            .par_iter()
+            .map(|(path, filenode)| -> Result<Opened> {
+                let filelog = repo.filelog_uncached(path)?;
+                let rev = filelog.rev_of(filenode)?;
+                let size = filelog.revlog().raw_len(rev)?.unwrap_or(0);
+                Ok(Opened {
+                    path,
+                    filelog,
+                    rev,
+                    size,
+                })
+            })
+            .collect::<Result<_>>()?;
+        for group in byte_bounded_groups(&opened, BATCH_BYTES) {
+            let texts: Vec<Result<FileText>> = group
+                .par_iter()
+                .map(|file| -> Result<FileText> {
+                    let text = file.filelog.read_uncached(file.rev)?;
+                    if let Some(naming) = &naming {
+                        write_output(&naming.expand(file.path), &text)?;
+                    }
+                    Ok(text)
+                })
+                .collect();
+            for text in texts {
+                let text = text?;
+                if naming.is_none() && result.is_ok() {
+                    result = out.write(&text);
                 }
-                std::fs::write(target, &*text)
-                    .with_context(|| format!("cannot write {}", target.display()))?;
             }
-            None => {
-                result = out.write(&text);
-                if result.is_err() {
-                    break;
-                }
+            if result.is_err() {
+                break;
             }
+        }
+        if result.is_err() {
+            break;
         }
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;

@@ -118,7 +118,11 @@ fn render_text(e: &Entry, style: Style, out: &mut Vec<u8>) {
         out.extend_from_slice(format!("{}:{}\n", e.rev, e.node.short()).as_bytes());
         return;
     }
-    line(out, "changeset:   ", format!("{}:{}", e.rev, e.node.short()).as_bytes());
+    line(
+        out,
+        "changeset:   ",
+        format!("{}:{}", e.rev, e.node.short()).as_bytes(),
+    );
     if e.cs.branch() != b"default" {
         line(out, "branch:      ", e.cs.branch());
     }
@@ -132,11 +136,19 @@ fn render_text(e: &Entry, style: Style, out: &mut Vec<u8>) {
     let meaningful = e.parents.len() > 1 || e.parents[0].0 < e.rev - 1;
     if meaningful {
         for (rev, node) in &e.parents {
-            line(out, "parent:      ", format!("{rev}:{}", node.short()).as_bytes());
+            line(
+                out,
+                "parent:      ",
+                format!("{rev}:{}", node.short()).as_bytes(),
+            );
         }
     }
     line(out, "user:        ", &e.cs.user);
-    line(out, "date:        ", format_date(e.cs.time, e.cs.tz).as_bytes());
+    line(
+        out,
+        "date:        ",
+        format_date(e.cs.time, e.cs.tz).as_bytes(),
+    );
     let desc = e.cs.description.trim_ascii();
     if style == Style::Verbose {
         if !e.cs.files.is_empty() {
@@ -165,7 +177,10 @@ fn render_json(e: &Entry, verbose: bool, quiet: bool) -> Vec<u8> {
     let mut fields: Vec<(&str, Vec<u8>)> = Vec::new();
     let node_hex = e.node.to_hex();
     if !quiet {
-        fields.push(("bookmarks", json_list(e.bookmarks.iter().map(Vec::as_slice))));
+        fields.push((
+            "bookmarks",
+            json_list(e.bookmarks.iter().map(Vec::as_slice)),
+        ));
         fields.push(("branch", json_string(e.cs.branch())));
         fields.push(("date", format!("[{}, {}]", e.cs.time, e.cs.tz).into_bytes()));
         fields.push(("desc", json_string(&e.cs.description)));

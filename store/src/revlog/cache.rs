@@ -79,6 +79,9 @@ mod tests {
         assert!(c.get((0, 0)).is_none());
         assert_eq!(c.get((0, 2)).as_deref(), Some(&b"ijkl"[..]));
         c.insert((0, 3), Arc::from(&b"0123456789"[..]));
-        assert!(c.get((0, 3)).is_none(), "a text over half the budget is not kept");
+        assert!(
+            c.get((0, 3)).is_none(),
+            "a text over half the budget is not kept"
+        );
     }
 }

@@ -18,14 +18,52 @@ pub fn decompress(chunk: &[u8], hint: usize) -> Result<Cow<'_, [u8]>, String> {
                 .map_err(|e| format!("revlog decompress error: {e}"))?;
             Ok(Cow::Owned(out))
         }
-        b'(' => {
+        b'(' => zstd_decompress(chunk, hint).map(Cow::Owned),
+        other => Err(format!("unknown compression type {other:#04x}")),
+    }
+}
+
+thread_local! {
+    /// One zstd decompression context per thread: creating a context costs more than
+    /// decompressing a typical small chunk.
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses a zstd frame. hg writes the content size in the frame header, so the
+/// output is sized exactly and decoded in one call with a reused context.
+fn zstd_decompress(chunk: &[u8], hint: usize) -> Result<Vec<u8>, String> {
+    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
+    let known = zstd::zstd_safe::get_frame_content_size(chunk)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok());
+    match known {
+        Some(size) => ZSTD.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new().map_err(err)?);
+            }
+            let Some(d) = slot.as_mut() else {
+                return Err("zstd context unavailable".to_owned());
+            };
+            let mut out = Vec::with_capacity(size);
+            d.decompress_to_buffer(chunk, &mut out).map_err(err)?;
+            if out.len() != size {
+                return Err(format!(
+                    "revlog decompress error: frame says {size} bytes, got {}",
+                    out.len()
+                ));
+            }
+            Ok(out)
+        }),
+        None => {
             let mut out = Vec::with_capacity(hint);
             zstd::stream::read::Decoder::with_buffer(chunk)
                 .and_then(|mut d| d.read_to_end(&mut out))
-                .map_err(|e| format!("revlog decompress error: {e}"))?;
-            Ok(Cow::Owned(out))
+                .map_err(err)?;
+            Ok(out)
         }
-        other => Err(format!("unknown compression type {other:#04x}")),
     }
 }
 

@@ -14,7 +14,8 @@ pub const REVIDX_ISCENSORED: u16 = 0x8000;
 pub const REVIDX_ELLIPSIS: u16 = 0x4000;
 pub const REVIDX_EXTSTORED: u16 = 0x2000;
 pub const REVIDX_HASCOPIESINFO: u16 = 0x1000;
-const KNOWN_FLAGS: u16 = REVIDX_ISCENSORED | REVIDX_ELLIPSIS | REVIDX_EXTSTORED | REVIDX_HASCOPIESINFO;
+const KNOWN_FLAGS: u16 =
+    REVIDX_ISCENSORED | REVIDX_ELLIPSIS | REVIDX_EXTSTORED | REVIDX_HASCOPIESINFO;
 
 /// The header fields of a revlog index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +63,8 @@ pub struct IndexEntry {
 impl IndexEntry {
     /// Decodes one 64-byte entry. `rev` is needed because entry 0 carries the header.
     pub fn parse(rev: usize, bytes: &[u8; ENTRY_SIZE]) -> IndexEntry {
-        let be32 = |i: usize| i32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let be32 =
+            |i: usize| i32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let mut first = [0u8; 8];
         first.copy_from_slice(&bytes[..8]);
         let offset_flags = u64::from_be_bytes(first);
@@ -152,15 +154,24 @@ mod tests {
     fn headers_seen_in_hg_repositories_parse() {
         assert_eq!(
             Header::parse([0, 3, 0, 1]),
-            Ok(Header { inline: true, generaldelta: true })
+            Ok(Header {
+                inline: true,
+                generaldelta: true
+            })
         );
         assert_eq!(
             Header::parse([0, 2, 0, 1]),
-            Ok(Header { inline: false, generaldelta: true })
+            Ok(Header {
+                inline: false,
+                generaldelta: true
+            })
         );
         assert_eq!(
             Header::parse([0, 1, 0, 1]),
-            Ok(Header { inline: true, generaldelta: false })
+            Ok(Header {
+                inline: true,
+                generaldelta: false
+            })
         );
     }
 
@@ -191,7 +202,9 @@ mod tests {
         let mut e = vec![0u8; ENTRY_SIZE];
         e[8..12].copy_from_slice(&3u32.to_be_bytes());
         e.extend_from_slice(b"u12");
-        assert!(matches!(Layout::scan_inline(&e), Ok(Layout::Inline { positions }) if positions == vec![0]));
+        assert!(
+            matches!(Layout::scan_inline(&e), Ok(Layout::Inline { positions }) if positions == vec![0])
+        );
         assert!(Layout::scan_inline(&e[..e.len() - 1]).is_err());
     }
 }

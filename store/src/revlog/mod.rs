@@ -21,9 +21,14 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+/// Files below this size are read into memory: for them a map costs more system time
+/// (mmap, page faults, munmap) than one read. Larger files are memory-mapped.
+const MAP_THRESHOLD: u64 = 64 << 10;
+
 /// The bytes of a file: mapped, read, or absent (an empty or missing revlog).
 pub enum FileBytes {
     Empty,
+    Read(Vec<u8>),
     Mapped(memmap2::Mmap),
 }
 
@@ -35,12 +40,15 @@ impl FileBytes {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(path, e)),
         };
-        let len = file
-            .metadata()
-            .map_err(|e| StoreError::io(path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
         if len == 0 {
             return Ok(Some(FileBytes::Empty));
+        }
+        if len < MAP_THRESHOLD {
+            let mut buf = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut (&file), &mut buf)
+                .map_err(|e| StoreError::io(path, e))?;
+            return Ok(Some(FileBytes::Read(buf)));
         }
         // SAFETY: revlogs are append-only; the map covers the length seen at open and no
         // writer truncates a revlog below that length except an explicit `hg strip`/recover.
@@ -54,6 +62,7 @@ impl Deref for FileBytes {
     fn deref(&self) -> &[u8] {
         match self {
             FileBytes::Empty => &[],
+            FileBytes::Read(v) => v,
             FileBytes::Mapped(m) => m,
         }
     }
@@ -185,7 +194,9 @@ impl Revlog {
             .index
             .get(pos..pos + ENTRY_SIZE)
             .and_then(|b| <&[u8; ENTRY_SIZE]>::try_from(b).ok())
-            .ok_or_else(|| StoreError::corrupt_rev(&self.name, r as u32, "index entry truncated"))?;
+            .ok_or_else(|| {
+                StoreError::corrupt_rev(&self.name, r as u32, "index entry truncated")
+            })?;
         let entry = IndexEntry::parse(r, bytes);
         entry
             .validate(r)
@@ -273,9 +284,10 @@ impl Revlog {
         let e = self.entry(rev)?;
         let len = e.compressed_len as usize;
         let (bytes, start): (&[u8], u64) = match &self.layout {
-            Layout::Inline { positions } => {
-                (&self.index, positions[rev as usize] as u64 + ENTRY_SIZE as u64)
-            }
+            Layout::Inline { positions } => (
+                &self.index,
+                positions[rev as usize] as u64 + ENTRY_SIZE as u64,
+            ),
             Layout::Split => match &self.data {
                 Some(d) => (d, e.offset),
                 None if len == 0 => return Ok(&[]),
@@ -346,6 +358,16 @@ impl Revlog {
     /// The raw text of `rev` (for filelogs, with any metadata header), rebuilt from its delta
     /// chain, checked against its length and node, and cached.
     pub fn revision(&self, rev: Rev) -> Result<Arc<[u8]>> {
+        self.reconstruct(rev, true)
+    }
+
+    /// Like [`Revlog::revision`], but the result is not kept in the cache: for texts read
+    /// once (`revfs cat` of a whole tree) that would only push useful texts out.
+    pub fn revision_uncached(&self, rev: Rev) -> Result<Arc<[u8]>> {
+        self.reconstruct(rev, false)
+    }
+
+    fn reconstruct(&self, rev: Rev, keep: bool) -> Result<Arc<[u8]>> {
         if rev == NULL_REV {
             return Ok(Arc::from(&[][..]));
         }
@@ -354,13 +376,20 @@ impl Revlog {
         }
         let entry = self.entry(rev)?;
         if entry.flags & REVIDX_ISCENSORED != 0 {
-            return Err(StoreError::corrupt_rev(&self.name, rev as u32, "censored node"));
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                "censored node",
+            ));
         }
         if entry.flags & (REVIDX_ELLIPSIS | REVIDX_EXTSTORED) != 0 {
             return Err(StoreError::corrupt_rev(
                 &self.name,
                 rev as u32,
-                format!("unsupported revision flag {:#x} (narrow or lfs)", entry.flags),
+                format!(
+                    "unsupported revision flag {:#x} (narrow or lfs)",
+                    entry.flags
+                ),
             ));
         }
         let hint = entry.raw_len.max(0) as usize;
@@ -398,7 +427,9 @@ impl Revlog {
             });
         }
         let text: Arc<[u8]> = Arc::from(text);
-        self.cache.insert((self.cache_id, rev), text.clone());
+        if keep {
+            self.cache.insert((self.cache_id, rev), text.clone());
+        }
         Ok(text)
     }
 

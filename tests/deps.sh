@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the system packages revfs and its tests need, when they are missing. Sourced by
+# tests/run.sh and tests/demo.sh. Rust itself (>= 1.80, via rustup) must already be there.
+install_deps() {
+  local missing=()
+  command -v hg >/dev/null 2>&1 || missing+=(mercurial)
+  command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+  [ -x /usr/bin/python3 ] || missing+=(python3)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install Rust >= 1.80 with rustup first" >&2
+    exit 1
+  fi
+}
