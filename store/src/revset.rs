@@ -59,11 +59,30 @@ pub fn resolve_symbol(repo: &Repo, symbol: &str) -> Result<Rev> {
     Err(StoreError::UnknownRevision(symbol.to_owned()))
 }
 
-/// Resolves a revision argument to the revisions it names, in order: a symbol, or a range
-/// `A:B` (either end may be left out: `:B` starts at 0, `A:` ends at tip; a range may go down).
+/// Resolves a revision argument to the revisions it names, in order: a symbol, a range
+/// `A:B` (either end may be left out: `:B` starts at 0, `A:` ends at tip; a range may go
+/// down), or a difference `A-B` of those. A name that exists as written wins over operators
+/// (tags may contain `:` or `-`), as in hg.
 pub fn resolve(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
     let spec = spec.trim();
-    // A symbol that exists as written wins over a range (tags may contain ':').
+    if let Ok(rev) = resolve_symbol(repo, spec) {
+        return Ok(vec![rev]);
+    }
+    if spec.len() > 1 && spec[1..].contains('-') {
+        let mut parts = spec.split('-');
+        let first = parts.next().unwrap_or_default();
+        let mut revs = resolve_range(repo, first)?;
+        for part in parts {
+            let removed = resolve_range(repo, part)?;
+            revs.retain(|r| !removed.contains(r));
+        }
+        return Ok(revs);
+    }
+    resolve_range(repo, spec)
+}
+
+fn resolve_range(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
+    let spec = spec.trim();
     if let Ok(rev) = resolve_symbol(repo, spec) {
         return Ok(vec![rev]);
     }

@@ -74,6 +74,21 @@ pub fn fixtures() -> &'static Path {
     })
 }
 
+/// A temporary directory in memory (`/dev/shm`) when there is one: tests that write
+/// thousands of small files run several times faster there than on disk.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::Builder::new()
+            .prefix("revfs-test")
+            .tempdir_in(shm)
+        {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
 /// A fresh copy of fixture `name` in a temporary directory, for tests that damage it.
 pub fn fixture_copy(name: &str) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("tempdir");

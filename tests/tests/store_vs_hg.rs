@@ -40,7 +40,7 @@ fn every_revision_matches_hg(name: &str) {
     let mut hg = HgServer::start(&repo);
     let revs = rev_count(&mut hg);
     assert!(revs >= 3, "{name} has only {revs} revisions");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = revfs_tests::scratch_dir();
     for rev in 0..revs {
         let r = rev.to_string();
         let (hg_dir, our_dir) = (
@@ -132,6 +132,9 @@ fn log_matches_hg(name: &str) {
         vec!["log", "-r", "default"],
         vec!["log", "-r", "99999"],
         vec!["log", "-r", "no-such-name"],
+        vec!["log", "-r", "nosuchname"],
+        vec!["log", "-r", "5-3", "-q"],
+        vec!["log", "-r", "2:6-4", "-q"],
         vec!["log", "-l", "0"],
     ] {
         same_as_hg(&mut hg, &repo, &args);
@@ -205,15 +208,24 @@ fn paths_are_relative_to_the_current_directory() {
 fn a_repository_without_working_copy_reads_like_any_other() {
     let repo = fixtures().join("clone-u");
     let mut hg = HgServer::start(&repo);
+    // `hg clone -U` leaves a dirstate whose parents are null, so `.` is the null revision.
     for args in [
         vec!["log"],
+        vec!["log", "-r", "."],
         vec!["files", "-r", "tip"],
         vec!["cat", "-r", "tip", "a.txt"],
     ] {
         same_as_hg(&mut hg, &repo, &args);
     }
-    // Without a dirstate, `.` is tip (the store issue's rule).
+}
+
+#[test]
+fn without_a_dirstate_dot_is_tip() {
+    let tmp = revfs_tests::fixture_copy("clone-u");
+    let repo = tmp.path().join("repo");
+    std::fs::remove_file(repo.join(".hg/dirstate")).unwrap();
     let ours = revfs(&repo, &["log", "-r", ".", "-q"]);
     let tip = revfs(&repo, &["log", "-r", "tip", "-q"]);
+    assert_eq!(ours.status.code(), Some(0));
     assert_eq!(ours.stdout, tip.stdout);
 }

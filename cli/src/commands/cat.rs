@@ -14,7 +14,12 @@ use std::path::Path;
 #[derive(Args, Debug)]
 pub struct CatArgs {
     /// Print the given revision (default: the working directory parent)
-    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
     rev: Option<String>,
     /// Print output to files named by FORMAT (%% %s %d %p %H %R %h %r %b)
     #[arg(short = 'o', long = "output", value_name = "FORMAT")]

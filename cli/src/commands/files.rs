@@ -8,7 +8,12 @@ use clap::Args;
 #[derive(Args, Debug)]
 pub struct FilesArgs {
     /// Search the repository as it is in REV
-    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
     rev: Option<String>,
     /// End filenames with NUL, for use with xargs
     #[arg(short = '0', long = "print0")]

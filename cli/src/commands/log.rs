@@ -11,7 +11,12 @@ use std::collections::HashMap;
 #[derive(Args, Debug)]
 pub struct LogArgs {
     /// Show the specified revision or range
-    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
     rev: Vec<String>,
     /// Limit number of changes displayed
     #[arg(short = 'l', long = "limit", value_name = "NUM")]
