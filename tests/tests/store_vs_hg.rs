@@ -85,6 +85,21 @@ fn cat_and_files_match_hg_on_every_revision_zlib() {
     every_revision_matches_hg("history-zlib");
 }
 
+#[test]
+fn cat_and_files_match_hg_on_every_revision_legacy_delta_chains() {
+    every_revision_matches_hg("history-legacy");
+}
+
+#[test]
+fn cat_and_files_match_hg_on_every_revision_without_fncache() {
+    every_revision_matches_hg("history-nofncache");
+}
+
+#[test]
+fn cat_and_files_match_hg_on_every_revision_without_store() {
+    every_revision_matches_hg("history-nostore");
+}
+
 /// Runs the same command through hg and revfs and asserts identical output and exit code.
 fn same_as_hg(hg: &mut HgServer, repo: &Path, args: &[&str]) {
     let expected = hg.run(args);
@@ -162,6 +177,13 @@ fn log_matches_hg_on_history() {
     for n in names {
         same_as_hg(&mut hg, &repo, &["log", "-r", n]);
         same_as_hg(&mut hg, &repo, &["log", "-r", n, "-T", "json"]);
+    }
+}
+
+#[test]
+fn log_matches_hg_on_other_formats() {
+    for name in ["history-zlib", "history-legacy", "history-nostore"] {
+        log_matches_hg(name);
     }
 }
 
