@@ -30,6 +30,13 @@ enum Command {
     Cat(commands::cat::CatArgs),
     /// List tracked files of a revision
     Files(commands::files::FilesArgs),
+    /// Mount a revision of a repository as a lazy working copy
+    Mount(commands::mount::MountArgs),
+    /// Unmount a revfs working copy
+    #[command(alias = "umount")]
+    Unmount(commands::mount::UnmountArgs),
+    /// Show the active revfs mounts
+    List(commands::mount::ListArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +52,9 @@ fn main() -> ExitCode {
         Command::Log(args) => commands::log::run(&cli, args),
         Command::Cat(args) => commands::cat::run(&cli, args),
         Command::Files(args) => commands::files::run(&cli, args),
+        Command::Mount(args) => commands::mount::mount(args),
+        Command::Unmount(args) => commands::mount::unmount(args),
+        Command::List(args) => commands::mount::list(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod mpatch;
 pub mod names;
 pub mod node;
+pub mod pathaudit;
 pub mod pathenc;
 pub mod phases;
 pub mod repo;

@@ -166,6 +166,57 @@ impl Manifest {
     }
 }
 
+/// One entry of a directory listing built from a manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Child<'a> {
+    /// A file directly in the directory; `name` is its last path component.
+    File {
+        name: &'a [u8],
+        entry: ManifestEntry<'a>,
+    },
+    /// A subdirectory (a path component followed by more components).
+    Dir { name: &'a [u8] },
+}
+
+impl Manifest {
+    /// The immediate children of directory `dir` (`b""` for the root, else `b"a/b"`), in
+    /// manifest order. Subtrees are skipped by binary search, so listing a directory costs
+    /// its number of children times a lookup, not the size of everything below it.
+    pub fn children(&self, dir: &[u8]) -> Result<Vec<Child<'_>>> {
+        let mut prefix = dir.to_vec();
+        if !prefix.is_empty() {
+            prefix.push(b'/');
+        }
+        let end = match prefix_successor(&prefix) {
+            Some(succ) if !prefix.is_empty() => self.lower_bound(&succ),
+            _ => self.text.len(),
+        };
+        let mut out = Vec::new();
+        let mut pos = self.lower_bound(&prefix);
+        while pos < end {
+            let (entry, next) = self.line_at(pos)?;
+            let rest = &entry.path[prefix.len()..];
+            match rest.iter().position(|&b| b == b'/') {
+                None => {
+                    out.push(Child::File { name: rest, entry });
+                    pos = next;
+                }
+                Some(slash) => {
+                    let name = &rest[..slash];
+                    out.push(Child::Dir { name });
+                    // Jump past every path under `prefix + name + "/"`.
+                    let sub_end = &entry.path[..prefix.len() + slash + 1];
+                    pos = match prefix_successor(sub_end) {
+                        Some(succ) => self.lower_bound(&succ).max(next),
+                        None => end,
+                    };
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The smallest byte string greater than every string starting with `prefix`.
 fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut succ = prefix.to_vec();
@@ -246,6 +297,43 @@ mod tests {
         assert_eq!(under, vec![b"d/e".to_vec(), b"d/f".to_vec()]);
         assert_eq!(m.iter().count(), 4);
         assert_eq!(m.iter_prefix(b"q/").count(), 0);
+    }
+
+    #[test]
+    fn children_list_files_and_skip_subtrees() {
+        let m = manifest(&[
+            ("a-b", ""),
+            ("a.c", "x"),
+            ("a/x", ""),
+            ("a/y/z", "l"),
+            ("a/y/zz", ""),
+            ("a0", ""),
+            ("b/c", ""),
+        ]);
+        let names = |dir: &[u8]| -> Vec<(bool, Vec<u8>)> {
+            m.children(dir)
+                .unwrap()
+                .into_iter()
+                .map(|c| match c {
+                    Child::File { name, .. } => (false, name.to_vec()),
+                    Child::Dir { name } => (true, name.to_vec()),
+                })
+                .collect()
+        };
+        let v = |x: &str| x.as_bytes().to_vec();
+        assert_eq!(
+            names(b""),
+            vec![
+                (false, v("a-b")),
+                (false, v("a.c")),
+                (true, v("a")),
+                (false, v("a0")),
+                (true, v("b"))
+            ]
+        );
+        assert_eq!(names(b"a"), vec![(false, v("x")), (true, v("y"))]);
+        assert_eq!(names(b"a/y"), vec![(false, v("z")), (false, v("zz"))]);
+        assert_eq!(names(b"nope"), vec![]);
     }
 
     #[test]

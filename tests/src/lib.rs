@@ -3,6 +3,7 @@
 //! `revfs` binary, and comparing results byte for byte.
 
 pub mod hg;
+pub mod mount;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -100,6 +100,11 @@ fn cat_and_files_match_hg_on_every_revision_without_store() {
     every_revision_matches_hg("history-nostore");
 }
 
+#[test]
+fn cat_and_files_match_hg_on_every_revision_with_a_split_manifest() {
+    every_revision_matches_hg("wide");
+}
+
 /// Runs the same command through hg and revfs and asserts identical output and exit code.
 fn same_as_hg(hg: &mut HgServer, repo: &Path, args: &[&str]) {
     let expected = hg.run(args);

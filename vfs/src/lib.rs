@@ -1,8 +1,14 @@
 //! The revfs working copy served over FUSE.
 //!
-//! This crate owns everything mutable about a checkout: the mounted tree, the overlay of
-//! materialized files, the change journal and the control socket. It reads source-control
-//! objects only through `revfs-store`, which it never writes behind the store's back.
-//! (The mount arrives with the mount issue; for now the crate only re-exports the store.)
+//! This crate owns everything about a mounted checkout: the inode tree built lazily from a
+//! manifest ([`tree`]), the FUSE request handlers ([`fs`]), the mount's state directory
+//! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
+//! ([`daemon`]). It reads source-control objects only through `revfs-store`.
+
+pub mod control;
+pub mod daemon;
+pub mod fs;
+pub mod state;
+pub mod tree;
 
 pub use revfs_store as store;

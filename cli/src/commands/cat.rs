@@ -2,11 +2,11 @@
 
 use crate::paths::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, Out};
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use revfs_vfs::store::filelog::{FileText, Filelog};
-use revfs_vfs::store::{Node, Rev};
+use revfs_vfs::store::{pathaudit, Node, Rev};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -174,6 +174,13 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
                 .map(|file| -> Result<FileText> {
                     let text = file.filelog.read_uncached(file.rev)?;
                     if let Some(naming) = &naming {
+                        // A hostile manifest must not make `-o %p` write outside the target.
+                        pathaudit::audit(file.path).map_err(|why| {
+                            anyhow!(
+                                "refusing to write {:?}: {why}",
+                                String::from_utf8_lossy(file.path)
+                            )
+                        })?;
                         write_output(&naming.expand(file.path), &text)?;
                     }
                     Ok(text)

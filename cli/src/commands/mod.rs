@@ -3,6 +3,7 @@
 pub mod cat;
 pub mod files;
 pub mod log;
+pub mod mount;
 
 use anyhow::{anyhow, Result};
 use revfs_vfs::store::{revset, Repo, Rev};

@@ -1,0 +1,151 @@
+//! Mounting revfs in tests: a [`Mount`] runs `revfs mount` with its own state directory and
+//! unmounts (lazily, so a failing test cannot leave a busy mount behind) when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// A live revfs mount.
+pub struct Mount {
+    pub dir: PathBuf,
+    pub state_root: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Mount {
+    /// Mounts `repo` (at `rev` when given) on a fresh directory.
+    pub fn new(repo: &Path, rev: Option<&str>) -> Mount {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("mnt");
+        let state_root = tmp.path().join("state");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let m = Mount {
+            dir,
+            state_root,
+            _tmp: tmp,
+        };
+        let mut args = vec!["mount".to_owned()];
+        if let Some(r) = rev {
+            args.push("-r".into());
+            args.push(r.into());
+        }
+        args.push(repo.display().to_string());
+        args.push(m.dir.display().to_string());
+        let out = m.revfs(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            out.status.success(),
+            "revfs mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        m
+    }
+
+    /// Runs `revfs ARGS` with this mount's state directory.
+    pub fn revfs(&self, args: &[&str]) -> Output {
+        crate::hg_env(std::process::Command::new(crate::revfs_bin()).args(args))
+            .env("REVFS_STATE_DIR", &self.state_root)
+            .current_dir(self.dir.parent().unwrap_or(Path::new("/")))
+            .output()
+            .expect("spawn revfs")
+    }
+
+    /// The daemon's process id.
+    pub fn daemon_pid(&self) -> i32 {
+        let mounts = self.state_root.join("mounts");
+        let entry = std::fs::read_dir(&mounts)
+            .expect("state dir")
+            .flatten()
+            .next()
+            .expect("one mount state");
+        std::fs::read_to_string(entry.path().join("daemon.pid"))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        let mounts = self.state_root.join("mounts");
+        std::fs::read_dir(&mounts)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path().join("daemon.log")).unwrap_or_default())
+            .collect()
+    }
+
+    /// Unmounts, asserting success.
+    pub fn unmount(&self) {
+        let out = self.revfs(&["unmount", &self.dir.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "revfs unmount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("fusermount3")
+            .arg("-uz")
+            .arg(&self.dir)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// One entry of a tree snapshot: kind, exec bit, content or link target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snap {
+    Dir,
+    File { exec: bool, data: Vec<u8> },
+    Link(Vec<u8>),
+}
+
+/// Every path under `root` (except `.hg`) with what it is, sorted by path.
+pub fn snapshot(root: &Path) -> Vec<(PathBuf, Snap)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, Snap)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry"))
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            if e.file_name() == ".hg" {
+                continue;
+            }
+            let rel = p.strip_prefix(base).expect("under base").to_path_buf();
+            let meta = std::fs::symlink_metadata(&p).expect("lstat");
+            if meta.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).expect("readlink");
+                out.push((rel, Snap::Link(t.as_os_str().as_bytes().to_vec())));
+            } else if meta.is_dir() {
+                out.push((rel, Snap::Dir));
+                walk(base, &p, out);
+            } else {
+                let data =
+                    std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+                assert_eq!(
+                    meta.len(),
+                    data.len() as u64,
+                    "{}: stat size differs from bytes read",
+                    p.display()
+                );
+                out.push((
+                    rel,
+                    Snap::File {
+                        exec: meta.permissions().mode() & 0o111 != 0,
+                        data,
+                    },
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}

@@ -1,0 +1,272 @@
+//! The mounted working copy against real hg checkouts: same paths, bytes, exec bits and
+//! symlink targets for every revision; laziness; faults that stay local; unmount rules.
+
+use revfs_tests::hg::HgServer;
+use revfs_tests::mount::{snapshot, Mount, Snap};
+use revfs_tests::{fixtures, hg_cmd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+fn diff_snapshots(
+    name: &str,
+    rev: usize,
+    ours: &[(std::path::PathBuf, Snap)],
+    theirs: &[(std::path::PathBuf, Snap)],
+) {
+    if ours == theirs {
+        return;
+    }
+    let ours_paths: Vec<_> = ours.iter().map(|(p, _)| p).collect();
+    let their_paths: Vec<_> = theirs.iter().map(|(p, _)| p).collect();
+    assert_eq!(ours_paths, their_paths, "{name}@{rev}: different paths");
+    for ((p, a), (_, b)) in ours.iter().zip(theirs) {
+        assert!(
+            a == b,
+            "{name}@{rev}: {} differs: mount {:?} vs hg {:?}",
+            p.display(),
+            short(a),
+            short(b)
+        );
+    }
+}
+
+fn short(s: &Snap) -> String {
+    match s {
+        Snap::Dir => "dir".into(),
+        Snap::Link(t) => format!("link -> {}", String::from_utf8_lossy(t)),
+        Snap::File { exec, data } => format!("file exec={exec} {} bytes", data.len()),
+    }
+}
+
+fn every_revision_matches_checkout(name: &str, step: usize) {
+    let repo = fixtures().join(name);
+    let tmp = revfs_tests::scratch_dir();
+    let wc = tmp.path().join("wc");
+    let out = hg_cmd(
+        tmp.path(),
+        &["clone", "-q", "-U", &repo.display().to_string(), "wc"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut hg = HgServer::start(&wc);
+    let tip: usize = String::from_utf8(hg.run(&["log", "-r", "tip", "-T", "{rev}"]).stdout)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut revs: Vec<usize> = (0..=tip).step_by(step).collect();
+    if revs.last() != Some(&tip) {
+        revs.push(tip);
+    }
+    for rev in revs {
+        let r = rev.to_string();
+        let up = hg.run(&[
+            "update",
+            "-q",
+            "-C",
+            "-r",
+            &r,
+            "--config",
+            "ui.portablefilenames=ignore",
+        ]);
+        assert_eq!(
+            up.code,
+            0,
+            "hg update -r {rev}: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        let mount = Mount::new(&repo, Some(&r));
+        diff_snapshots(name, rev, &snapshot(&mount.dir), &snapshot(&wc));
+        mount.unmount();
+    }
+}
+
+#[test]
+fn the_mount_equals_an_hg_checkout_at_every_revision() {
+    every_revision_matches_checkout("history", 1);
+}
+
+#[test]
+fn the_mount_equals_an_hg_checkout_in_other_formats() {
+    for name in ["history-legacy", "history-nostore", "wide"] {
+        every_revision_matches_checkout(name, 7);
+    }
+}
+
+fn info_inodes(mount: &Mount) -> u64 {
+    // The control socket reports how many inodes the daemon has built.
+    let sock = mount.dir.join(".revfs/socket");
+    let target = std::fs::read_link(&sock).expect(".revfs/socket");
+    let resp = revfs_vfs_request(&target);
+    resp["inodes"].as_u64().expect("inodes")
+}
+
+fn revfs_vfs_request(sock: &Path) -> serde_json::Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect control socket");
+    s.write_all(b"{\"cmd\":\"info\"}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+#[test]
+fn mounting_builds_nothing_until_asked_and_directories_one_at_a_time() {
+    let mount = Mount::new(&fixtures().join("wide"), None);
+    assert_eq!(
+        info_inodes(&mount),
+        1,
+        "only the root exists right after mount"
+    );
+    let top: Vec<_> = std::fs::read_dir(&mount.dir).unwrap().collect();
+    let after_root = info_inodes(&mount);
+    assert_eq!(
+        after_root,
+        1 + top.len() as u64,
+        "listing the root builds only its children"
+    );
+    let src = std::fs::read_dir(mount.dir.join("src")).unwrap().count() as u64;
+    assert_eq!(info_inodes(&mount), after_root + src);
+}
+
+#[test]
+fn hidden_entries_and_stable_inodes() {
+    let repo = fixtures().join("tiny");
+    let mount = Mount::new(&repo, None);
+    let names: Vec<String> = std::fs::read_dir(&mount.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n == ".hg" || n == ".revfs"),
+        "{names:?}"
+    );
+    assert!(!mount.dir.join(".hg").exists());
+    assert!(mount.dir.join(".revfs/socket").symlink_metadata().is_ok());
+    assert_eq!(
+        std::fs::read_link(mount.dir.join(".revfs/repo")).unwrap(),
+        std::fs::canonicalize(&repo).unwrap()
+    );
+    let ino = std::fs::metadata(mount.dir.join("b/c.txt")).unwrap().ino();
+    // Drop the kernel's caches so that the next stat asks the daemon again.
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "2");
+    assert_eq!(
+        std::fs::metadata(mount.dir.join("b/c.txt")).unwrap().ino(),
+        ino
+    );
+    // Writes are refused while the mount is read-only.
+    let err = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mount.dir.join("a.txt"))
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc_erofs()));
+}
+
+fn libc_erofs() -> i32 {
+    30
+}
+
+#[test]
+fn mtimes_are_the_checkout_time_and_survive_a_remount() {
+    let repo = fixtures().join("tiny");
+    let mount = Mount::new(&repo, None);
+    let m1 = std::fs::metadata(mount.dir.join("a.txt")).unwrap();
+    let m2 = std::fs::metadata(mount.dir.join("b/c.txt")).unwrap();
+    assert_eq!(m1.mtime(), m2.mtime());
+    assert_eq!(m1.ctime(), m1.mtime());
+    let before = m1.mtime();
+    mount.unmount();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = mount.revfs(&[
+        "mount",
+        &repo.display().to_string(),
+        &mount.dir.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(mount.dir.join("a.txt")).unwrap().mtime(),
+        before
+    );
+}
+
+#[test]
+fn a_corrupt_file_gives_eio_for_that_file_alone() {
+    let tmp = revfs_tests::fixture_copy("tiny");
+    let repo = tmp.path().join("repo");
+    let index = repo.join(".hg/store/data/a.txt.i");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 0x20;
+    std::fs::write(&index, &bytes).unwrap();
+    let mount = Mount::new(&repo, None);
+    let err = std::fs::read(mount.dir.join("a.txt")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(5), "EIO expected, got {err}");
+    assert_eq!(std::fs::read(mount.dir.join("b/c.txt")).unwrap(), b"c\n");
+    let log = mount.log();
+    assert!(
+        log.contains("data/a.txt.i"),
+        "the log names the revlog: {log}"
+    );
+}
+
+#[test]
+fn unmount_refuses_a_busy_mount_unless_forced() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let held = std::fs::File::open(mount.dir.join("a.txt")).unwrap();
+    let out = mount.revfs(&["unmount", &mount.dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(255));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("abort: ") && err.contains("busy") && err.contains("--force"),
+        "{err}"
+    );
+    let out = mount.revfs(&["unmount", "--force", &mount.dir.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(held);
+    let list = mount.revfs(&["list"]);
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(&*mount.dir.to_string_lossy()));
+}
+
+#[test]
+fn a_killed_daemon_leaves_a_mount_that_unmount_clears() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let pid = mount.daemon_pid();
+    assert!(std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let err = std::fs::metadata(mount.dir.join("a.txt")).unwrap_err();
+    assert_eq!(
+        err.raw_os_error(),
+        Some(107),
+        "ENOTCONN expected, got {err}"
+    );
+    let list = mount.revfs(&["list"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("not running"));
+    mount.unmount();
+    assert!(std::fs::read_dir(&mount.dir).unwrap().next().is_none());
+}
+
+#[test]
+fn mounting_twice_on_one_directory_is_refused() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let out = mount.revfs(&[
+        "mount",
+        &fixtures().join("tiny").display().to_string(),
+        &mount.dir.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(255));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already a revfs mount"));
+}

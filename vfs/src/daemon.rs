@@ -1,0 +1,195 @@
+//! The filesystem daemon of one mount: opens the repository, loads or creates the mount's
+//! state, serves the tree over FUSE with several request threads, answers the control
+//! socket, and unmounts cleanly on SIGTERM or SIGINT.
+
+use crate::control::{self, MountInfo, Request, Response};
+use crate::fs::{ControlTargets, RevFs};
+use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
+use crate::tree::Tree;
+use fuser::{Config, MountOption, SessionACL};
+use revfs_store::{Node, Repo, StoreError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Errors that stop a mount from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("revision {0} is not in the repository")]
+    UnknownNode(String),
+    #[error("cannot mount on {}: {source}", path.display())]
+    Mount {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to mount where.
+#[derive(Debug, Clone)]
+pub struct MountRequest {
+    /// Repository root.
+    pub repo: PathBuf,
+    /// Canonical mountpoint.
+    pub mountpoint: PathBuf,
+    /// Working-copy parent to serve.
+    pub node: Node,
+    /// FUSE request threads.
+    pub threads: usize,
+    /// Let other users in (`allow_other`).
+    pub allow_other: bool,
+}
+
+/// The state a mount starts from: the saved state when it names the same repository and
+/// revision (so a remount keeps its checkout time), else a fresh checkout now.
+pub fn prepare_state(state_dir: &StateDir, req: &MountRequest) -> Result<MountState, DaemonError> {
+    let node = req.node.to_hex();
+    if let Some(saved) = state_dir.load()? {
+        if saved.repo == req.repo && saved.node == node {
+            return Ok(saved);
+        }
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let state = MountState {
+        version: MOUNT_STATE_VERSION,
+        repo: req.repo.clone(),
+        mountpoint: req.mountpoint.clone(),
+        node,
+        checkout_time: now,
+    };
+    state_dir.save(&state)?;
+    Ok(state)
+}
+
+/// Sends tracing output to the mount's log file, with the level from `REVFS_LOG`.
+pub fn init_logging(log_file: &Path) -> Result<(), DaemonError> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file)
+        .map_err(|source| DaemonError::Io {
+            path: log_file.to_owned(),
+            source,
+        })?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("REVFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .try_init();
+    Ok(())
+}
+
+/// Runs the daemon in this process until the filesystem is unmounted.
+pub fn run(req: MountRequest) -> Result<(), DaemonError> {
+    let state_dir = StateDir::for_mountpoint(&req.mountpoint)?;
+    state_dir.create()?;
+    init_logging(&state_dir.log_file())?;
+    let state = prepare_state(&state_dir, &req)?;
+    let repo = Arc::new(Repo::open(&req.repo)?);
+    let rev = repo
+        .changelog()
+        .rev_of(&req.node)
+        .ok_or_else(|| DaemonError::UnknownNode(req.node.to_hex()))?;
+    let manifest = repo.manifest_of(rev)?;
+    let tree = Arc::new(Tree::new(repo.clone(), manifest));
+    let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
+
+    let pid = std::process::id();
+    let info = {
+        let tree = tree.clone();
+        let base = MountInfo {
+            pid,
+            repo: req.repo.clone(),
+            mountpoint: req.mountpoint.clone(),
+            node: state.node.clone(),
+            rev: rev as i64,
+            inodes: 0,
+        };
+        move || MountInfo {
+            inodes: tree.inode_count() as u64,
+            ..base.clone()
+        }
+    };
+    control::serve(
+        &state_dir.socket(),
+        Arc::new(move |r| match r {
+            Request::Ping => Response::Pong { pid },
+            Request::Info => Response::Info(info()),
+        }),
+    )?;
+    let pid_file = state_dir.pid_file();
+    std::fs::write(&pid_file, format!("{pid}\n")).map_err(|source| DaemonError::Io {
+        path: pid_file.clone(),
+        source,
+    })?;
+
+    let fs = RevFs::new(
+        tree,
+        ControlTargets {
+            socket: state_dir.socket(),
+            repo: req.repo.clone(),
+            state: state_dir.path().to_owned(),
+        },
+        checkout_time,
+    );
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("revfs:{}", req.repo.display())),
+        MountOption::Subtype("revfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::RO,
+        MountOption::NoAtime,
+    ];
+    config.acl = if req.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(req.threads.max(1));
+    config.clone_fd = true;
+    let mount_err = |source| DaemonError::Mount {
+        path: req.mountpoint.clone(),
+        source,
+    };
+    let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
+    let mut unmounter = session.unmount_callable();
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ]);
+    if let Ok(mut signals) = signals {
+        let _ = std::thread::Builder::new()
+            .name("revfs-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    tracing::info!(sig, "signal received, unmounting");
+                    if let Err(e) = unmounter.unmount() {
+                        tracing::error!("unmount on signal failed: {e}");
+                    }
+                }
+            });
+    }
+    tracing::info!(repo = %req.repo.display(), mountpoint = %req.mountpoint.display(), node = %state.node, "mounted");
+    let result = session.run().map_err(mount_err);
+    tracing::info!("session ended");
+    let _ = std::fs::remove_file(&pid_file);
+    let _ = std::fs::remove_file(state_dir.socket());
+    result
+}
