@@ -38,3 +38,17 @@ for cmd in "log" "log -v -T json" "files -r 1" "cat -r 0 src/main.c" "cat -r tip
   fi
 done
 echo "== every answer above equals hg's"
+
+echo "== revfs mount: the tip as a lazy, read-only directory"
+mnt=$work/mnt
+mkdir -p "$mnt"
+export REVFS_STATE_DIR=$work/state
+"$revfs" mount "$repo" "$mnt"
+trap '"$revfs" unmount --force "$mnt" 2>/dev/null || true' EXIT
+"$revfs" list
+ls -la "$mnt" "$mnt/src"
+cmp <(cat "$mnt/src/main.c") <(hg cat -r tip src/main.c)
+echo "== revfs unmount"
+"$revfs" unmount "$mnt"
+trap - EXIT
+echo "== done"
