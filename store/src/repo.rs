@@ -27,8 +27,8 @@ pub struct RepoOptions {
 impl Default for RepoOptions {
     fn default() -> Self {
         RepoOptions {
-            text_cache_bytes: 256 << 20,
-            open_filelogs: 4096,
+            text_cache_bytes: 64 << 20,
+            open_filelogs: 1024,
         }
     }
 }

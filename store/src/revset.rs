@@ -4,7 +4,7 @@
 use crate::dirstate;
 use crate::error::{Result, StoreError};
 use crate::names;
-use crate::node::{Rev, NULL_REV};
+use crate::node::{Node, Rev, NULL_REV};
 use crate::repo::Repo;
 
 /// The working-directory parent: `.hg/dirstate`'s first parent when there is a dirstate,
@@ -19,14 +19,31 @@ pub fn working_parent(repo: &Repo) -> Result<Rev> {
     }
 }
 
+/// Where `.` points: the repository's dirstate, or a given node (a revfs mount's parent).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope {
+    pub working_parent: Option<Node>,
+}
+
 /// Resolves one revision symbol, in hg's order: special names, a revision number, a full
 /// node, bookmarks, tags, branches, then a unique node prefix.
 pub fn resolve_symbol(repo: &Repo, symbol: &str) -> Result<Rev> {
+    resolve_symbol_in(repo, symbol, Scope::default())
+}
+
+fn resolve_symbol_in(repo: &Repo, symbol: &str, scope: Scope) -> Result<Rev> {
     let cl = repo.changelog();
     match symbol {
         "null" => return Ok(NULL_REV),
         "tip" => return Ok(cl.tip()),
-        "." => return working_parent(repo),
+        "." => {
+            return match scope.working_parent {
+                Some(node) => cl
+                    .rev_of(&node)
+                    .ok_or_else(|| StoreError::UnknownRevision(node.to_hex())),
+                None => working_parent(repo),
+            }
+        }
         "" => return Err(StoreError::UnknownRevision(symbol.to_owned())),
         _ => {}
     }
@@ -64,26 +81,31 @@ pub fn resolve_symbol(repo: &Repo, symbol: &str) -> Result<Rev> {
 /// down), or a difference `A-B` of those. A name that exists as written wins over operators
 /// (tags may contain `:` or `-`), as in hg.
 pub fn resolve(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
+    resolve_in(repo, spec, Scope::default())
+}
+
+/// [`resolve`] with `.` taken from `scope`.
+pub fn resolve_in(repo: &Repo, spec: &str, scope: Scope) -> Result<Vec<Rev>> {
     let spec = spec.trim();
-    if let Ok(rev) = resolve_symbol(repo, spec) {
+    if let Ok(rev) = resolve_symbol_in(repo, spec, scope) {
         return Ok(vec![rev]);
     }
     if spec.len() > 1 && spec[1..].contains('-') {
         let mut parts = spec.split('-');
         let first = parts.next().unwrap_or_default();
-        let mut revs = resolve_range(repo, first)?;
+        let mut revs = resolve_range(repo, first, scope)?;
         for part in parts {
-            let removed = resolve_range(repo, part)?;
+            let removed = resolve_range(repo, part, scope)?;
             revs.retain(|r| !removed.contains(r));
         }
         return Ok(revs);
     }
-    resolve_range(repo, spec)
+    resolve_range(repo, spec, scope)
 }
 
-fn resolve_range(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
+fn resolve_range(repo: &Repo, spec: &str, scope: Scope) -> Result<Vec<Rev>> {
     let spec = spec.trim();
-    if let Ok(rev) = resolve_symbol(repo, spec) {
+    if let Ok(rev) = resolve_symbol_in(repo, spec, scope) {
         return Ok(vec![rev]);
     }
     if let Some((a, b)) = spec.split_once(':').filter(|(_, b)| !b.starts_with(':')) {
@@ -103,5 +125,5 @@ fn resolve_range(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
             (end..=start).rev().collect()
         });
     }
-    resolve_symbol(repo, spec).map(|r| vec![r])
+    resolve_symbol_in(repo, spec, scope).map(|r| vec![r])
 }

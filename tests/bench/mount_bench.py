@@ -24,8 +24,8 @@ REVFS = os.path.join(ROOT, 'target', 'release', 'revfs')
 ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, env=ENV, **kw)
+def sh(cmd, env=None, **kw):
+    return subprocess.run(cmd, shell=True, check=True, env=env or ENV, **kw)
 
 
 def timed(cmd, **kw):

@@ -89,9 +89,21 @@ fn the_mount_equals_an_hg_checkout_at_every_revision() {
 }
 
 #[test]
-fn the_mount_equals_an_hg_checkout_in_other_formats() {
-    for name in ["history-legacy", "history-nostore", "wide"] {
-        every_revision_matches_checkout(name, 7);
+fn the_mount_equals_an_hg_checkout_at_every_revision_zlib() {
+    every_revision_matches_checkout("history-zlib", 1);
+}
+
+#[test]
+fn the_mount_equals_an_hg_checkout_at_every_revision_legacy_formats() {
+    for name in ["history-legacy", "history-nofncache", "history-nostore"] {
+        every_revision_matches_checkout(name, 1);
+    }
+}
+
+#[test]
+fn the_mount_equals_an_hg_checkout_at_every_revision_small_repositories() {
+    for name in ["tiny", "wide"] {
+        every_revision_matches_checkout(name, 1);
     }
 }
 
@@ -269,4 +281,41 @@ fn mounting_twice_on_one_directory_is_refused() {
     ]);
     assert_eq!(out.status.code(), Some(255));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a revfs mount"));
+}
+
+#[test]
+fn commands_inside_a_mount_use_its_repository_and_revision() {
+    let repo = fixtures().join("history");
+    let mount = Mount::new(&repo, Some("100"));
+    let run_in = |dir: &Path, args: &[&str]| {
+        let out = revfs_tests::revfs(dir, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    // `.` is the mount's revision, found from the mount root and from a subdirectory.
+    assert_eq!(
+        run_in(&mount.dir, &["log", "-r", ".", "-T", "json"]),
+        hg_cmd(&repo, &["log", "-r", "100", "-T", "json"]).stdout
+    );
+    let sub = mount.dir.join("Dir");
+    assert!(sub.is_dir());
+    assert_eq!(
+        run_in(&sub, &["files"]),
+        hg_cmd(&repo.join("Dir"), &["files", "-r", "100"]).stdout
+    );
+    // -R MOUNTPOINT works from anywhere.
+    let elsewhere = std::env::temp_dir();
+    let m = mount.dir.display().to_string();
+    assert_eq!(
+        run_in(&elsewhere, &["-R", &m, "log", "-r", ".", "-q"]),
+        b"100:"
+            .iter()
+            .copied()
+            .chain(hg_cmd(&repo, &["log", "-r", "100", "-T", "{node|short}\n"]).stdout)
+            .collect::<Vec<u8>>()
+    );
 }

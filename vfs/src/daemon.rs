@@ -98,6 +98,13 @@ pub fn init_logging(log_file: &Path) -> Result<(), DaemonError> {
 
 /// Runs the daemon in this process until the filesystem is unmounted.
 pub fn run(req: MountRequest) -> Result<(), DaemonError> {
+    // Many request threads each get a malloc arena by default; the texts they free then
+    // stay mapped in their arena. Two arenas keep the RSS near what is really in use
+    // (measured: 410 MB against 140 MB after reading drivers/ of the linux tree).
+    // SAFETY: mallopt only tunes the allocator; called before the threads start.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     let state_dir = StateDir::for_mountpoint(&req.mountpoint)?;
     state_dir.create()?;
     init_logging(&state_dir.log_file())?;

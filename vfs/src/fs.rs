@@ -174,8 +174,9 @@ impl Filesystem for RevFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
             InitFlags::FUSE_MAX_PAGES,
-            InitFlags::FUSE_DO_READDIRPLUS,
-            InitFlags::FUSE_READDIRPLUS_AUTO,
+            // After one ENOSYS from `open`, the kernel stops sending open/release for files
+            // and keeps their page cache (clean files never change under the kernel).
+            InitFlags::FUSE_NO_OPEN_SUPPORT,
         ] {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks {cap:?}");

@@ -90,6 +90,11 @@ impl StateDir {
         })
     }
 
+    /// The state directory at a known path (e.g. read from a mount's `.revfs/state`).
+    pub fn at(dir: PathBuf) -> StateDir {
+        StateDir { dir }
+    }
+
     /// Every existing state directory.
     pub fn all() -> Result<Vec<StateDir>, StateError> {
         let mounts = state_root()?.join("mounts");

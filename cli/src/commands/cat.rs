@@ -104,10 +104,11 @@ fn write_output(name: &[u8], text: &[u8]) -> Result<()> {
 }
 
 pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
-    let repo = super::open_repo(cli)?;
-    let rev = super::resolve_single(&repo, args.rev.as_deref())?;
+    let ws = super::open_workspace(cli)?;
+    let repo = &ws.repo;
+    let rev = ws.resolve_single(args.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
-    let ctx = PathContext::new(repo.root())?;
+    let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
 
     // Exact files are found by binary search; directories by a prefix scan.
@@ -135,8 +136,8 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     }
 
     let node = repo.changelog().node(rev)?;
-    let repo_base = repo
-        .root()
+    let repo_base = ws
+        .root
         .file_name()
         .map(|n| n.as_bytes().to_vec())
         .unwrap_or_default();

@@ -24,10 +24,11 @@ pub struct FilesArgs {
 }
 
 pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
-    let repo = super::open_repo(cli)?;
-    let rev = super::resolve_single(&repo, args.rev.as_deref())?;
+    let ws = super::open_workspace(cli)?;
+    let repo = &ws.repo;
+    let rev = ws.resolve_single(args.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
-    let ctx = PathContext::new(repo.root())?;
+    let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
     let mut out = Out::new();

@@ -234,16 +234,17 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
     if matches!(args.limit, Some(n) if n <= 0) {
         bail!("limit must be positive");
     }
-    let repo = super::open_repo(cli)?;
+    let ws = super::open_workspace(cli)?;
+    let repo = &ws.repo;
     let mut revs = if args.rev.is_empty() {
         (0..repo.changelog().len() as Rev).rev().collect()
     } else {
-        super::resolve_revs(&repo, &args.rev)?
+        ws.resolve_revs(&args.rev)?
     };
     if let Some(limit) = args.limit {
         revs.truncate(limit as usize);
     }
-    let labels = Labels::load(&repo)?;
+    let labels = Labels::load(repo)?;
     let mut out = Out::new();
     let mut result = Ok(());
     let is_json = matches!(style, Style::Json { .. });
@@ -254,7 +255,7 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
         if result.is_err() {
             break;
         }
-        let e = entry(&repo, &labels, rev)?;
+        let e = entry(repo, &labels, rev)?;
         let mut buf = Vec::with_capacity(512);
         match style {
             Style::Json { verbose, quiet } => {
