@@ -5,7 +5,7 @@
 use crate::control::{self, MountInfo, Request, Response};
 use crate::fs::{ControlTargets, RevFs};
 use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
-use crate::tree::Tree;
+use crate::wc::{WcError, WorkingCopy};
 use fuser::{Config, MountOption, SessionACL};
 use revfs_store::{Node, Repo, StoreError};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the working copy in the state directory cannot be restored: {0}")]
+    WorkingCopy(#[from] WcError),
     #[error("revision {0} is not in the repository")]
     UnknownNode(String),
     #[error("cannot mount on {}: {source}", path.display())]
@@ -115,12 +117,12 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         .rev_of(&req.node)
         .ok_or_else(|| DaemonError::UnknownNode(req.node.to_hex()))?;
     let manifest = repo.manifest_of(rev)?;
-    let tree = Arc::new(Tree::new(repo.clone(), manifest));
     let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
+    let wc = Arc::new(WorkingCopy::open(repo.clone(), req.node, manifest, state_dir.path(), checkout_time)?);
 
     let pid = std::process::id();
     let info = {
-        let tree = tree.clone();
+        let wc = wc.clone();
         let base = MountInfo {
             pid,
             repo: req.repo.clone(),
@@ -130,7 +132,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             inodes: 0,
         };
         move || MountInfo {
-            inodes: tree.inode_count() as u64,
+            inodes: wc.inode_count() as u64,
             ..base.clone()
         }
     };
@@ -148,20 +150,18 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     })?;
 
     let fs = RevFs::new(
-        tree,
+        wc.clone(),
         ControlTargets {
             socket: state_dir.socket(),
             repo: req.repo.clone(),
             state: state_dir.path().to_owned(),
         },
-        checkout_time,
     );
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(format!("revfs:{}", req.repo.display())),
         MountOption::Subtype("revfs".into()),
         MountOption::DefaultPermissions,
-        MountOption::RO,
         MountOption::NoAtime,
     ];
     config.acl = if req.allow_other {
@@ -196,6 +196,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     tracing::info!(repo = %req.repo.display(), mountpoint = %req.mountpoint.display(), node = %state.node, "mounted");
     let result = session.run().map_err(mount_err);
     tracing::info!("session ended");
+    if let Err(e) = wc.sync_journal() {
+        tracing::error!("final journal sync: {e}");
+    }
     let _ = std::fs::remove_file(&pid_file);
     let _ = std::fs::remove_file(state_dir.socket());
     result

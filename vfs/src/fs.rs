@@ -1,26 +1,27 @@
-//! The FUSE filesystem: translates kernel requests into [`Tree`] operations.
+//! The FUSE filesystem: translates kernel requests into [`WorkingCopy`] operations.
 //!
-//! The tree changes only when revfs changes it, so the kernel is told to cache hard: long
-//! entry and attribute timeouts (negative entries included), `FOPEN_KEEP_CACHE` for files,
-//! `FOPEN_CACHE_DIR` for directories, symlink caching, large reads and readahead.
-//! A hidden directory `.revfs` at the root (not listed, but found by lookup) holds
-//! symlinks to the control socket, the repository and the state directory.
+//! The tree changes only through this filesystem (or through revfs itself, which then
+//! invalidates explicitly), so the kernel is told to cache hard: long entry and attribute
+//! timeouts (negative entries included), no open/release round trips (the kernel then keeps
+//! each file's pages), symlink caching, large requests. A hidden directory `.revfs` at the
+//! root (not listed, but found by lookup) holds symlinks to the control socket, the
+//! repository and the state directory.
 
-use crate::tree::{Inode, Kind, Tree, TreeError, ROOT_INO};
+use crate::wc::{Attr, EntryType, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use revfs_store::manifest::FileFlag;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How long the kernel may trust entries and attributes. revfs invalidates explicitly
-/// whenever it changes the tree, so this can be long.
+/// whenever it changes the tree behind the kernel's back, so this can be long.
 const TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Name of the hidden control directory at the root.
@@ -52,38 +53,43 @@ impl ControlTargets {
 
 /// The mounted filesystem.
 pub struct RevFs {
-    tree: Arc<Tree>,
+    wc: Arc<WorkingCopy>,
     control: ControlTargets,
     uid: u32,
     gid: u32,
-    /// mtime/ctime/atime of everything that comes unchanged from the store.
-    checkout_time: SystemTime,
+    /// Time shown for the control entries.
+    started: SystemTime,
 }
 
 impl RevFs {
-    pub fn new(tree: Arc<Tree>, control: ControlTargets, checkout_time: SystemTime) -> RevFs {
+    pub fn new(wc: Arc<WorkingCopy>, control: ControlTargets) -> RevFs {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         RevFs {
-            tree,
+            wc,
             control,
             uid,
             gid,
-            checkout_time,
+            started: SystemTime::now(),
         }
     }
 
-    fn attr(&self, ino: u64, kind: FileType, perm: u16, size: u64) -> FileAttr {
+    fn file_attr(&self, a: &Attr) -> FileAttr {
+        let kind = match a.kind {
+            EntryType::Dir => FileType::Directory,
+            EntryType::File => FileType::RegularFile,
+            EntryType::Symlink => FileType::Symlink,
+        };
         FileAttr {
-            ino: INodeNo(ino),
-            size,
-            blocks: size.div_ceil(512),
-            atime: self.checkout_time,
-            mtime: self.checkout_time,
-            ctime: self.checkout_time,
-            crtime: self.checkout_time,
+            ino: INodeNo(a.ino),
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: a.mtime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            crtime: a.mtime,
             kind,
-            perm,
+            perm: a.perm,
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
@@ -93,77 +99,59 @@ impl RevFs {
         }
     }
 
-    fn inode_attr(&self, inode: &Inode) -> Result<FileAttr, TreeError> {
-        Ok(match &inode.kind {
-            Kind::Dir { .. } => self.attr(inode.ino, FileType::Directory, 0o755, 4096),
-            Kind::File { flag, .. } => {
-                let size = self.tree.size(inode)?;
-                let (kind, perm) = match flag {
-                    FileFlag::Regular => (FileType::RegularFile, 0o644),
-                    FileFlag::Executable => (FileType::RegularFile, 0o755),
-                    FileFlag::Symlink => (FileType::Symlink, 0o777),
-                };
-                self.attr(inode.ino, kind, perm, size)
-            }
-        })
-    }
-
     fn control_attr(&self, ino: u64) -> Option<FileAttr> {
-        if ino == CONTROL_DIR_INO {
-            return Some(self.attr(ino, FileType::Directory, 0o555, 4096));
-        }
-        let target = self.control.target(ino)?;
-        Some(self.attr(
+        let (kind, perm, size) = if ino == CONTROL_DIR_INO {
+            (EntryType::Dir, 0o555, 4096)
+        } else {
+            let target = self.control.target(ino)?;
+            (EntryType::Symlink, 0o777, target.as_os_str().len() as u64)
+        };
+        Some(self.file_attr(&Attr {
             ino,
-            FileType::Symlink,
-            0o777,
-            target.as_os_str().len() as u64,
-        ))
+            kind,
+            size,
+            perm,
+            mtime: self.started,
+            ctime: self.started,
+        }))
     }
 
-    fn attr_of(&self, ino: u64) -> Result<FileAttr, Errno> {
-        if let Some(a) = self.control_attr(ino) {
-            return Ok(a);
-        }
-        let inode = self.tree.get(ino).map_err(|e| errno(&e))?;
-        self.inode_attr(&inode).map_err(|e| self.fail(&inode, e))
-    }
-
-    /// Logs a failure to serve one inode and turns it into an errno for that inode alone.
-    fn fail(&self, inode: &Inode, err: TreeError) -> Errno {
-        tracing::error!(path = %String::from_utf8_lossy(&inode.path), "{err}");
-        errno(&err)
+    fn is_control(ino: u64) -> bool {
+        ino >= CONTROL_DIR_INO
     }
 }
 
-/// The entries of the control directory, `.` and `..` first.
+/// Logs a failure (store errors are the interesting ones) and gives the errno.
+fn errno(op: &str, err: &WcError) -> Errno {
+    match err {
+        WcError::Store(_) | WcError::Journal(_) | WcError::Replay { .. } => tracing::error!("{op}: {err}"),
+        WcError::Io(e) => tracing::warn!("{op}: overlay: {e}"),
+        _ => tracing::debug!("{op}: {err}"),
+    }
+    Errno::from_i32(err.errno())
+}
+
 fn control_entries() -> Vec<(u64, FileType, &'static str)> {
     let mut entries = vec![
         (CONTROL_DIR_INO, FileType::Directory, "."),
         (ROOT_INO, FileType::Directory, ".."),
     ];
-    entries.extend(
-        CONTROL_LINKS
-            .iter()
-            .map(|(n, i)| (*i, FileType::Symlink, *n)),
-    );
+    entries.extend(CONTROL_LINKS.iter().map(|(n, i)| (*i, FileType::Symlink, *n)));
     entries
 }
 
-fn errno(err: &TreeError) -> Errno {
-    match err {
-        TreeError::NoInode(_) => Errno::ENOENT,
-        TreeError::NotADirectory(_) => Errno::ENOTDIR,
-        TreeError::IsADirectory(_) => Errno::EISDIR,
-        TreeError::Store(_) => Errno::EIO,
+fn file_type(t: EntryType) -> FileType {
+    match t {
+        EntryType::Dir => FileType::Directory,
+        EntryType::File => FileType::RegularFile,
+        EntryType::Symlink => FileType::Symlink,
     }
 }
 
-fn file_type(flag: Option<FileFlag>) -> FileType {
-    match flag {
-        None => FileType::Directory,
-        Some(FileFlag::Symlink) => FileType::Symlink,
-        Some(_) => FileType::RegularFile,
+fn time_of(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
     }
 }
 
@@ -174,8 +162,9 @@ impl Filesystem for RevFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
             InitFlags::FUSE_MAX_PAGES,
+            InitFlags::FUSE_BIG_WRITES,
             // After one ENOSYS from `open`, the kernel stops sending open/release for files
-            // and keeps their page cache (clean files never change under the kernel).
+            // and keeps their page cache.
             InitFlags::FUSE_NO_OPEN_SUPPORT,
         ] {
             if config.add_capabilities(cap).is_err() {
@@ -183,6 +172,7 @@ impl Filesystem for RevFs {
             }
         }
         let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_background(256);
         let _ = config.set_congestion_threshold(192);
         Ok(())
@@ -191,43 +181,83 @@ impl Filesystem for RevFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = parent.0;
         if parent == ROOT_INO && name == CONTROL_DIR {
-            return reply.entry(
-                &TTL,
-                &self.attr(CONTROL_DIR_INO, FileType::Directory, 0o555, 4096),
-                Generation(0),
-            );
+            if let Some(a) = self.control_attr(CONTROL_DIR_INO) {
+                return reply.entry(&TTL, &a, Generation(0));
+            }
         }
         if parent == CONTROL_DIR_INO {
-            return match CONTROL_LINKS.iter().find(|(n, _)| OsStr::new(n) == name) {
-                Some((_, ino)) => match self.control_attr(*ino) {
-                    Some(attr) => reply.entry(&TTL, &attr, Generation(0)),
-                    None => reply.error(Errno::ENOENT),
-                },
+            return match CONTROL_LINKS
+                .iter()
+                .find(|(n, _)| OsStr::new(n) == name)
+                .and_then(|(_, ino)| self.control_attr(*ino))
+            {
+                Some(attr) => reply.entry(&TTL, &attr, Generation(0)),
                 None => reply.error(Errno::ENOENT),
             };
         }
-        match self.tree.lookup(parent, name.as_bytes()) {
-            Ok(Some(inode)) => match self.inode_attr(&inode) {
-                Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-                Err(e) => reply.error(self.fail(&inode, e)),
-            },
+        match self.wc.lookup(parent, name.as_bytes()) {
+            Ok(Some(a)) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
             // A negative entry (inode 0) that the kernel may cache as long as a positive one.
             Ok(None) => {
-                let mut attr = self.attr(0, FileType::RegularFile, 0, 0);
+                let mut attr = self.file_attr(&Attr {
+                    ino: 0,
+                    kind: EntryType::File,
+                    size: 0,
+                    perm: 0,
+                    mtime: self.started,
+                    ctime: self.started,
+                });
                 attr.ino = INodeNo(0);
                 reply.entry(&TTL, &attr, Generation(0))
             }
-            Err(e) => {
-                tracing::error!(parent, name = ?name, "lookup: {e}");
-                reply.error(errno(&e))
-            }
+            Err(e) => reply.error(errno("lookup", &e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if !Self::is_control(ino.0) {
+            self.wc.forget(ino.0, nlookup);
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.attr_of(ino.0) {
-            Ok(attr) => reply.attr(&TTL, &attr),
-            Err(e) => reply.error(e),
+        if let Some(a) = self.control_attr(ino.0) {
+            return reply.attr(&TTL, &a);
+        }
+        match self.wc.getattr(ino.0) {
+            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
+            Err(e) => reply.error(errno("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        if Self::is_control(ino.0) {
+            return reply.error(Errno::EPERM);
+        }
+        // Ownership never changes: every file belongs to the mounting user.
+        if uid.is_some_and(|u| u != self.uid) || gid.is_some_and(|g| g != self.gid) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.setattr(ino.0, mode, size, mtime.map(time_of)) {
+            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
+            Err(e) => reply.error(errno("setattr", &e)),
         }
     }
 
@@ -235,29 +265,100 @@ impl Filesystem for RevFs {
         if let Some(target) = self.control.target(ino.0) {
             return reply.data(target.as_os_str().as_bytes());
         }
-        match self.tree.get(ino.0) {
-            Ok(inode) if inode.flag() == Some(FileFlag::Symlink) => match self.tree.content(&inode)
-            {
-                Ok(text) => reply.data(&text),
-                Err(e) => reply.error(self.fail(&inode, e)),
-            },
-            Ok(_) => reply.error(Errno::EINVAL),
-            Err(e) => reply.error(errno(&e)),
+        match self.wc.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno("readlink", &e)),
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let acc = flags.0 & libc::O_ACCMODE;
-        if acc != libc::O_RDONLY {
-            return reply.error(Errno::EROFS);
+    fn mknod(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            // Devices, fifos and sockets cannot be committed to hg.
+            return reply.error(Errno::EPERM);
         }
-        match self.tree.get(ino.0) {
-            Ok(inode) if inode.flag().is_some() => {
-                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
-            }
-            Ok(_) => reply.error(Errno::EISDIR),
-            Err(e) => reply.error(errno(&e)),
+        match self.wc.create(parent.0, name.as_bytes(), mode & !umask) {
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno("mknod", &e)),
         }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        if Self::is_control(parent.0) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.mkdir(parent.0, name.as_bytes(), mode & !umask) {
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno("mkdir", &e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if Self::is_control(parent.0) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.unlink(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("unlink", &e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if Self::is_control(parent.0) || (parent.0 == ROOT_INO && name == CONTROL_DIR) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.rmdir(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("rmdir", &e)),
+        }
+    }
+
+    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        if Self::is_control(parent.0) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.symlink(parent.0, link_name.as_bytes(), target.as_os_str().as_bytes()) {
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno("symlink", &e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if Self::is_control(parent.0) || Self::is_control(newparent.0) {
+            return reply.error(Errno::EPERM);
+        }
+        let mut f = 0;
+        if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            f |= RENAME_NOREPLACE;
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            f |= RENAME_EXCHANGE;
+        }
+        if !(flags & !(RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE)).is_empty() {
+            return reply.error(Errno::EINVAL);
+        }
+        match self.wc.rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), f) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("rename", &e)),
+        }
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        // Hard links have no meaning in a Mercurial working copy (docs/FORMATS.md).
+        reply.error(Errno::EPERM)
+    }
+
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
+        reply.error(Errno::ENOSYS)
     }
 
     fn read(
@@ -271,19 +372,62 @@ impl Filesystem for RevFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let inode = match self.tree.get(ino.0) {
-            Ok(i) => i,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        match self.tree.content(&inode) {
-            Ok(text) => {
-                let start = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .min(text.len());
-                let end = start.saturating_add(size as usize).min(text.len());
-                reply.data(&text[start..end]);
-            }
-            Err(e) => reply.error(self.fail(&inode, e)),
+        match self.wc.read_file(ino.0, offset, size as usize) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.wc.write_file(ino.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno("write", &e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.wc.fsync(ino.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fsync", &e)),
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.wc.sync_journal() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fsyncdir", &e)),
+        }
+    }
+
+    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        match self.wc.fallocate(ino.0, offset, length, mode) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fallocate", &e)),
+        }
+    }
+
+    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+        if Self::is_control(parent.0) {
+            return reply.error(Errno::EPERM);
+        }
+        match self.wc.create(parent.0, name.as_bytes(), mode & !umask) {
+            Ok(a) => reply.created(&TTL, &self.file_attr(&a), Generation(0), FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(errno("create", &e)),
         }
     }
 
@@ -291,183 +435,83 @@ impl Filesystem for RevFs {
         if ino.0 == CONTROL_DIR_INO {
             return reply.opened(FileHandle(0), FopenFlags::empty());
         }
-        match self.tree.get(ino.0) {
-            Ok(inode) if inode.flag().is_none() => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
+        match self.wc.getattr(ino.0) {
+            Ok(a) if a.kind == EntryType::Dir => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(errno("opendir", &e)),
         }
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         if ino.0 == CONTROL_DIR_INO {
-            for (i, (ino, kind, name)) in control_entries()
-                .into_iter()
-                .enumerate()
-                .skip(offset as usize)
-            {
+            for (i, (ino, kind, name)) in control_entries().into_iter().enumerate().skip(offset as usize) {
                 if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {
                     break;
                 }
             }
             return reply.ok();
         }
-        let (dir, children) = match self
-            .tree
-            .get(ino.0)
-            .and_then(|d| Ok((self.tree.children(d.ino)?, d)))
-        {
-            Ok((c, d)) => (d, c),
-            Err(e) => return reply.error(errno(&e)),
+        let (parent, children) = match self.wc.readdir(ino.0) {
+            Ok(x) => x,
+            Err(e) => return reply.error(errno("readdir", &e)),
         };
-        let mut index = offset;
-        if index == 0 {
-            if reply.add(INodeNo(dir.ino), 1, FileType::Directory, ".") {
-                return reply.ok();
-            }
-            index = 1;
-        }
-        if index == 1 {
-            if reply.add(INodeNo(dir.parent), 2, FileType::Directory, "..") {
-                return reply.ok();
-            }
-            index = 2;
-        }
-        for (i, e) in children.iter().enumerate().skip((index - 2) as usize) {
-            if reply.add(
-                INodeNo(e.ino),
-                i as u64 + 3,
-                file_type(e.flag),
-                OsStr::from_bytes(&e.name),
-            ) {
+        let dots = [(ino.0, EntryType::Dir, &b"."[..]), (parent, EntryType::Dir, &b".."[..])];
+        let all = dots
+            .into_iter()
+            .chain(children.iter().map(|(n, i, t)| (*i, *t, &n[..])));
+        for (i, (child, t, name)) in all.enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(child), i as u64 + 1, file_type(t), OsStr::from_bytes(name)) {
                 break;
             }
         }
         reply.ok()
     }
 
-    fn readdirplus(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectoryPlus,
-    ) {
-        if ino.0 == CONTROL_DIR_INO {
-            for (i, (ino, _, name)) in control_entries()
-                .into_iter()
-                .enumerate()
-                .skip(offset as usize)
-            {
-                let attr = match self.control_attr(ino) {
-                    Some(a) => a,
-                    None => self.attr(ROOT_INO, FileType::Directory, 0o755, 4096),
-                };
-                if reply.add(INodeNo(ino), i as u64 + 1, name, &TTL, &attr, Generation(0)) {
-                    break;
-                }
-            }
-            return reply.ok();
-        }
-        let (dir, children) = match self
-            .tree
-            .get(ino.0)
-            .and_then(|d| Ok((self.tree.children(d.ino)?, d)))
-        {
-            Ok((c, d)) => (d, c),
-            Err(e) => return reply.error(errno(&e)),
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        // Not requested from the kernel (plain readdir keeps `find` cheap), but correct.
+        let (parent, children) = match self.wc.readdir(ino.0) {
+            Ok(x) => x,
+            Err(e) => return reply.error(errno("readdirplus", &e)),
         };
-        let dir_attr = self.attr(dir.ino, FileType::Directory, 0o755, 4096);
-        let mut index = offset;
-        if index == 0 {
-            if reply.add(INodeNo(dir.ino), 1, ".", &TTL, &dir_attr, Generation(0)) {
-                return reply.ok();
-            }
-            index = 1;
-        }
-        if index == 1 {
-            let parent_attr = self.attr(dir.parent, FileType::Directory, 0o755, 4096);
-            if reply.add(
-                INodeNo(dir.parent),
-                2,
-                "..",
-                &TTL,
-                &parent_attr,
-                Generation(0),
-            ) {
-                return reply.ok();
-            }
-            index = 2;
-        }
-        for (i, e) in children.iter().enumerate().skip((index - 2) as usize) {
-            let attr = match self
-                .tree
-                .get(e.ino)
-                .and_then(|inode| self.inode_attr(&inode))
-            {
-                Ok(a) => a,
-                Err(err) => {
-                    tracing::error!(name = %String::from_utf8_lossy(&e.name), "readdirplus: {err}");
-                    // Still list the name; its attributes come from a later lookup, which
-                    // reports the error for that file alone.
-                    self.attr(e.ino, file_type(e.flag), 0, 0)
-                }
+        let dots = [(ino.0, &b"."[..]), (parent, &b".."[..])];
+        let all = dots.into_iter().chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
+        for (i, (child, name)) in all.enumerate().skip(offset as usize) {
+            let attr = match self.wc.getattr(child) {
+                Ok(a) => self.file_attr(&a),
+                Err(e) => return reply.error(errno("readdirplus", &e)),
             };
-            if reply.add(
-                INodeNo(e.ino),
-                i as u64 + 3,
-                OsStr::from_bytes(&e.name),
-                &TTL,
-                &attr,
-                Generation(0),
-            ) {
+            if reply.add(INodeNo(child), i as u64 + 1, OsStr::from_bytes(name), &TTL, &attr, Generation(0)) {
                 break;
             }
         }
         reply.ok()
     }
 
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         reply.ok()
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let files = self.tree.inode_count() as u64;
-        reply.statfs(0, 0, 0, files, 0, 4096, 255, 4096);
+        // Space is the overlay's: report the state directory's file system.
+        let files = self.wc.inode_count() as u64;
+        match nix_statvfs(&self.control.state) {
+            Some((blocks, bfree, bavail, bsize)) => reply.statfs(blocks, bfree, bavail, files, u32::MAX as u64, bsize, 255, bsize),
+            None => reply.statfs(0, 0, 0, files, 0, 4096, 255, 4096),
+        }
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // The kernel checks modes itself (default_permissions).
         reply.ok()
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
         // Asked before every write (security.capability): answer at once.
         reply.error(Errno::ENODATA)
+    }
+
+    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+        reply.error(Errno::EOPNOTSUPP)
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -477,4 +521,19 @@ impl Filesystem for RevFs {
             reply.data(&[])
         }
     }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENODATA)
+    }
+}
+
+/// (blocks, free, available, block size) of the file system holding `path`.
+fn nix_statvfs(path: &Path) -> Option<(u64, u64, u64, u32)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we pass; the path is a valid C string.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_blocks, s.f_bfree, s.f_bavail, s.f_frsize as u32))
 }

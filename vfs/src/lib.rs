@@ -9,6 +9,8 @@ pub mod control;
 pub mod daemon;
 pub mod fs;
 pub mod state;
-pub mod tree;
+pub mod journal;
+pub mod overlay;
+pub mod wc;
 
 pub use revfs_store as store;

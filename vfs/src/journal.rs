@@ -1,0 +1,429 @@
+//! The change journal: an append-only log of every mutation made through the mount, by
+//! path, replayed at mount time over the base revision's tree to rebuild the working copy.
+//!
+//! File format (version 1), described in docs/FORMATS.md:
+//! ```text
+//! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
+//! record:  payload length u32 BE | crc32 of payload u32 BE | payload
+//! payload: tag u8 | fields (paths and byte strings as u32 BE length + bytes; integers BE)
+//! ```
+//! A record is appended with one `write(2)` before the operation is acknowledged, so it
+//! survives a killed daemon; `sync` (called for fsync through the mount) makes it durable.
+//! Replay stops at the first record that is cut short or fails its checksum: that can only
+//! be the last one, written when the machine itself went down.
+
+use revfs_store::Node;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"RVFSJRNL";
+/// The journal format version this code reads and writes.
+pub const JOURNAL_VERSION: u32 = 1;
+const HEADER_LEN: usize = 32;
+/// Records longer than this are corrupt, not real.
+const MAX_RECORD: usize = 64 << 20;
+
+/// How a path is tracked, overriding what the base manifest says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Track {
+    /// Back to the default: tracked if and only if in the base manifest.
+    Default = 0,
+    /// `revfs add`: tracked although not in the base manifest.
+    Added = 1,
+    /// `revfs remove` / `revfs forget`: untracked although in the base manifest.
+    Removed = 2,
+}
+
+/// One journaled mutation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A new regular file whose content lives in overlay file `id`.
+    Create { path: Vec<u8>, id: u64, mode: u32 },
+    /// The existing file at `path` was copied up into overlay file `id`.
+    Materialize { path: Vec<u8>, id: u64 },
+    Mkdir { path: Vec<u8>, mode: u32 },
+    Symlink { path: Vec<u8>, target: Vec<u8> },
+    Unlink { path: Vec<u8> },
+    Rmdir { path: Vec<u8> },
+    /// `flags`: 0, or `RENAME_NOREPLACE` (1) / `RENAME_EXCHANGE` (2) as in renameat2.
+    Rename { from: Vec<u8>, to: Vec<u8>, flags: u32 },
+    /// Permission bits (07777).
+    SetMode { path: Vec<u8>, mode: u32 },
+    /// Modification time of a file not in the overlay (overlay files keep their own).
+    SetMtime { path: Vec<u8>, secs: i64, nanos: u32 },
+    Track { path: Vec<u8>, track: Track },
+    /// The file at `path` returns to the base revision's content and mode (revert).
+    Restore { path: Vec<u8> },
+}
+
+/// Errors reading or writing the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a revfs journal", path.display())]
+    BadMagic { path: PathBuf },
+    #[error("{}: journal format version {found} is not supported (this revfs reads version {JOURNAL_VERSION})", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("{}: journal is for base {found}, the mount expects {expected}; run `revfs doctor`", path.display())]
+    WrongBase {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+impl Record {
+    fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(64);
+        match self {
+            Record::Create { path, id, mode } => {
+                p.push(1);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&id.to_be_bytes());
+                p.extend_from_slice(&mode.to_be_bytes());
+            }
+            Record::Materialize { path, id } => {
+                p.push(2);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&id.to_be_bytes());
+            }
+            Record::Mkdir { path, mode } => {
+                p.push(3);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&mode.to_be_bytes());
+            }
+            Record::Symlink { path, target } => {
+                p.push(4);
+                put_bytes(&mut p, path);
+                put_bytes(&mut p, target);
+            }
+            Record::Unlink { path } => {
+                p.push(5);
+                put_bytes(&mut p, path);
+            }
+            Record::Rmdir { path } => {
+                p.push(6);
+                put_bytes(&mut p, path);
+            }
+            Record::Rename { from, to, flags } => {
+                p.push(7);
+                put_bytes(&mut p, from);
+                put_bytes(&mut p, to);
+                p.extend_from_slice(&flags.to_be_bytes());
+            }
+            Record::SetMode { path, mode } => {
+                p.push(8);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&mode.to_be_bytes());
+            }
+            Record::SetMtime { path, secs, nanos } => {
+                p.push(9);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&secs.to_be_bytes());
+                p.extend_from_slice(&nanos.to_be_bytes());
+            }
+            Record::Track { path, track } => {
+                p.push(10);
+                put_bytes(&mut p, path);
+                p.push(*track as u8);
+            }
+            Record::Restore { path } => {
+                p.push(11);
+                put_bytes(&mut p, path);
+            }
+        }
+        p
+    }
+
+    fn decode(p: &[u8]) -> Option<Record> {
+        let mut r = Reader { buf: p };
+        let tag = r.u8()?;
+        let rec = match tag {
+            1 => Record::Create {
+                path: r.bytes()?,
+                id: r.u64()?,
+                mode: r.u32()?,
+            },
+            2 => Record::Materialize {
+                path: r.bytes()?,
+                id: r.u64()?,
+            },
+            3 => Record::Mkdir {
+                path: r.bytes()?,
+                mode: r.u32()?,
+            },
+            4 => Record::Symlink {
+                path: r.bytes()?,
+                target: r.bytes()?,
+            },
+            5 => Record::Unlink { path: r.bytes()? },
+            6 => Record::Rmdir { path: r.bytes()? },
+            7 => Record::Rename {
+                from: r.bytes()?,
+                to: r.bytes()?,
+                flags: r.u32()?,
+            },
+            8 => Record::SetMode {
+                path: r.bytes()?,
+                mode: r.u32()?,
+            },
+            9 => Record::SetMtime {
+                path: r.bytes()?,
+                secs: r.u64()? as i64,
+                nanos: r.u32()?,
+            },
+            10 => Record::Track {
+                path: r.bytes()?,
+                track: match r.u8()? {
+                    0 => Track::Default,
+                    1 => Track::Added,
+                    2 => Track::Removed,
+                    _ => return None,
+                },
+            },
+            11 => Record::Restore { path: r.bytes()? },
+            _ => return None,
+        };
+        r.buf.is_empty().then_some(rec)
+    }
+
+    /// The paths this record changes (for the status dirty set).
+    pub fn paths(&self) -> Vec<&[u8]> {
+        match self {
+            Record::Create { path, .. }
+            | Record::Materialize { path, .. }
+            | Record::Mkdir { path, .. }
+            | Record::Symlink { path, .. }
+            | Record::Unlink { path }
+            | Record::Rmdir { path }
+            | Record::SetMode { path, .. }
+            | Record::SetMtime { path, .. }
+            | Record::Track { path, .. }
+            | Record::Restore { path } => vec![path],
+            Record::Rename { from, to, .. } => vec![from, to],
+        }
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.buf.len() < n {
+            return None;
+        }
+        let (a, b) = self.buf.split_at(n);
+        self.buf = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.u32()? as usize;
+        self.take(n).map(<[u8]>::to_vec)
+    }
+}
+
+/// An open journal, positioned at its end for appending.
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Journal {
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
+        move |source| JournalError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    /// Opens the journal at `path` for base `base`, creating it when missing, and returns
+    /// it with the records to replay. A damaged tail is cut off (and logged).
+    pub fn open(path: &Path, base: &Node) -> Result<(Journal, Vec<Record>), JournalError> {
+        let io = Self::io(path);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(Self::io(path))?;
+        if bytes.is_empty() {
+            let mut header = Vec::with_capacity(HEADER_LEN);
+            header.extend_from_slice(MAGIC);
+            header.extend_from_slice(&JOURNAL_VERSION.to_be_bytes());
+            header.extend_from_slice(&base.0);
+            file.write_all(&header).map_err(Self::io(path))?;
+            file.sync_data().map_err(Self::io(path))?;
+            return Ok((
+                Journal {
+                    path: path.to_owned(),
+                    file,
+                },
+                Vec::new(),
+            ));
+        }
+        if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+            return Err(JournalError::BadMagic {
+                path: path.to_owned(),
+            });
+        }
+        let version = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if version != JOURNAL_VERSION {
+            return Err(JournalError::Version {
+                path: path.to_owned(),
+                found: version,
+            });
+        }
+        let found = Node::from_slice(&bytes[12..32]).unwrap_or_default();
+        if found != *base {
+            return Err(JournalError::WrongBase {
+                path: path.to_owned(),
+                found: found.to_hex(),
+                expected: base.to_hex(),
+            });
+        }
+        let mut records = Vec::new();
+        let mut pos = HEADER_LEN;
+        while pos < bytes.len() {
+            let Some(head) = bytes.get(pos..pos + 8) else { break };
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            if len > MAX_RECORD {
+                break;
+            }
+            let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else { break };
+            if crc32fast::hash(payload) != crc {
+                break;
+            }
+            let Some(rec) = Record::decode(payload) else { break };
+            records.push(rec);
+            pos += 8 + len;
+        }
+        if pos < bytes.len() {
+            tracing::warn!(
+                journal = %path.display(),
+                kept = pos,
+                dropped = bytes.len() - pos,
+                "journal has a damaged tail; cutting it off"
+            );
+            file.set_len(pos as u64).map_err(Self::io(path))?;
+            file.sync_data().map_err(Self::io(path))?;
+        }
+        Ok((
+            Journal {
+                path: path.to_owned(),
+                file,
+            },
+            records,
+        ))
+    }
+
+    /// Appends one record with a single write.
+    pub fn append(&mut self, rec: &Record) -> Result<(), JournalError> {
+        let payload = rec.encode();
+        let mut buf = Vec::with_capacity(payload.len() + 8);
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        self.file.write_all(&buf).map_err(Self::io(&self.path))
+    }
+
+    /// Makes every appended record durable.
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        self.file.sync_data().map_err(Self::io(&self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_records() -> Vec<Record> {
+        vec![
+            Record::Create { path: b"a".to_vec(), id: 7, mode: 0o644 },
+            Record::Materialize { path: b"d/b".to_vec(), id: 8 },
+            Record::Mkdir { path: b"d/e".to_vec(), mode: 0o755 },
+            Record::Symlink { path: b"l".to_vec(), target: b"../x y".to_vec() },
+            Record::Unlink { path: b"a".to_vec() },
+            Record::Rmdir { path: b"d/e".to_vec() },
+            Record::Rename { from: b"d".to_vec(), to: b"\xc3\xa9".to_vec(), flags: 1 },
+            Record::SetMode { path: b"x".to_vec(), mode: 0o755 },
+            Record::SetMtime { path: b"x".to_vec(), secs: -5, nanos: 999 },
+            Record::Track { path: b"t".to_vec(), track: Track::Removed },
+            Record::Restore { path: b"r".to_vec() },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip_through_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("journal");
+        let base = Node([3; 20]);
+        let (mut j, recs) = Journal::open(&path, &base).unwrap();
+        assert!(recs.is_empty());
+        for r in all_records() {
+            j.append(&r).unwrap();
+        }
+        drop(j);
+        let (_, recs) = Journal::open(&path, &base).unwrap();
+        assert_eq!(recs, all_records());
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_the_rest_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("journal");
+        let base = Node([3; 20]);
+        let (mut j, _) = Journal::open(&path, &base).unwrap();
+        for r in all_records() {
+            j.append(&r).unwrap();
+        }
+        drop(j);
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 3).unwrap();
+        let (mut j, recs) = Journal::open(&path, &base).unwrap();
+        assert_eq!(recs.len(), all_records().len() - 1);
+        j.append(&Record::Unlink { path: b"z".to_vec() }).unwrap();
+        drop(j);
+        let (_, recs) = Journal::open(&path, &base).unwrap();
+        assert_eq!(recs.last(), Some(&Record::Unlink { path: b"z".to_vec() }));
+    }
+
+    #[test]
+    fn other_versions_and_bases_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("journal");
+        let (j, _) = Journal::open(&path, &Node([1; 20])).unwrap();
+        drop(j);
+        assert!(matches!(Journal::open(&path, &Node([2; 20])), Err(JournalError::WrongBase { .. })));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[11] = 9;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(Journal::open(&path, &Node([1; 20])), Err(JournalError::Version { found: 9, .. })));
+        std::fs::write(&path, b"garbage garbage garbage garbage garbage").unwrap();
+        assert!(matches!(Journal::open(&path, &Node([1; 20])), Err(JournalError::BadMagic { .. })));
+    }
+}

@@ -1,0 +1,141 @@
+//! The overlay: local files holding the content of every materialized or new file, one file
+//! per overlay id under `<state>/overlay/`. Files not in the overlay are read from the store.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The overlay directory and a cache of open overlay files.
+pub struct Overlay {
+    dir: PathBuf,
+    open: Mutex<HashMap<u64, Arc<File>>>,
+}
+
+impl Overlay {
+    /// Opens (creating) the overlay directory.
+    pub fn open(dir: &Path) -> std::io::Result<Overlay> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Overlay {
+            dir: dir.to_owned(),
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("{id:016x}"))
+    }
+
+    /// Every overlay id present on disk.
+    pub fn ids(&self) -> std::io::Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&self.dir)? {
+            let e = e?;
+            if let Some(id) = e.file_name().to_str().and_then(|n| u64::from_str_radix(n, 16).ok()) {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates overlay file `id` holding `content` (written before any journal record
+    /// names it, so that a record never points at a file that is not there).
+    pub fn create(&self, id: u64, content: &[u8]) -> std::io::Result<Arc<File>> {
+        let path = self.path(id);
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        f.write_all(content)?;
+        let f = Arc::new(f);
+        self.cache().insert(id, f.clone());
+        Ok(f)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<File>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The open overlay file `id`.
+    pub fn file(&self, id: u64) -> std::io::Result<Arc<File>> {
+        if let Some(f) = self.cache().get(&id) {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(OpenOptions::new().read(true).write(true).open(self.path(id))?);
+        self.cache().insert(id, f.clone());
+        Ok(f)
+    }
+
+    /// Size of overlay file `id`.
+    pub fn size(&self, id: u64) -> std::io::Result<u64> {
+        Ok(self.file(id)?.metadata()?.len())
+    }
+
+    /// Reads up to `size` bytes at `offset`.
+    pub fn read(&self, id: u64, offset: u64, size: usize) -> std::io::Result<Vec<u8>> {
+        let f = self.file(id)?;
+        let mut buf = vec![0u8; size];
+        let mut done = 0;
+        while done < size {
+            let n = f.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    /// The whole content of overlay file `id`.
+    pub fn read_all(&self, id: u64) -> std::io::Result<Vec<u8>> {
+        let size = self.size(id)?;
+        self.read(id, 0, size as usize)
+    }
+
+    pub fn write(&self, id: u64, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file(id)?.write_all_at(data, offset)
+    }
+
+    pub fn truncate(&self, id: u64, size: u64) -> std::io::Result<()> {
+        self.file(id)?.set_len(size)
+    }
+
+    /// Reserves space (fallocate mode 0): ENOSPC now rather than at a later write.
+    pub fn allocate(&self, id: u64, offset: u64, len: u64) -> std::io::Result<()> {
+        use std::os::unix::io::AsRawFd;
+        let f = self.file(id)?;
+        // SAFETY: plain fallocate on an fd we own.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, offset as i64, len as i64) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    pub fn sync(&self, id: u64) -> std::io::Result<()> {
+        self.file(id)?.sync_data()
+    }
+
+    /// Sets the modification time of overlay file `id`.
+    pub fn set_mtime(&self, id: u64, mtime: std::time::SystemTime) -> std::io::Result<()> {
+        self.file(id)?.set_modified(mtime)
+    }
+
+    pub fn mtime(&self, id: u64) -> std::io::Result<std::time::SystemTime> {
+        self.file(id)?.metadata()?.modified()
+    }
+
+    /// Deletes overlay file `id`.
+    pub fn remove(&self, id: u64) -> std::io::Result<()> {
+        self.cache().remove(&id);
+        match std::fs::remove_file(self.path(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,1125 @@
+//! The working copy: the tree of one base revision, built lazily from its manifest, with
+//! every change made through the mount applied on top. Changes are journaled by path
+//! ([`crate::journal`]) and file contents that differ from the store live in the
+//! [`crate::overlay`]; at mount time the journal is replayed over the base tree, so a
+//! remount (even after the daemon was killed) finds the working copy as it was.
+//!
+//! Inode numbers are handed out the first time an entry is seen and never reused while the
+//! daemon runs. Entries come from the manifest only when their directory is first listed
+//! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
+
+use crate::journal::{Journal, JournalError, Record, Track};
+use crate::overlay::Overlay;
+use revfs_store::manifest::{Child, FileFlag, Manifest};
+use revfs_store::{Node, Repo, StoreError};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockWriteGuard};
+use std::time::SystemTime;
+
+/// Inode number of the root directory (FUSE's fixed value).
+pub const ROOT_INO: u64 = 1;
+
+/// `renameat2` flags.
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// Errors of working-copy operations; each maps to the errno the kernel gets.
+#[derive(Debug, thiserror::Error)]
+pub enum WcError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("invalid argument")]
+    Invalid,
+    #[error("operation not supported")]
+    NotSupported,
+    #[error("overlay: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("journal record {index} ({record}) cannot be applied: {cause}")]
+    Replay {
+        index: usize,
+        record: String,
+        cause: Box<WcError>,
+    },
+}
+
+impl WcError {
+    /// The errno for the kernel.
+    pub fn errno(&self) -> i32 {
+        match self {
+            WcError::NotFound => libc::ENOENT,
+            WcError::Exists => libc::EEXIST,
+            WcError::NotEmpty => libc::ENOTEMPTY,
+            WcError::NotDir => libc::ENOTDIR,
+            WcError::IsDir => libc::EISDIR,
+            WcError::Invalid => libc::EINVAL,
+            WcError::NotSupported => libc::EOPNOTSUPP,
+            WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            WcError::Journal(JournalError::Io { source, .. }) => source.raw_os_error().unwrap_or(libc::EIO),
+            _ => libc::EIO,
+        }
+    }
+}
+
+pub type Result<T, E = WcError> = std::result::Result<T, E>;
+
+/// Where a file's bytes are.
+#[derive(Debug)]
+pub enum FileData {
+    /// Unchanged content of a store file revision (`path` names its filelog).
+    Store {
+        path: Box<[u8]>,
+        node: Node,
+        size: OnceLock<u64>,
+    },
+    /// Content in overlay file `id`.
+    Overlay { id: u64 },
+}
+
+/// Where a symlink's target is.
+#[derive(Debug)]
+pub enum LinkData {
+    Store { path: Box<[u8]>, node: Node },
+    Local(Box<[u8]>),
+}
+
+#[derive(Debug)]
+pub enum Kind {
+    Dir {
+        /// The base manifest directory whose entries seed this one (None: a new directory).
+        source: Option<Box<[u8]>>,
+        /// Children by name, once loaded.
+        children: Option<BTreeMap<Box<[u8]>, u64>>,
+    },
+    File(FileData),
+    Symlink(LinkData),
+}
+
+/// One inode of the working copy.
+#[derive(Debug)]
+pub struct Entry {
+    /// Parent directory; 0 once unlinked.
+    pub parent: u64,
+    pub name: Box<[u8]>,
+    /// Kernel references (lookups not yet forgotten).
+    pub nlookup: u64,
+    pub kind: Kind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time of entries not in the overlay; `None` means the checkout time.
+    pub mtime: Option<SystemTime>,
+    pub ctime: Option<SystemTime>,
+}
+
+/// What an inode is, for attributes and directory entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryType {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// Attributes of an inode.
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: EntryType,
+    pub size: u64,
+    pub perm: u16,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+}
+
+pub(crate) struct Inner {
+    pub(crate) entries: HashMap<u64, Entry>,
+    next_ino: u64,
+    next_id: u64,
+    /// Paths touched since the base revision (files or directories).
+    pub(crate) dirty: BTreeSet<Vec<u8>>,
+    /// Tracking overrides (only `Added` and `Removed` are kept).
+    pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
+}
+
+/// The mutable working copy of one mount.
+pub struct WorkingCopy {
+    pub(crate) repo: Arc<Repo>,
+    pub(crate) base: Manifest,
+    base_node: Node,
+    checkout_time: SystemTime,
+    pub(crate) overlay: Overlay,
+    pub(crate) inner: RwLock<Inner>,
+    journal: Mutex<Journal>,
+}
+
+fn perm_of_flag(flag: FileFlag) -> u32 {
+    match flag {
+        FileFlag::Executable => 0o755,
+        FileFlag::Symlink => 0o777,
+        FileFlag::Regular => 0o644,
+    }
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(WcError::Invalid);
+    }
+    Ok(())
+}
+
+/// Names that must never appear in a working copy from the manifest.
+fn unsafe_manifest_name(name: &[u8]) -> Option<&'static str> {
+    match name {
+        b"" => Some("empty path component"),
+        b"." | b".." => Some("'.' or '..' path component"),
+        n if n.eq_ignore_ascii_case(b".hg") => Some("path inside .hg"),
+        _ => None,
+    }
+}
+
+impl Inner {
+    fn entry(&self, ino: u64) -> Result<&Entry> {
+        self.entries.get(&ino).ok_or(WcError::NotFound)
+    }
+
+    fn entry_mut(&mut self, ino: u64) -> Result<&mut Entry> {
+        self.entries.get_mut(&ino).ok_or(WcError::NotFound)
+    }
+
+    fn alloc(&mut self, parent: u64, name: &[u8], kind: Kind, mode: u32) -> u64 {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.entries.insert(
+            ino,
+            Entry {
+                parent,
+                name: name.into(),
+                nlookup: 0,
+                kind,
+                mode,
+                mtime: None,
+                ctime: None,
+            },
+        );
+        ino
+    }
+
+    /// Loads the children of directory `ino` from the base manifest if not done yet.
+    fn load(&mut self, base: &Manifest, ino: u64) -> Result<()> {
+        let source = match &self.entry(ino)?.kind {
+            Kind::Dir { children: Some(_), .. } => return Ok(()),
+            Kind::Dir { children: None, source } => source.clone(),
+            _ => return Err(WcError::NotDir),
+        };
+        let mut children = BTreeMap::new();
+        if let Some(source) = source {
+            for child in base.children(&source)? {
+                let name = match child {
+                    Child::File { name, .. } | Child::Dir { name } => name,
+                };
+                if let Some(why) = unsafe_manifest_name(name) {
+                    tracing::warn!(dir = %String::from_utf8_lossy(&source), name = %String::from_utf8_lossy(name), "manifest entry not served: {why}");
+                    continue;
+                }
+                if children.contains_key(name) {
+                    tracing::warn!(name = %String::from_utf8_lossy(name), "manifest names both a file and a directory; serving the first");
+                    continue;
+                }
+                let mut path = source.to_vec();
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(name);
+                let (kind, mode) = match child {
+                    Child::File { entry, .. } => match entry.flag {
+                        FileFlag::Symlink => (
+                            Kind::Symlink(LinkData::Store {
+                                path: path.into(),
+                                node: entry.node,
+                            }),
+                            0o777,
+                        ),
+                        flag => (
+                            Kind::File(FileData::Store {
+                                path: path.into(),
+                                node: entry.node,
+                                size: OnceLock::new(),
+                            }),
+                            perm_of_flag(flag),
+                        ),
+                    },
+                    Child::Dir { .. } => (
+                        Kind::Dir {
+                            source: Some(path.into()),
+                            children: None,
+                        },
+                        0o755,
+                    ),
+                };
+                let child_ino = self.alloc(ino, name, kind, mode);
+                children.insert(Box::from(name), child_ino);
+            }
+        }
+        if let Kind::Dir { children: slot, .. } = &mut self.entry_mut(ino)?.kind {
+            *slot = Some(children);
+        }
+        Ok(())
+    }
+
+    fn children(&mut self, base: &Manifest, ino: u64) -> Result<&BTreeMap<Box<[u8]>, u64>> {
+        self.load(base, ino)?;
+        match &self.entry(ino)?.kind {
+            Kind::Dir {
+                children: Some(c), ..
+            } => Ok(c),
+            _ => Err(WcError::NotDir),
+        }
+    }
+
+    fn child(&mut self, base: &Manifest, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        Ok(self.children(base, parent)?.get(name).copied())
+    }
+
+    fn children_mut(&mut self, ino: u64) -> Result<&mut BTreeMap<Box<[u8]>, u64>> {
+        match &mut self.entry_mut(ino)?.kind {
+            Kind::Dir {
+                children: Some(c), ..
+            } => Ok(c),
+            Kind::Dir { .. } => Err(WcError::Invalid),
+            _ => Err(WcError::NotDir),
+        }
+    }
+
+    /// The repository path of a linked inode (`None` once unlinked).
+    pub(crate) fn path_of(&self, mut ino: u64) -> Option<Vec<u8>> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while ino != ROOT_INO {
+            let e = self.entries.get(&ino)?;
+            if e.parent == 0 {
+                return None;
+            }
+            parts.push(&e.name);
+            ino = e.parent;
+        }
+        parts.reverse();
+        Some(parts.join(&b'/'))
+    }
+
+    /// The inode at `path`, loading directories on the way.
+    pub(crate) fn resolve(&mut self, base: &Manifest, path: &[u8]) -> Result<Option<u64>> {
+        let mut ino = ROOT_INO;
+        if path.is_empty() {
+            return Ok(Some(ino));
+        }
+        for part in path.split(|&b| b == b'/') {
+            if !matches!(self.entry(ino)?.kind, Kind::Dir { .. }) {
+                return Ok(None);
+            }
+            match self.child(base, ino, part)? {
+                Some(c) => ino = c,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(ino))
+    }
+
+    /// The directory that holds `path` and the last component.
+    fn resolve_parent<'p>(&mut self, base: &Manifest, path: &'p [u8]) -> Result<(u64, &'p [u8])> {
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (&b""[..], path),
+        };
+        let parent = self.resolve(base, dir)?.ok_or(WcError::NotFound)?;
+        if !matches!(self.entry(parent)?.kind, Kind::Dir { .. }) {
+            return Err(WcError::NotDir);
+        }
+        Ok((parent, name))
+    }
+
+    fn is_dir(&self, ino: u64) -> bool {
+        matches!(self.entries.get(&ino).map(|e| &e.kind), Some(Kind::Dir { .. }))
+    }
+
+    fn touch_dir(&mut self, ino: u64) {
+        if let Some(e) = self.entries.get_mut(&ino) {
+            let now = Some(SystemTime::now());
+            e.mtime = now;
+            e.ctime = now;
+        }
+    }
+
+    /// Adds a new child; fails if the name is taken.
+    fn link_new(&mut self, base: &Manifest, parent: u64, name: &[u8], kind: Kind, mode: u32) -> Result<u64> {
+        check_name(name)?;
+        if self.child(base, parent, name)?.is_some() {
+            return Err(WcError::Exists);
+        }
+        let ino = self.alloc(parent, name, kind, mode);
+        let now = Some(SystemTime::now());
+        if let Some(e) = self.entries.get_mut(&ino) {
+            e.mtime = now;
+            e.ctime = now;
+        }
+        self.children_mut(parent)?.insert(name.into(), ino);
+        self.touch_dir(parent);
+        Ok(ino)
+    }
+
+    /// Detaches `ino` from its parent; frees it (and its overlay file) when the kernel
+    /// holds no reference. Returns an overlay id to delete, if any.
+    fn detach(&mut self, ino: u64) -> Option<u64> {
+        let (parent, name) = match self.entries.get(&ino) {
+            Some(e) => (e.parent, e.name.clone()),
+            None => return None,
+        };
+        if let Ok(children) = self.children_mut(parent) {
+            children.remove(&name);
+        }
+        self.touch_dir(parent);
+        let e = self.entries.get_mut(&ino)?;
+        e.parent = 0;
+        e.ctime = Some(SystemTime::now());
+        if e.nlookup == 0 {
+            return self.free(ino);
+        }
+        None
+    }
+
+    /// Frees an unlinked inode with no kernel references.
+    fn free(&mut self, ino: u64) -> Option<u64> {
+        let e = self.entries.remove(&ino)?;
+        match e.kind {
+            Kind::File(FileData::Overlay { id }) => Some(id),
+            Kind::Dir {
+                children: Some(children),
+                ..
+            } => {
+                // A removed directory is empty; nothing else to free.
+                debug_assert!(children.is_empty());
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+impl WorkingCopy {
+    /// Opens the working copy of `base_node` kept in `state` (overlay and journal), replaying
+    /// the journal over the base tree.
+    pub fn open(
+        repo: Arc<Repo>,
+        base_node: Node,
+        base: Manifest,
+        state: &Path,
+        checkout_time: SystemTime,
+    ) -> Result<WorkingCopy> {
+        let overlay = Overlay::open(&state.join("overlay"))?;
+        let (journal, records) = Journal::open(&state.join("journal"), &base_node)?;
+        let mut entries = HashMap::new();
+        entries.insert(
+            ROOT_INO,
+            Entry {
+                parent: ROOT_INO,
+                name: Box::from(&b""[..]),
+                nlookup: 1,
+                kind: Kind::Dir {
+                    source: Some(Box::from(&b""[..])),
+                    children: None,
+                },
+                mode: 0o755,
+                mtime: None,
+                ctime: None,
+            },
+        );
+        let on_disk = overlay.ids()?;
+        let wc = WorkingCopy {
+            repo,
+            base,
+            base_node,
+            checkout_time,
+            overlay,
+            inner: RwLock::new(Inner {
+                entries,
+                next_ino: ROOT_INO + 1,
+                next_id: on_disk.iter().max().map_or(1, |m| m + 1),
+                dirty: BTreeSet::new(),
+                tracking: BTreeMap::new(),
+            }),
+            journal: Mutex::new(journal),
+        };
+        {
+            let mut inner = wc.write();
+            for (index, rec) in records.iter().enumerate() {
+                wc.apply(&mut inner, rec).map_err(|cause| WcError::Replay {
+                    index,
+                    record: format!("{rec:?}"),
+                    cause: Box::new(cause),
+                })?;
+                if let Record::Create { id, .. } | Record::Materialize { id, .. } = rec {
+                    inner.next_id = inner.next_id.max(id + 1);
+                }
+            }
+            // Overlay files nothing points at any more (files unlinked while open when the
+            // daemon stopped) are garbage.
+            let live: BTreeSet<u64> = inner
+                .entries
+                .values()
+                .filter_map(|e| match e.kind {
+                    Kind::File(FileData::Overlay { id }) => Some(id),
+                    _ => None,
+                })
+                .collect();
+            for id in on_disk.into_iter().filter(|id| !live.contains(id)) {
+                let _ = wc.overlay.remove(id);
+            }
+            if !records.is_empty() {
+                tracing::info!(records = records.len(), changed = inner.dirty.len(), "journal replayed");
+            }
+        }
+        Ok(wc)
+    }
+
+    pub fn repo(&self) -> &Arc<Repo> {
+        &self.repo
+    }
+
+    pub fn base_node(&self) -> Node {
+        self.base_node
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of inodes built so far.
+    pub fn inode_count(&self) -> usize {
+        self.read().entries.len()
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a mutation: into the journal (when the inode has a path) and the dirty set.
+    fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
+        self.journal().append(&rec)?;
+        for p in rec.paths() {
+            inner.dirty.insert(p.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Applies a journal record during replay.
+    fn apply(&self, inner: &mut Inner, rec: &Record) -> Result<()> {
+        let base = &self.base;
+        match rec {
+            Record::Create { path, id, mode } => {
+                let (parent, name) = inner.resolve_parent(base, path)?;
+                inner.link_new(base, parent, name, Kind::File(FileData::Overlay { id: *id }), *mode)?;
+            }
+            Record::Materialize { path, id } => {
+                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id: *id });
+            }
+            Record::Mkdir { path, mode } => {
+                let (parent, name) = inner.resolve_parent(base, path)?;
+                let dir = Kind::Dir {
+                    source: None,
+                    children: Some(BTreeMap::new()),
+                };
+                inner.link_new(base, parent, name, dir, *mode)?;
+            }
+            Record::Symlink { path, target } => {
+                let (parent, name) = inner.resolve_parent(base, path)?;
+                inner.link_new(base, parent, name, Kind::Symlink(LinkData::Local(target.as_slice().into())), 0o777)?;
+            }
+            Record::Unlink { path } | Record::Rmdir { path } => {
+                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                if let Some(id) = inner.detach(ino) {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::Rename { from, to, flags } => {
+                let (sp, sn) = inner.resolve_parent(base, from)?;
+                let (dp, dn) = inner.resolve_parent(base, to)?;
+                if let Some(id) = self.do_rename(inner, sp, sn, dp, dn, *flags)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::SetMode { path, mode } => {
+                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.mode = *mode;
+            }
+            Record::SetMtime { path, secs, nanos } => {
+                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.mtime = Some(system_time(*secs, *nanos));
+            }
+            Record::Track { path, track } => set_track(inner, path, *track),
+            Record::Restore { path } => {
+                if let Some(id) = self.do_restore(inner, path)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+        }
+        for p in rec.paths() {
+            inner.dirty.insert(p.to_vec());
+        }
+        Ok(())
+    }
+
+    // ----- reading -----
+
+    fn attr_of(&self, inner: &Inner, ino: u64) -> Result<Attr> {
+        let e = inner.entry(ino)?;
+        let mtime = e.mtime.unwrap_or(self.checkout_time);
+        let ctime = e.ctime.unwrap_or(mtime);
+        let (kind, size, mtime) = match &e.kind {
+            Kind::Dir { .. } => (EntryType::Dir, 4096, mtime),
+            Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                let fl = self.repo.filelog(path)?;
+                (EntryType::Symlink, fl.size(fl.rev_of(node)?)?, mtime)
+            }
+            Kind::File(FileData::Store { path, node, size }) => {
+                let s = match size.get() {
+                    Some(s) => *s,
+                    None => {
+                        let fl = self.repo.filelog(path)?;
+                        let s = fl.size(fl.rev_of(node)?)?;
+                        let _ = size.set(s);
+                        s
+                    }
+                };
+                (EntryType::File, s, mtime)
+            }
+            Kind::File(FileData::Overlay { id }) => {
+                let meta = self.overlay.file(*id)?.metadata()?;
+                (EntryType::File, meta.len(), meta.modified().unwrap_or(mtime))
+            }
+        };
+        Ok(Attr {
+            ino,
+            kind,
+            size,
+            perm: (e.mode & 0o7777) as u16,
+            mtime,
+            ctime: if kind == EntryType::File && matches!(e.kind, Kind::File(FileData::Overlay { .. })) {
+                mtime.max(ctime)
+            } else {
+                ctime
+            },
+        })
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        self.attr_of(&self.read(), ino)
+    }
+
+    /// Looks up `name` in `parent`; a found entry gains one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        let mut inner = self.write();
+        let Some(ino) = inner.child(&self.base, parent, name)? else {
+            return Ok(None);
+        };
+        let attr = self.attr_of(&inner, ino)?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        Ok(Some(attr))
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let mut inner = self.write();
+        let Some(e) = inner.entries.get_mut(&ino) else { return };
+        e.nlookup = e.nlookup.saturating_sub(n);
+        if e.nlookup == 0 && e.parent == 0 && ino != ROOT_INO {
+            if let Some(id) = inner.free(ino) {
+                let _ = self.overlay.remove(id);
+            }
+        }
+    }
+
+    /// The entries of directory `ino`, sorted by name, with `..`'s inode.
+    pub fn readdir(&self, ino: u64) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
+        let mut inner = self.write();
+        let children: Vec<(Box<[u8]>, u64)> = inner
+            .children(&self.base, ino)?
+            .iter()
+            .map(|(n, i)| (n.clone(), *i))
+            .collect();
+        let out = children
+            .into_iter()
+            .map(|(n, i)| {
+                let t = match inner.entries.get(&i).map(|e| &e.kind) {
+                    Some(Kind::Dir { .. }) => EntryType::Dir,
+                    Some(Kind::Symlink(_)) => EntryType::Symlink,
+                    _ => EntryType::File,
+                };
+                (n, i, t)
+            })
+            .collect();
+        Ok((inner.entry(ino)?.parent, out))
+    }
+
+    /// Reads file content.
+    pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let store = {
+            let inner = self.read();
+            match &inner.entry(ino)?.kind {
+                Kind::File(FileData::Overlay { id }) => Some(Err(*id)),
+                Kind::File(FileData::Store { path, node, .. }) => Some(Ok((path.clone(), *node))),
+                Kind::Dir { .. } => return Err(WcError::IsDir),
+                Kind::Symlink(_) => None,
+            }
+        };
+        match store {
+            Some(Err(id)) => Ok(self.overlay.read(id, offset, size)?),
+            Some(Ok((path, node))) => {
+                let fl = self.repo.filelog(&path)?;
+                let text = fl.read(fl.rev_of(&node)?)?;
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+                let end = start.saturating_add(size).min(text.len());
+                Ok(text[start..end].to_vec())
+            }
+            None => Err(WcError::Invalid),
+        }
+    }
+
+    /// A symlink's target.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let inner = self.read();
+        match &inner.entry(ino)?.kind {
+            Kind::Symlink(LinkData::Local(t)) => Ok(t.to_vec()),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                let fl = self.repo.filelog(path)?;
+                Ok(fl.read(fl.rev_of(node)?)?.to_vec())
+            }
+            _ => Err(WcError::Invalid),
+        }
+    }
+
+    // ----- writing -----
+
+    fn new_overlay(&self, inner: &mut Inner, content: &[u8]) -> Result<u64> {
+        let id = inner.next_id;
+        inner.next_id += 1;
+        self.overlay.create(id, content)?;
+        Ok(id)
+    }
+
+    /// Creates a regular file.
+    pub fn create(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
+        let mut inner = self.write();
+        check_name(name)?;
+        if inner.child(&self.base, parent, name)?.is_some() {
+            return Err(WcError::Exists);
+        }
+        let path = child_path(&inner, parent, name)?;
+        let id = self.new_overlay(&mut inner, b"")?;
+        let mode = mode & 0o7777;
+        let ino = inner.link_new(&self.base, parent, name, Kind::File(FileData::Overlay { id }), mode)?;
+        self.record(&mut inner, Record::Create { path, id, mode })?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        self.attr_of(&inner, ino)
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
+        let mut inner = self.write();
+        let path = child_path(&inner, parent, name)?;
+        let mode = mode & 0o7777;
+        let dir = Kind::Dir {
+            source: None,
+            children: Some(BTreeMap::new()),
+        };
+        let ino = inner.link_new(&self.base, parent, name, dir, mode)?;
+        self.record(&mut inner, Record::Mkdir { path, mode })?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        self.attr_of(&inner, ino)
+    }
+
+    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8]) -> Result<Attr> {
+        let mut inner = self.write();
+        let path = child_path(&inner, parent, name)?;
+        let ino = inner.link_new(&self.base, parent, name, Kind::Symlink(LinkData::Local(target.into())), 0o777)?;
+        self.record(
+            &mut inner,
+            Record::Symlink {
+                path,
+                target: target.to_vec(),
+            },
+        )?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        self.attr_of(&inner, ino)
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.remove_entry(parent, name, false)
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.remove_entry(parent, name, true)
+    }
+
+    fn remove_entry(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
+        let mut inner = self.write();
+        let ino = inner.child(&self.base, parent, name)?.ok_or(WcError::NotFound)?;
+        match (dir, inner.is_dir(ino)) {
+            (false, true) => return Err(WcError::IsDir),
+            (true, false) => return Err(WcError::NotDir),
+            (true, true) => {
+                if !inner.children(&self.base, ino)?.is_empty() {
+                    return Err(WcError::NotEmpty);
+                }
+            }
+            _ => {}
+        }
+        let path = child_path(&inner, parent, name)?;
+        self.record(&mut inner, if dir { Record::Rmdir { path } } else { Record::Unlink { path } })?;
+        if let Some(id) = inner.detach(ino) {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(())
+    }
+
+    /// Renames; returns nothing, like rename(2). `flags` as renameat2.
+    pub fn rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], flags: u32) -> Result<()> {
+        let mut inner = self.write();
+        check_name(newname)?;
+        let from = child_path(&inner, parent, name)?;
+        let to = child_path(&inner, newparent, newname)?;
+        if let Some(id) = self.do_rename(&mut inner, parent, name, newparent, newname, flags)? {
+            let _ = self.overlay.remove(id);
+        }
+        if from != to {
+            self.record(&mut inner, Record::Rename { from, to, flags })?;
+        }
+        Ok(())
+    }
+
+    /// The rename itself; returns an overlay id freed by replacing a file.
+    fn do_rename(
+        &self,
+        inner: &mut Inner,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<Option<u64>> {
+        let base = &self.base;
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
+            return Err(WcError::Invalid);
+        }
+        let src = inner.child(base, parent, name)?.ok_or(WcError::NotFound)?;
+        if !inner.is_dir(newparent) {
+            return Err(WcError::NotDir);
+        }
+        let dst = inner.child(base, newparent, newname)?;
+        if dst == Some(src) {
+            return Ok(None);
+        }
+        // A directory cannot move below itself.
+        if inner.is_dir(src) {
+            let mut p = newparent;
+            loop {
+                if p == src {
+                    return Err(WcError::Invalid);
+                }
+                if p == ROOT_INO || p == 0 {
+                    break;
+                }
+                p = inner.entry(p)?.parent;
+            }
+        }
+        let mut freed = None;
+        if flags & RENAME_EXCHANGE != 0 {
+            let dst = dst.ok_or(WcError::NotFound)?;
+            if inner.is_dir(dst) {
+                let mut p = parent;
+                loop {
+                    if p == dst {
+                        return Err(WcError::Invalid);
+                    }
+                    if p == ROOT_INO || p == 0 {
+                        break;
+                    }
+                    p = inner.entry(p)?.parent;
+                }
+            }
+            inner.children_mut(parent)?.insert(name.into(), dst);
+            inner.children_mut(newparent)?.insert(newname.into(), src);
+            let e = inner.entry_mut(dst)?;
+            e.parent = parent;
+            e.name = name.into();
+        } else {
+            if let Some(dst) = dst {
+                if flags & RENAME_NOREPLACE != 0 {
+                    return Err(WcError::Exists);
+                }
+                match (inner.is_dir(src), inner.is_dir(dst)) {
+                    (true, false) => return Err(WcError::NotDir),
+                    (false, true) => return Err(WcError::IsDir),
+                    (true, true) if !inner.children(base, dst)?.is_empty() => return Err(WcError::NotEmpty),
+                    _ => {}
+                }
+                freed = inner.detach(dst);
+            }
+            inner.children_mut(parent)?.remove(name);
+            inner.children_mut(newparent)?.insert(newname.into(), src);
+        }
+        let now = Some(SystemTime::now());
+        let e = inner.entry_mut(src)?;
+        e.parent = newparent;
+        e.name = newname.into();
+        e.ctime = now;
+        inner.touch_dir(parent);
+        inner.touch_dir(newparent);
+        Ok(freed)
+    }
+
+    /// Moves a store file into the overlay (copy-up) so that it can be written; returns its
+    /// overlay id. `keep` = false starts it empty (truncation to zero).
+    fn materialize(&self, ino: u64, keep: bool) -> Result<u64> {
+        if let Kind::File(FileData::Overlay { id }) = self.read().entry(ino)?.kind {
+            return Ok(id);
+        }
+        let mut inner = self.write();
+        let (path, node) = match &inner.entry(ino)?.kind {
+            Kind::File(FileData::Overlay { id }) => return Ok(*id),
+            Kind::File(FileData::Store { path, node, .. }) => (path.clone(), *node),
+            Kind::Dir { .. } => return Err(WcError::IsDir),
+            Kind::Symlink(_) => return Err(WcError::Invalid),
+        };
+        let content = if keep {
+            let fl = self.repo.filelog(&path)?;
+            fl.read(fl.rev_of(&node)?)?.to_vec()
+        } else {
+            Vec::new()
+        };
+        let id = self.new_overlay(&mut inner, &content)?;
+        let mtime = inner.entry(ino)?.mtime.unwrap_or(self.checkout_time);
+        let _ = self.overlay.set_mtime(id, mtime);
+        inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id });
+        if let Some(p) = inner.path_of(ino) {
+            self.record(&mut inner, Record::Materialize { path: p, id })?;
+        }
+        Ok(id)
+    }
+
+    /// Writes file content; returns the number of bytes written.
+    pub fn write_file(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let id = self.materialize(ino, true)?;
+        self.overlay.write(id, offset, data)?;
+        Ok(data.len() as u32)
+    }
+
+    /// fallocate with mode 0 (other modes are not supported).
+    pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        if mode != 0 {
+            return Err(WcError::NotSupported);
+        }
+        let id = self.materialize(ino, true)?;
+        Ok(self.overlay.allocate(id, offset, len)?)
+    }
+
+    /// chmod / truncate / utimens.
+    pub fn setattr(&self, ino: u64, mode: Option<u32>, size: Option<u64>, mtime: Option<SystemTime>) -> Result<Attr> {
+        if let Some(size) = size {
+            let id = self.materialize(ino, size != 0)?;
+            self.overlay.truncate(id, size)?;
+        }
+        let mut inner = self.write();
+        let path = inner.path_of(ino);
+        if let Some(mode) = mode {
+            let mode = mode & 0o7777;
+            let e = inner.entry_mut(ino)?;
+            e.mode = mode;
+            e.ctime = Some(SystemTime::now());
+            if let Some(path) = path.clone() {
+                self.record(&mut inner, Record::SetMode { path, mode })?;
+            }
+        }
+        if let Some(t) = mtime {
+            match inner.entry(ino)?.kind {
+                Kind::File(FileData::Overlay { id }) => self.overlay.set_mtime(id, t)?,
+                _ => {
+                    let e = inner.entry_mut(ino)?;
+                    e.mtime = Some(t);
+                    e.ctime = Some(SystemTime::now());
+                    if let Some(path) = path {
+                        let (secs, nanos) = unix_time(t);
+                        self.record(&mut inner, Record::SetMtime { path, secs, nanos })?;
+                    }
+                }
+            }
+        }
+        if size.is_some() {
+            inner.entry_mut(ino)?.ctime = Some(SystemTime::now());
+        }
+        self.attr_of(&inner, ino)
+    }
+
+    /// fsync: the file's overlay data and the journal reach the disk.
+    pub fn fsync(&self, ino: u64) -> Result<()> {
+        let id = match self.read().entries.get(&ino).map(|e| &e.kind) {
+            Some(Kind::File(FileData::Overlay { id })) => Some(*id),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.overlay.sync(id)?;
+        }
+        self.sync_journal()
+    }
+
+    /// Makes every journaled change durable.
+    pub fn sync_journal(&self) -> Result<()> {
+        Ok(self.journal().sync()?)
+    }
+
+    // ----- tracking (add / remove / forget / revert) -----
+
+    /// Journals a tracking change.
+    pub fn set_tracking(&self, path: &[u8], track: Track) -> Result<()> {
+        let mut inner = self.write();
+        set_track(&mut inner, path, track);
+        self.record(
+            &mut inner,
+            Record::Track {
+                path: path.to_vec(),
+                track,
+            },
+        )
+    }
+
+    /// Restores `path` to the base revision's content and mode; returns whether it did.
+    pub fn restore(&self, path: &[u8]) -> Result<bool> {
+        let mut inner = self.write();
+        if self.base.find(path)?.is_none() {
+            return Ok(false);
+        }
+        if let Some(id) = self.do_restore(&mut inner, path)? {
+            let _ = self.overlay.remove(id);
+        }
+        self.record(&mut inner, Record::Restore { path: path.to_vec() })?;
+        Ok(true)
+    }
+
+    fn do_restore(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<u64>> {
+        let Some(entry) = self.base.find(path)? else {
+            return Ok(None);
+        };
+        let (node, flag) = (entry.node, entry.flag);
+        // Create missing parent directories, replacing files that stand in their way.
+        let mut dir = ROOT_INO;
+        let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+        let mut freed = None;
+        for part in &parts[..parts.len() - 1] {
+            dir = match inner.child(&self.base, dir, part)? {
+                Some(c) if inner.is_dir(c) => c,
+                other => {
+                    if let Some(c) = other {
+                        freed = inner.detach(c).or(freed);
+                    }
+                    let d = Kind::Dir {
+                        source: None,
+                        children: Some(BTreeMap::new()),
+                    };
+                    inner.link_new(&self.base, dir, part, d, 0o755)?
+                }
+            };
+        }
+        let name = parts[parts.len() - 1];
+        let kind = match flag {
+            FileFlag::Symlink => Kind::Symlink(LinkData::Store {
+                path: path.into(),
+                node,
+            }),
+            _ => Kind::File(FileData::Store {
+                path: path.into(),
+                node,
+                size: OnceLock::new(),
+            }),
+        };
+        if let Some(existing) = inner.child(&self.base, dir, name)? {
+            if inner.is_dir(existing) {
+                return Err(WcError::IsDir);
+            }
+            let e = inner.entry_mut(existing)?;
+            let old = std::mem::replace(&mut e.kind, kind);
+            e.mode = perm_of_flag(flag);
+            e.mtime = Some(SystemTime::now());
+            e.ctime = e.mtime;
+            if let Kind::File(FileData::Overlay { id }) = old {
+                freed = Some(id);
+            }
+        } else {
+            let ino = inner.link_new(&self.base, dir, name, kind, perm_of_flag(flag))?;
+            inner.entry_mut(ino)?.mode = perm_of_flag(flag);
+        }
+        Ok(freed)
+    }
+
+    /// The inode of a linked path, if any (for the filesystem layer after restore).
+    pub fn ino_of(&self, path: &[u8]) -> Result<Option<u64>> {
+        let mut inner = self.write();
+        inner.resolve(&self.base, path)
+    }
+}
+
+fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
+    match track {
+        Track::Default => {
+            inner.tracking.remove(path);
+        }
+        t => {
+            inner.tracking.insert(path.to_vec(), t);
+        }
+    }
+}
+
+fn child_path(inner: &Inner, parent: u64, name: &[u8]) -> Result<Vec<u8>> {
+    let mut p = inner.path_of(parent).ok_or(WcError::NotFound)?;
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    Ok(p)
+}
+
+fn unix_time(t: SystemTime) -> (i64, u32) {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            if d.subsec_nanos() == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+            }
+        }
+    }
+}
+
+fn system_time(secs: i64, nanos: u32) -> SystemTime {
+    let base = if secs >= 0 {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64)
+    } else {
+        SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(secs.unsigned_abs())
+    };
+    base + std::time::Duration::from_nanos(nanos as u64)
+}
