@@ -37,6 +37,20 @@ enum Command {
     Unmount(commands::mount::UnmountArgs),
     /// Show the active revfs mounts
     List(commands::mount::ListArgs),
+    /// Show changed files in the working copy
+    #[command(alias = "st")]
+    Status(commands::wc::StatusArgs),
+    /// Add the specified files on the next commit
+    Add(commands::wc::PathArgs),
+    /// Forget the specified files on the next commit
+    Forget(commands::wc::PathArgs),
+    /// Remove the specified files on the next commit
+    #[command(alias = "rm")]
+    Remove(commands::wc::RemoveArgs),
+    /// Add all new files, delete all missing files
+    Addremove(commands::wc::PathArgs),
+    /// Restore files to their checkout state
+    Revert(commands::wc::RevertArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +69,12 @@ fn main() -> ExitCode {
         Command::Mount(args) => commands::mount::mount(args),
         Command::Unmount(args) => commands::mount::unmount(args),
         Command::List(args) => commands::mount::list(args),
+        Command::Status(args) => commands::wc::status(&cli, args),
+        Command::Add(args) => commands::wc::add(&cli, args),
+        Command::Forget(args) => commands::wc::forget(&cli, args),
+        Command::Remove(args) => commands::wc::remove(&cli, args),
+        Command::Addremove(args) => commands::wc::addremove(&cli, args),
+        Command::Revert(args) => commands::wc::revert(&cli, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -2,6 +2,7 @@
 //! `revfs` commands talk to the daemon. One JSON request per line, one JSON response per
 //! line. Only the user who owns the daemon (or root) may connect (checked with SO_PEERCRED).
 
+use crate::journal::Track;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
@@ -16,6 +17,21 @@ use std::time::Duration;
 pub enum Request {
     Ping,
     Info,
+    /// Status of the working copy (M, A, R and ! always; the others on request).
+    Status {
+        clean: bool,
+        ignored: bool,
+        unknown: bool,
+    },
+    /// Changes how paths are tracked (add, forget, remove).
+    Track {
+        paths: Vec<Vec<u8>>,
+        track: Track,
+    },
+    /// Restores paths to the base revision's content (revert), dropping overlay copies.
+    Restore {
+        paths: Vec<Vec<u8>>,
+    },
 }
 
 /// What the daemon says about its mount.
@@ -33,9 +49,18 @@ pub struct MountInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Response {
-    Pong { pid: u32 },
+    Pong {
+        pid: u32,
+    },
     Info(MountInfo),
-    Error { message: String },
+    /// Status lines in hg's order: (letter, path).
+    Status {
+        entries: Vec<(char, Vec<u8>)>,
+    },
+    Done,
+    Error {
+        message: String,
+    },
 }
 
 /// Errors talking over the control socket.

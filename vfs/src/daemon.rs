@@ -5,6 +5,7 @@
 use crate::control::{self, MountInfo, Request, Response};
 use crate::fs::{ControlTargets, RevFs};
 use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
+use crate::status::StatusRequest;
 use crate::wc::{WcError, WorkingCopy};
 use fuser::{Config, MountOption, SessionACL};
 use revfs_store::{Node, Repo, StoreError};
@@ -78,6 +79,70 @@ pub fn prepare_state(state_dir: &StateDir, req: &MountRequest) -> Result<MountSt
     Ok(state)
 }
 
+/// Answers one control request.
+fn handle(
+    wc: &WorkingCopy,
+    notifier: &fuser::Notifier,
+    info: &dyn Fn() -> MountInfo,
+    req: Request,
+) -> Result<Response, WcError> {
+    Ok(match req {
+        Request::Ping => Response::Pong {
+            pid: std::process::id(),
+        },
+        Request::Info => Response::Info(info()),
+        Request::Status {
+            clean,
+            ignored,
+            unknown,
+        } => {
+            let entries = wc.status(StatusRequest {
+                clean,
+                ignored,
+                unknown,
+            })?;
+            Response::Status {
+                entries: entries.into_iter().map(|e| (e.letter, e.path)).collect(),
+            }
+        }
+        Request::Track { paths, track } => {
+            for p in paths {
+                wc.set_tracking(&p, track)?;
+            }
+            Response::Done
+        }
+        Request::Restore { paths } => {
+            for p in &paths {
+                wc.restore(p)?;
+                invalidate(wc, notifier, p);
+            }
+            Response::Done
+        }
+    })
+}
+
+/// Tells the kernel to forget what it cached about `path` (its data and attributes, and
+/// the names leading to it, negative entries included) after revfs changed it.
+fn invalidate(wc: &WorkingCopy, notifier: &fuser::Notifier, path: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut parent = crate::wc::ROOT_INO;
+    for (i, part) in path.split(|&b| b == b'/').enumerate() {
+        let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::from_bytes(part));
+        let prefix = path
+            .splitn(i + 2, |&b| b == b'/')
+            .take(i + 1)
+            .collect::<Vec<_>>()
+            .join(&b'/');
+        match wc.ino_of(&prefix) {
+            Ok(Some(ino)) => parent = ino,
+            _ => break,
+        }
+    }
+    if let Ok(Some(ino)) = wc.ino_of(path) {
+        let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+    }
+}
+
 /// Sends tracing output to the mount's log file, with the level from `REVFS_LOG`.
 pub fn init_logging(log_file: &Path) -> Result<(), DaemonError> {
     let file = std::fs::OpenOptions::new()
@@ -118,7 +183,13 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         .ok_or_else(|| DaemonError::UnknownNode(req.node.to_hex()))?;
     let manifest = repo.manifest_of(rev)?;
     let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
-    let wc = Arc::new(WorkingCopy::open(repo.clone(), req.node, manifest, state_dir.path(), checkout_time)?);
+    let wc = Arc::new(WorkingCopy::open(
+        repo.clone(),
+        req.node,
+        manifest,
+        state_dir.path(),
+        checkout_time,
+    )?);
 
     let pid = std::process::id();
     let info = {
@@ -136,13 +207,6 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             ..base.clone()
         }
     };
-    control::serve(
-        &state_dir.socket(),
-        Arc::new(move |r| match r {
-            Request::Ping => Response::Pong { pid },
-            Request::Info => Response::Info(info()),
-        }),
-    )?;
     let pid_file = state_dir.pid_file();
     std::fs::write(&pid_file, format!("{pid}\n")).map_err(|source| DaemonError::Io {
         path: pid_file.clone(),
@@ -177,6 +241,21 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     };
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let mut unmounter = session.unmount_callable();
+    let notifier = session.notifier();
+    {
+        let wc = wc.clone();
+        let info_fn = info;
+        control::serve(
+            &state_dir.socket(),
+            Arc::new(move |r| match handle(&wc, &notifier, &info_fn, r) {
+                Ok(resp) => resp,
+                Err(e) => Response::Error {
+                    message: e.to_string(),
+                },
+            }),
+        )?;
+    }
+
     let signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,

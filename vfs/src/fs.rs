@@ -7,12 +7,14 @@
 //! root (not listed, but found by lookup) holds symlinks to the control socket, the
 //! repository and the state directory.
 
-use crate::wc::{Attr, EntryType, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
+use crate::wc::{
+    Attr, EntryType, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
+};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -124,7 +126,9 @@ impl RevFs {
 /// Logs a failure (store errors are the interesting ones) and gives the errno.
 fn errno(op: &str, err: &WcError) -> Errno {
     match err {
-        WcError::Store(_) | WcError::Journal(_) | WcError::Replay { .. } => tracing::error!("{op}: {err}"),
+        WcError::Store(_) | WcError::Journal(_) | WcError::Replay { .. } => {
+            tracing::error!("{op}: {err}")
+        }
         WcError::Io(e) => tracing::warn!("{op}: overlay: {e}"),
         _ => tracing::debug!("{op}: {err}"),
     }
@@ -136,7 +140,11 @@ fn control_entries() -> Vec<(u64, FileType, &'static str)> {
         (CONTROL_DIR_INO, FileType::Directory, "."),
         (ROOT_INO, FileType::Directory, ".."),
     ];
-    entries.extend(CONTROL_LINKS.iter().map(|(n, i)| (*i, FileType::Symlink, *n)));
+    entries.extend(
+        CONTROL_LINKS
+            .iter()
+            .map(|(n, i)| (*i, FileType::Symlink, *n)),
+    );
     entries
 }
 
@@ -271,7 +279,16 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn mknod(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             // Devices, fifos and sockets cannot be committed to hg.
             return reply.error(Errno::EPERM);
@@ -282,7 +299,15 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -312,11 +337,22 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.symlink(parent.0, link_name.as_bytes(), target.as_os_str().as_bytes()) {
+        match self.wc.symlink(
+            parent.0,
+            link_name.as_bytes(),
+            target.as_os_str().as_bytes(),
+        ) {
             Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("symlink", &e)),
         }
@@ -345,13 +381,26 @@ impl Filesystem for RevFs {
         if !(flags & !(RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE)).is_empty() {
             return reply.error(Errno::EINVAL);
         }
-        match self.wc.rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), f) {
+        match self.wc.rename(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            f,
+        ) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("rename", &e)),
         }
     }
 
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         // Hard links have no meaning in a Mercurial working copy (docs/FORMATS.md).
         reply.error(Errno::EPERM)
     }
@@ -396,37 +445,82 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.wc.fsync(ino.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("fsync", &e)),
         }
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.wc.sync_journal() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("fsyncdir", &e)),
         }
     }
 
-    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         match self.wc.fallocate(ino.0, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("fallocate", &e)),
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
         match self.wc.create(parent.0, name.as_bytes(), mode & !umask) {
-            Ok(a) => reply.created(&TTL, &self.file_attr(&a), Generation(0), FileHandle(0), FopenFlags::empty()),
+            Ok(a) => reply.created(
+                &TTL,
+                &self.file_attr(&a),
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::empty(),
+            ),
             Err(e) => reply.error(errno("create", &e)),
         }
     }
@@ -442,9 +536,20 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if ino.0 == CONTROL_DIR_INO {
-            for (i, (ino, kind, name)) in control_entries().into_iter().enumerate().skip(offset as usize) {
+            for (i, (ino, kind, name)) in control_entries()
+                .into_iter()
+                .enumerate()
+                .skip(offset as usize)
+            {
                 if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {
                     break;
                 }
@@ -455,39 +560,70 @@ impl Filesystem for RevFs {
             Ok(x) => x,
             Err(e) => return reply.error(errno("readdir", &e)),
         };
-        let dots = [(ino.0, EntryType::Dir, &b"."[..]), (parent, EntryType::Dir, &b".."[..])];
+        let dots = [
+            (ino.0, EntryType::Dir, &b"."[..]),
+            (parent, EntryType::Dir, &b".."[..]),
+        ];
         let all = dots
             .into_iter()
             .chain(children.iter().map(|(n, i, t)| (*i, *t, &n[..])));
         for (i, (child, t, name)) in all.enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(child), i as u64 + 1, file_type(t), OsStr::from_bytes(name)) {
+            if reply.add(
+                INodeNo(child),
+                i as u64 + 1,
+                file_type(t),
+                OsStr::from_bytes(name),
+            ) {
                 break;
             }
         }
         reply.ok()
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
         // Not requested from the kernel (plain readdir keeps `find` cheap), but correct.
         let (parent, children) = match self.wc.readdir(ino.0) {
             Ok(x) => x,
             Err(e) => return reply.error(errno("readdirplus", &e)),
         };
         let dots = [(ino.0, &b"."[..]), (parent, &b".."[..])];
-        let all = dots.into_iter().chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
+        let all = dots
+            .into_iter()
+            .chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
         for (i, (child, name)) in all.enumerate().skip(offset as usize) {
             let attr = match self.wc.getattr(child) {
                 Ok(a) => self.file_attr(&a),
                 Err(e) => return reply.error(errno("readdirplus", &e)),
             };
-            if reply.add(INodeNo(child), i as u64 + 1, OsStr::from_bytes(name), &TTL, &attr, Generation(0)) {
+            if reply.add(
+                INodeNo(child),
+                i as u64 + 1,
+                OsStr::from_bytes(name),
+                &TTL,
+                &attr,
+                Generation(0),
+            ) {
                 break;
             }
         }
         reply.ok()
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
@@ -495,7 +631,16 @@ impl Filesystem for RevFs {
         // Space is the overlay's: report the state directory's file system.
         let files = self.wc.inode_count() as u64;
         match nix_statvfs(&self.control.state) {
-            Some((blocks, bfree, bavail, bsize)) => reply.statfs(blocks, bfree, bavail, files, u32::MAX as u64, bsize, 255, bsize),
+            Some((blocks, bfree, bavail, bsize)) => reply.statfs(
+                blocks,
+                bfree,
+                bavail,
+                files,
+                u32::MAX as u64,
+                bsize,
+                255,
+                bsize,
+            ),
             None => reply.statfs(0, 0, 0, files, 0, 4096, 255, 4096),
         }
     }
@@ -505,12 +650,28 @@ impl Filesystem for RevFs {
         reply.ok()
     }
 
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
         // Asked before every write (security.capability): answer at once.
         reply.error(Errno::ENODATA)
     }
 
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         reply.error(Errno::EOPNOTSUPP)
     }
 

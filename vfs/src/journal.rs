@@ -25,7 +25,8 @@ const HEADER_LEN: usize = 32;
 const MAX_RECORD: usize = 64 << 20;
 
 /// How a path is tracked, overriding what the base manifest says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Track {
     /// Back to the default: tracked if and only if in the base manifest.
     Default = 0,
@@ -39,22 +40,55 @@ pub enum Track {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     /// A new regular file whose content lives in overlay file `id`.
-    Create { path: Vec<u8>, id: u64, mode: u32 },
+    Create {
+        path: Vec<u8>,
+        id: u64,
+        mode: u32,
+    },
     /// The existing file at `path` was copied up into overlay file `id`.
-    Materialize { path: Vec<u8>, id: u64 },
-    Mkdir { path: Vec<u8>, mode: u32 },
-    Symlink { path: Vec<u8>, target: Vec<u8> },
-    Unlink { path: Vec<u8> },
-    Rmdir { path: Vec<u8> },
+    Materialize {
+        path: Vec<u8>,
+        id: u64,
+    },
+    Mkdir {
+        path: Vec<u8>,
+        mode: u32,
+    },
+    Symlink {
+        path: Vec<u8>,
+        target: Vec<u8>,
+    },
+    Unlink {
+        path: Vec<u8>,
+    },
+    Rmdir {
+        path: Vec<u8>,
+    },
     /// `flags`: 0, or `RENAME_NOREPLACE` (1) / `RENAME_EXCHANGE` (2) as in renameat2.
-    Rename { from: Vec<u8>, to: Vec<u8>, flags: u32 },
+    Rename {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        flags: u32,
+    },
     /// Permission bits (07777).
-    SetMode { path: Vec<u8>, mode: u32 },
+    SetMode {
+        path: Vec<u8>,
+        mode: u32,
+    },
     /// Modification time of a file not in the overlay (overlay files keep their own).
-    SetMtime { path: Vec<u8>, secs: i64, nanos: u32 },
-    Track { path: Vec<u8>, track: Track },
+    SetMtime {
+        path: Vec<u8>,
+        secs: i64,
+        nanos: u32,
+    },
+    Track {
+        path: Vec<u8>,
+        track: Track,
+    },
     /// The file at `path` returns to the base revision's content and mode (revert).
-    Restore { path: Vec<u8> },
+    Restore {
+        path: Vec<u8>,
+    },
 }
 
 /// Errors reading or writing the journal.
@@ -233,10 +267,14 @@ impl Reader<'_> {
         self.take(1).map(|b| b[0])
     }
     fn u32(&mut self) -> Option<u32> {
-        self.take(4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+        self.take(4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes)
     }
     fn u64(&mut self) -> Option<u64> {
-        self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
+        self.take(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
     }
     fn bytes(&mut self) -> Option<Vec<u8>> {
         let n = self.u32()? as usize;
@@ -308,17 +346,23 @@ impl Journal {
         let mut records = Vec::new();
         let mut pos = HEADER_LEN;
         while pos < bytes.len() {
-            let Some(head) = bytes.get(pos..pos + 8) else { break };
+            let Some(head) = bytes.get(pos..pos + 8) else {
+                break;
+            };
             let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
             let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
             if len > MAX_RECORD {
                 break;
             }
-            let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else { break };
+            let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
+                break;
+            };
             if crc32fast::hash(payload) != crc {
                 break;
             }
-            let Some(rec) = Record::decode(payload) else { break };
+            let Some(rec) = Record::decode(payload) else {
+                break;
+            };
             records.push(rec);
             pos += 8 + len;
         }
@@ -363,17 +407,50 @@ mod tests {
 
     fn all_records() -> Vec<Record> {
         vec![
-            Record::Create { path: b"a".to_vec(), id: 7, mode: 0o644 },
-            Record::Materialize { path: b"d/b".to_vec(), id: 8 },
-            Record::Mkdir { path: b"d/e".to_vec(), mode: 0o755 },
-            Record::Symlink { path: b"l".to_vec(), target: b"../x y".to_vec() },
-            Record::Unlink { path: b"a".to_vec() },
-            Record::Rmdir { path: b"d/e".to_vec() },
-            Record::Rename { from: b"d".to_vec(), to: b"\xc3\xa9".to_vec(), flags: 1 },
-            Record::SetMode { path: b"x".to_vec(), mode: 0o755 },
-            Record::SetMtime { path: b"x".to_vec(), secs: -5, nanos: 999 },
-            Record::Track { path: b"t".to_vec(), track: Track::Removed },
-            Record::Restore { path: b"r".to_vec() },
+            Record::Create {
+                path: b"a".to_vec(),
+                id: 7,
+                mode: 0o644,
+            },
+            Record::Materialize {
+                path: b"d/b".to_vec(),
+                id: 8,
+            },
+            Record::Mkdir {
+                path: b"d/e".to_vec(),
+                mode: 0o755,
+            },
+            Record::Symlink {
+                path: b"l".to_vec(),
+                target: b"../x y".to_vec(),
+            },
+            Record::Unlink {
+                path: b"a".to_vec(),
+            },
+            Record::Rmdir {
+                path: b"d/e".to_vec(),
+            },
+            Record::Rename {
+                from: b"d".to_vec(),
+                to: b"\xc3\xa9".to_vec(),
+                flags: 1,
+            },
+            Record::SetMode {
+                path: b"x".to_vec(),
+                mode: 0o755,
+            },
+            Record::SetMtime {
+                path: b"x".to_vec(),
+                secs: -5,
+                nanos: 999,
+            },
+            Record::Track {
+                path: b"t".to_vec(),
+                track: Track::Removed,
+            },
+            Record::Restore {
+                path: b"r".to_vec(),
+            },
         ]
     }
 
@@ -403,13 +480,26 @@ mod tests {
         }
         drop(j);
         let len = std::fs::metadata(&path).unwrap().len();
-        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 3).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
         let (mut j, recs) = Journal::open(&path, &base).unwrap();
         assert_eq!(recs.len(), all_records().len() - 1);
-        j.append(&Record::Unlink { path: b"z".to_vec() }).unwrap();
+        j.append(&Record::Unlink {
+            path: b"z".to_vec(),
+        })
+        .unwrap();
         drop(j);
         let (_, recs) = Journal::open(&path, &base).unwrap();
-        assert_eq!(recs.last(), Some(&Record::Unlink { path: b"z".to_vec() }));
+        assert_eq!(
+            recs.last(),
+            Some(&Record::Unlink {
+                path: b"z".to_vec()
+            })
+        );
     }
 
     #[test]
@@ -418,12 +508,21 @@ mod tests {
         let path = tmp.path().join("journal");
         let (j, _) = Journal::open(&path, &Node([1; 20])).unwrap();
         drop(j);
-        assert!(matches!(Journal::open(&path, &Node([2; 20])), Err(JournalError::WrongBase { .. })));
+        assert!(matches!(
+            Journal::open(&path, &Node([2; 20])),
+            Err(JournalError::WrongBase { .. })
+        ));
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[11] = 9;
         std::fs::write(&path, &bytes).unwrap();
-        assert!(matches!(Journal::open(&path, &Node([1; 20])), Err(JournalError::Version { found: 9, .. })));
+        assert!(matches!(
+            Journal::open(&path, &Node([1; 20])),
+            Err(JournalError::Version { found: 9, .. })
+        ));
         std::fs::write(&path, b"garbage garbage garbage garbage garbage").unwrap();
-        assert!(matches!(Journal::open(&path, &Node([1; 20])), Err(JournalError::BadMagic { .. })));
+        assert!(matches!(
+            Journal::open(&path, &Node([1; 20])),
+            Err(JournalError::BadMagic { .. })
+        ));
     }
 }

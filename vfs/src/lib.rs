@@ -8,9 +8,11 @@
 pub mod control;
 pub mod daemon;
 pub mod fs;
-pub mod state;
+pub mod ignore;
 pub mod journal;
 pub mod overlay;
+pub mod state;
+pub mod status;
 pub mod wc;
 
 pub use revfs_store as store;

@@ -33,7 +33,11 @@ impl Overlay {
         let mut out = Vec::new();
         for e in std::fs::read_dir(&self.dir)? {
             let e = e?;
-            if let Some(id) = e.file_name().to_str().and_then(|n| u64::from_str_radix(n, 16).ok()) {
+            if let Some(id) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| u64::from_str_radix(n, 16).ok())
+            {
                 out.push(id);
             }
         }
@@ -65,7 +69,12 @@ impl Overlay {
         if let Some(f) = self.cache().get(&id) {
             return Ok(f.clone());
         }
-        let f = Arc::new(OpenOptions::new().read(true).write(true).open(self.path(id))?);
+        let f = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.path(id))?,
+        );
         self.cache().insert(id, f.clone());
         Ok(f)
     }

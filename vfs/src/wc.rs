@@ -67,7 +67,9 @@ impl WcError {
             WcError::Invalid => libc::EINVAL,
             WcError::NotSupported => libc::EOPNOTSUPP,
             WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
-            WcError::Journal(JournalError::Io { source, .. }) => source.raw_os_error().unwrap_or(libc::EIO),
+            WcError::Journal(JournalError::Io { source, .. }) => {
+                source.raw_os_error().unwrap_or(libc::EIO)
+            }
             _ => libc::EIO,
         }
     }
@@ -161,6 +163,8 @@ pub struct WorkingCopy {
     pub(crate) overlay: Overlay,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
+    /// The compiled `.hgignore`, with the content it was compiled from.
+    pub(crate) ignore_cache: Mutex<Option<(Option<Vec<u8>>, Arc<crate::ignore::Ignore>)>>,
 }
 
 fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -172,7 +176,8 @@ fn perm_of_flag(flag: FileFlag) -> u32 {
 }
 
 fn check_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
         return Err(WcError::Invalid);
     }
     Ok(())
@@ -218,8 +223,13 @@ impl Inner {
     /// Loads the children of directory `ino` from the base manifest if not done yet.
     fn load(&mut self, base: &Manifest, ino: u64) -> Result<()> {
         let source = match &self.entry(ino)?.kind {
-            Kind::Dir { children: Some(_), .. } => return Ok(()),
-            Kind::Dir { children: None, source } => source.clone(),
+            Kind::Dir {
+                children: Some(_), ..
+            } => return Ok(()),
+            Kind::Dir {
+                children: None,
+                source,
+            } => source.clone(),
             _ => return Err(WcError::NotDir),
         };
         let mut children = BTreeMap::new();
@@ -348,7 +358,10 @@ impl Inner {
     }
 
     fn is_dir(&self, ino: u64) -> bool {
-        matches!(self.entries.get(&ino).map(|e| &e.kind), Some(Kind::Dir { .. }))
+        matches!(
+            self.entries.get(&ino).map(|e| &e.kind),
+            Some(Kind::Dir { .. })
+        )
     }
 
     fn touch_dir(&mut self, ino: u64) {
@@ -360,7 +373,14 @@ impl Inner {
     }
 
     /// Adds a new child; fails if the name is taken.
-    fn link_new(&mut self, base: &Manifest, parent: u64, name: &[u8], kind: Kind, mode: u32) -> Result<u64> {
+    fn link_new(
+        &mut self,
+        base: &Manifest,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        mode: u32,
+    ) -> Result<u64> {
         check_name(name)?;
         if self.child(base, parent, name)?.is_some() {
             return Err(WcError::Exists);
@@ -457,6 +477,7 @@ impl WorkingCopy {
                 tracking: BTreeMap::new(),
             }),
             journal: Mutex::new(journal),
+            ignore_cache: Mutex::new(None),
         };
         {
             let mut inner = wc.write();
@@ -484,7 +505,11 @@ impl WorkingCopy {
                 let _ = wc.overlay.remove(id);
             }
             if !records.is_empty() {
-                tracing::info!(records = records.len(), changed = inner.dirty.len(), "journal replayed");
+                tracing::info!(
+                    records = records.len(),
+                    changed = inner.dirty.len(),
+                    "journal replayed"
+                );
             }
         }
         Ok(wc)
@@ -530,7 +555,13 @@ impl WorkingCopy {
         match rec {
             Record::Create { path, id, mode } => {
                 let (parent, name) = inner.resolve_parent(base, path)?;
-                inner.link_new(base, parent, name, Kind::File(FileData::Overlay { id: *id }), *mode)?;
+                inner.link_new(
+                    base,
+                    parent,
+                    name,
+                    Kind::File(FileData::Overlay { id: *id }),
+                    *mode,
+                )?;
             }
             Record::Materialize { path, id } => {
                 let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
@@ -546,7 +577,13 @@ impl WorkingCopy {
             }
             Record::Symlink { path, target } => {
                 let (parent, name) = inner.resolve_parent(base, path)?;
-                inner.link_new(base, parent, name, Kind::Symlink(LinkData::Local(target.as_slice().into())), 0o777)?;
+                inner.link_new(
+                    base,
+                    parent,
+                    name,
+                    Kind::Symlink(LinkData::Local(target.as_slice().into())),
+                    0o777,
+                )?;
             }
             Record::Unlink { path } | Record::Rmdir { path } => {
                 let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
@@ -609,7 +646,11 @@ impl WorkingCopy {
             }
             Kind::File(FileData::Overlay { id }) => {
                 let meta = self.overlay.file(*id)?.metadata()?;
-                (EntryType::File, meta.len(), meta.modified().unwrap_or(mtime))
+                (
+                    EntryType::File,
+                    meta.len(),
+                    meta.modified().unwrap_or(mtime),
+                )
             }
         };
         Ok(Attr {
@@ -618,7 +659,9 @@ impl WorkingCopy {
             size,
             perm: (e.mode & 0o7777) as u16,
             mtime,
-            ctime: if kind == EntryType::File && matches!(e.kind, Kind::File(FileData::Overlay { .. })) {
+            ctime: if kind == EntryType::File
+                && matches!(e.kind, Kind::File(FileData::Overlay { .. }))
+            {
                 mtime.max(ctime)
             } else {
                 ctime
@@ -645,7 +688,9 @@ impl WorkingCopy {
     /// The kernel dropped `n` references to `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
         let mut inner = self.write();
-        let Some(e) = inner.entries.get_mut(&ino) else { return };
+        let Some(e) = inner.entries.get_mut(&ino) else {
+            return;
+        };
         e.nlookup = e.nlookup.saturating_sub(n);
         if e.nlookup == 0 && e.parent == 0 && ino != ROOT_INO {
             if let Some(id) = inner.free(ino) {
@@ -676,6 +721,30 @@ impl WorkingCopy {
         Ok((inner.entry(ino)?.parent, out))
     }
 
+    /// Children of a directory as (name, inode, is_dir), with the lock already held.
+    pub(crate) fn readdir_locked(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+    ) -> Result<(u64, Vec<(Box<[u8]>, u64, bool)>)> {
+        let children: Vec<(Box<[u8]>, u64)> = inner
+            .children(&self.base, ino)?
+            .iter()
+            .map(|(n, i)| (n.clone(), *i))
+            .collect();
+        let out = children
+            .into_iter()
+            .map(|(n, i)| {
+                let d = matches!(
+                    inner.entries.get(&i).map(|e| &e.kind),
+                    Some(Kind::Dir { .. })
+                );
+                (n, i, d)
+            })
+            .collect();
+        Ok((inner.entry(ino)?.parent, out))
+    }
+
     /// Reads file content.
     pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let store = {
@@ -692,7 +761,9 @@ impl WorkingCopy {
             Some(Ok((path, node))) => {
                 let fl = self.repo.filelog(&path)?;
                 let text = fl.read(fl.rev_of(&node)?)?;
-                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+                let start = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .min(text.len());
                 let end = start.saturating_add(size).min(text.len());
                 Ok(text[start..end].to_vec())
             }
@@ -732,7 +803,13 @@ impl WorkingCopy {
         let path = child_path(&inner, parent, name)?;
         let id = self.new_overlay(&mut inner, b"")?;
         let mode = mode & 0o7777;
-        let ino = inner.link_new(&self.base, parent, name, Kind::File(FileData::Overlay { id }), mode)?;
+        let ino = inner.link_new(
+            &self.base,
+            parent,
+            name,
+            Kind::File(FileData::Overlay { id }),
+            mode,
+        )?;
         self.record(&mut inner, Record::Create { path, id, mode })?;
         inner.entry_mut(ino)?.nlookup += 1;
         self.attr_of(&inner, ino)
@@ -755,7 +832,13 @@ impl WorkingCopy {
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8]) -> Result<Attr> {
         let mut inner = self.write();
         let path = child_path(&inner, parent, name)?;
-        let ino = inner.link_new(&self.base, parent, name, Kind::Symlink(LinkData::Local(target.into())), 0o777)?;
+        let ino = inner.link_new(
+            &self.base,
+            parent,
+            name,
+            Kind::Symlink(LinkData::Local(target.into())),
+            0o777,
+        )?;
         self.record(
             &mut inner,
             Record::Symlink {
@@ -777,7 +860,9 @@ impl WorkingCopy {
 
     fn remove_entry(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
         let mut inner = self.write();
-        let ino = inner.child(&self.base, parent, name)?.ok_or(WcError::NotFound)?;
+        let ino = inner
+            .child(&self.base, parent, name)?
+            .ok_or(WcError::NotFound)?;
         match (dir, inner.is_dir(ino)) {
             (false, true) => return Err(WcError::IsDir),
             (true, false) => return Err(WcError::NotDir),
@@ -789,7 +874,14 @@ impl WorkingCopy {
             _ => {}
         }
         let path = child_path(&inner, parent, name)?;
-        self.record(&mut inner, if dir { Record::Rmdir { path } } else { Record::Unlink { path } })?;
+        self.record(
+            &mut inner,
+            if dir {
+                Record::Rmdir { path }
+            } else {
+                Record::Unlink { path }
+            },
+        )?;
         if let Some(id) = inner.detach(ino) {
             let _ = self.overlay.remove(id);
         }
@@ -797,7 +889,14 @@ impl WorkingCopy {
     }
 
     /// Renames; returns nothing, like rename(2). `flags` as renameat2.
-    pub fn rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], flags: u32) -> Result<()> {
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         let mut inner = self.write();
         check_name(newname)?;
         let from = child_path(&inner, parent, name)?;
@@ -822,7 +921,9 @@ impl WorkingCopy {
         flags: u32,
     ) -> Result<Option<u64>> {
         let base = &self.base;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
             return Err(WcError::Invalid);
         }
         let src = inner.child(base, parent, name)?.ok_or(WcError::NotFound)?;
@@ -874,7 +975,9 @@ impl WorkingCopy {
                 match (inner.is_dir(src), inner.is_dir(dst)) {
                     (true, false) => return Err(WcError::NotDir),
                     (false, true) => return Err(WcError::IsDir),
-                    (true, true) if !inner.children(base, dst)?.is_empty() => return Err(WcError::NotEmpty),
+                    (true, true) if !inner.children(base, dst)?.is_empty() => {
+                        return Err(WcError::NotEmpty)
+                    }
                     _ => {}
                 }
                 freed = inner.detach(dst);
@@ -938,7 +1041,13 @@ impl WorkingCopy {
     }
 
     /// chmod / truncate / utimens.
-    pub fn setattr(&self, ino: u64, mode: Option<u32>, size: Option<u64>, mtime: Option<SystemTime>) -> Result<Attr> {
+    pub fn setattr(
+        &self,
+        ino: u64,
+        mode: Option<u32>,
+        size: Option<u64>,
+        mtime: Option<SystemTime>,
+    ) -> Result<Attr> {
         if let Some(size) = size {
             let id = self.materialize(ino, size != 0)?;
             self.overlay.truncate(id, size)?;
@@ -1015,7 +1124,12 @@ impl WorkingCopy {
         if let Some(id) = self.do_restore(&mut inner, path)? {
             let _ = self.overlay.remove(id);
         }
-        self.record(&mut inner, Record::Restore { path: path.to_vec() })?;
+        self.record(
+            &mut inner,
+            Record::Restore {
+                path: path.to_vec(),
+            },
+        )?;
         Ok(true)
     }
 

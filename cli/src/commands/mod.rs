@@ -4,6 +4,7 @@ pub mod cat;
 pub mod files;
 pub mod log;
 pub mod mount;
+pub mod wc;
 
 use anyhow::{anyhow, Context, Result};
 use revfs_vfs::fs::CONTROL_DIR;
@@ -20,6 +21,8 @@ pub struct Workspace {
     pub root: PathBuf,
     /// What `.` means here.
     pub scope: Scope,
+    /// The control socket of the mount, when the workspace is one.
+    pub socket: Option<PathBuf>,
 }
 
 /// The mount whose root is `dir`, if `dir` is one: its repository and working parent.
@@ -41,6 +44,7 @@ fn mount_at(dir: &Path) -> Result<Option<Workspace>> {
         scope: Scope {
             working_parent: Some(node),
         },
+        socket: Some(std::fs::read_link(control.join("socket"))?),
     }))
 }
 
@@ -49,6 +53,7 @@ fn repo_at(dir: &Path) -> Result<Workspace> {
         repo: Repo::open(dir)?,
         root: dir.to_path_buf(),
         scope: Scope::default(),
+        socket: None,
     })
 }
 
@@ -77,6 +82,20 @@ pub fn open_workspace(cli: &crate::Cli) -> Result<Workspace> {
 }
 
 impl Workspace {
+    /// Sends a request to the mount's daemon; aborts outside a mount.
+    pub fn request(
+        &self,
+        req: &revfs_vfs::control::Request,
+    ) -> Result<revfs_vfs::control::Response> {
+        let socket = self.socket.as_ref().ok_or_else(|| {
+            anyhow!("{} is not a revfs mount (working-copy commands run inside a mount, or with -R MOUNTPOINT)", self.root.display())
+        })?;
+        match revfs_vfs::control::request(socket, req, std::time::Duration::from_secs(600))? {
+            revfs_vfs::control::Response::Error { message } => Err(anyhow!("{message}")),
+            other => Ok(other),
+        }
+    }
+
     /// Resolves `-r` arguments to revisions, in order, without repeats.
     pub fn resolve_revs(&self, specs: &[String]) -> Result<Vec<Rev>> {
         let mut out: Vec<Rev> = Vec::new();

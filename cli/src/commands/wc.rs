@@ -1,0 +1,464 @@
+//! Working-copy commands that talk to the mount's daemon: `status`, `add`, `forget`,
+//! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
+
+use super::Workspace;
+use crate::paths::{Matcher, PathContext};
+use crate::ui::{ignore_broken_pipe, json_string, Out};
+use anyhow::{bail, Result};
+use clap::Args;
+use revfs_vfs::control::{Request, Response};
+use revfs_vfs::journal::Track;
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Show only modified files
+    #[arg(short = 'm', long)]
+    modified: bool,
+    /// Show only added files
+    #[arg(short = 'a', long)]
+    added: bool,
+    /// Show only removed files
+    #[arg(short = 'r', long)]
+    removed: bool,
+    /// Show only missing (deleted but tracked) files
+    #[arg(short = 'd', long)]
+    deleted: bool,
+    /// Show only unknown (not tracked) files
+    #[arg(short = 'u', long)]
+    unknown: bool,
+    /// Show only ignored files
+    #[arg(short = 'i', long)]
+    ignored: bool,
+    /// Show only files without changes
+    #[arg(short = 'c', long)]
+    clean: bool,
+    /// Show status of all files
+    #[arg(short = 'A', long)]
+    all: bool,
+    /// Hide status prefix
+    #[arg(short = 'n', long = "no-status")]
+    no_status: bool,
+    /// End filenames with NUL, for use with xargs
+    #[arg(short = '0', long = "print0")]
+    print0: bool,
+    /// Display with template (only `json`)
+    #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
+    template: Option<String>,
+    /// Files or directories to show
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+/// Status as the daemon reports it: (letter, repository path), in hg's order.
+pub fn fetch_status(
+    ws: &Workspace,
+    clean: bool,
+    ignored: bool,
+    unknown: bool,
+) -> Result<Vec<(char, Vec<u8>)>> {
+    match ws.request(&Request::Status {
+        clean,
+        ignored,
+        unknown,
+    })? {
+        Response::Status { entries } => Ok(entries),
+        other => bail!("unexpected answer from the daemon: {other:?}"),
+    }
+}
+
+pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let json = match args.template.as_deref() {
+        None => false,
+        Some("json") => true,
+        Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
+    };
+    let any = args.modified
+        || args.added
+        || args.removed
+        || args.deleted
+        || args.unknown
+        || args.ignored
+        || args.clean;
+    let wanted = |l: char| -> bool {
+        if args.all {
+            return true;
+        }
+        if !any {
+            return matches!(l, 'M' | 'A' | 'R' | '!' | '?');
+        }
+        match l {
+            'M' => args.modified,
+            'A' => args.added,
+            'R' => args.removed,
+            '!' => args.deleted,
+            '?' => args.unknown,
+            'I' => args.ignored,
+            'C' => args.clean,
+            _ => false,
+        }
+    };
+    let entries = fetch_status(&ws, wanted('C'), wanted('I'), wanted('?'))?;
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let end = if args.print0 { b'\0' } else { b'\n' };
+    let mut out = Out::new();
+    let mut buf = Vec::new();
+    let mut first = true;
+    if json {
+        buf.extend_from_slice(b"[");
+    }
+    for (letter, path) in entries
+        .iter()
+        .filter(|(l, p)| wanted(*l) && matcher.matches(p))
+    {
+        let shown = ctx.display(path);
+        if json {
+            buf.extend_from_slice(if first { b"\n {\n" } else { b",\n {\n" });
+            buf.extend_from_slice(b"  \"itemtype\": \"file\",\n  \"path\": ");
+            buf.extend_from_slice(&json_string(&shown));
+            buf.extend_from_slice(b",\n  \"status\": ");
+            buf.extend_from_slice(&json_string(letter.to_string().as_bytes()));
+            buf.extend_from_slice(b"\n }");
+        } else {
+            if !args.no_status {
+                buf.push(*letter as u8);
+                buf.push(b' ');
+            }
+            buf.extend_from_slice(&shown);
+            buf.push(end);
+        }
+        first = false;
+    }
+    if json {
+        buf.extend_from_slice(b"\n]\n");
+    }
+    ignore_broken_pipe(out.write(&buf).and_then(|_| out.finish()))?;
+    Ok(0)
+}
+
+#[derive(Args, Debug)]
+pub struct PathArgs {
+    /// Files or directories
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RemoveArgs {
+    /// Record delete for missing files
+    #[arg(short = 'A', long)]
+    after: bool,
+    /// Forget added files, delete modified files
+    #[arg(short = 'f', long)]
+    force: bool,
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RevertArgs {
+    /// Revert all changes when no arguments given
+    #[arg(short = 'a', long)]
+    all: bool,
+    /// Do not save backup copies of files
+    #[arg(short = 'C', long = "no-backup")]
+    no_backup: bool,
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+/// The status of every path that is not clean, by repository path.
+fn status_map(ws: &Workspace) -> Result<BTreeMap<Vec<u8>, char>> {
+    Ok(fetch_status(ws, false, true, true)?
+        .into_iter()
+        .map(|(l, p)| (p, l))
+        .collect())
+}
+
+fn track(ws: &Workspace, paths: Vec<Vec<u8>>, track: Track) -> Result<()> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    ws.request(&Request::Track { paths, track })?;
+    Ok(())
+}
+
+/// The file a repository path names, as seen through the mount.
+fn disk_path(ws: &Workspace, path: &[u8]) -> PathBuf {
+    ws.root.join(std::ffi::OsStr::from_bytes(path))
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Is `path` (a repository path) a directory in the working copy?
+fn is_dir(ws: &Workspace, path: &[u8]) -> bool {
+    path.is_empty() || std::fs::symlink_metadata(disk_path(ws, path)).is_ok_and(|m| m.is_dir())
+}
+
+fn under(path: &[u8], dir: &[u8]) -> bool {
+    dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&b'/'))
+}
+
+/// `hg add`: start tracking unknown files (all of them without arguments).
+pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let status = status_map(&ws)?;
+    let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+    let mut to_add = Vec::new();
+    let mut to_untrack_removal = Vec::new();
+    let mut code = 0;
+    if args.files.is_empty() {
+        for (p, l) in &status {
+            if *l == '?' {
+                println!("adding {}", lossy(&ctx.display(p)));
+                to_add.push(p.clone());
+            }
+        }
+    } else {
+        let matcher = Matcher::new(&ctx, &args.files)?;
+        for arg in matcher.args() {
+            if is_dir(&ws, arg) {
+                for (p, l) in status.range(arg.clone()..) {
+                    if !under(p, arg) && !arg.is_empty() {
+                        break;
+                    }
+                    if *l == '?' && under(p, arg) {
+                        println!("adding {}", lossy(&ctx.display(p)));
+                        to_add.push(p.clone());
+                    }
+                }
+                continue;
+            }
+            let exists = std::fs::symlink_metadata(disk_path(&ws, arg)).is_ok();
+            match status.get(arg) {
+                _ if !exists => {
+                    eprintln!("{}: No such file or directory", lossy(&ctx.display(arg)));
+                    code = 1;
+                }
+                Some('?') | Some('I') => to_add.push(arg.clone()),
+                Some('R') => to_untrack_removal.push(arg.clone()),
+                _ if base.find(arg)?.is_some() || status.get(arg) == Some(&'A') => {
+                    eprintln!("{} already tracked!", lossy(&ctx.display(arg)));
+                }
+                _ => to_add.push(arg.clone()),
+            }
+        }
+    }
+    track(&ws, to_add, Track::Added)?;
+    track(&ws, to_untrack_removal, Track::Default)?;
+    Ok(code)
+}
+
+/// `hg forget`: stop tracking files without deleting them.
+pub fn forget(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
+    if args.files.is_empty() {
+        bail!("no files specified");
+    }
+    let ws = super::open_workspace(cli)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let status = fetch_status(&ws, true, false, false)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let mut remove = Vec::new();
+    let mut undo_add = Vec::new();
+    let mut code = 0;
+    for arg in matcher.args() {
+        let mut hit = false;
+        for (l, p) in status.iter().filter(|(_, p)| p == arg || under(p, arg)) {
+            match l {
+                'A' => undo_add.push(p.clone()),
+                'R' => continue,
+                _ => remove.push(p.clone()),
+            }
+            if p != arg {
+                println!("removing {}", lossy(&ctx.display(p)));
+            }
+            hit = true;
+        }
+        if !hit {
+            if std::fs::symlink_metadata(disk_path(&ws, arg)).is_ok() {
+                eprintln!(
+                    "not removing {}: file is already untracked",
+                    lossy(&ctx.display(arg))
+                );
+            } else {
+                eprintln!("{}: No such file or directory", lossy(&ctx.display(arg)));
+            }
+            code = 1;
+        }
+    }
+    track(&ws, remove, Track::Removed)?;
+    track(&ws, undo_add, Track::Default)?;
+    Ok(code)
+}
+
+/// `hg remove`: delete tracked files and record their removal.
+pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let status = fetch_status(&ws, true, false, false)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let mut removed = Vec::new();
+    let mut undo_add = Vec::new();
+    let mut code = 0;
+    for arg in matcher.args() {
+        let mut hit = false;
+        for (l, p) in status.iter().filter(|(_, p)| p == arg || under(p, arg)) {
+            hit = true;
+            let shown = lossy(&ctx.display(p));
+            let implicit = p != arg;
+            match (l, args.after, args.force) {
+                ('R', _, _) => continue,
+                ('!', _, _) => {}
+                (_, true, _) => {
+                    eprintln!("not removing {shown}: file still exists");
+                    code = 1;
+                    continue;
+                }
+                ('A', _, false) => {
+                    eprintln!("not removing {shown}: file has been marked for add (use 'hg forget' to undo add)");
+                    code = 1;
+                    continue;
+                }
+                ('M', _, false) => {
+                    eprintln!("not removing {shown}: file is modified (use -f to force removal)");
+                    code = 1;
+                    continue;
+                }
+                _ => {}
+            }
+            if implicit {
+                println!("removing {shown}");
+            }
+            if *l != '!' {
+                let f = disk_path(&ws, p);
+                std::fs::remove_file(&f).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })?;
+                remove_empty_parents(&ws, p);
+            }
+            if *l == 'A' {
+                undo_add.push(p.clone());
+            } else {
+                removed.push(p.clone());
+            }
+        }
+        if !hit {
+            eprintln!(
+                "not removing {}: file is untracked",
+                lossy(&ctx.display(arg))
+            );
+            code = 1;
+        }
+    }
+    track(&ws, removed, Track::Removed)?;
+    track(&ws, undo_add, Track::Default)?;
+    Ok(code)
+}
+
+/// hg removes directories that a removal left empty.
+fn remove_empty_parents(ws: &Workspace, path: &[u8]) {
+    let mut p = path;
+    while let Some(i) = p.iter().rposition(|&b| b == b'/') {
+        p = &p[..i];
+        if std::fs::remove_dir(disk_path(ws, p)).is_err() {
+            break;
+        }
+    }
+}
+
+/// `hg addremove`: add every unknown file, remove every missing one.
+pub fn addremove(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let mut add = Vec::new();
+    let mut rm = Vec::new();
+    for (l, p) in fetch_status(&ws, false, false, true)? {
+        if !matcher.matches(&p) {
+            continue;
+        }
+        match l {
+            '?' => {
+                println!("adding {}", lossy(&ctx.display(&p)));
+                add.push(p);
+            }
+            '!' => {
+                println!("removing {}", lossy(&ctx.display(&p)));
+                rm.push(p);
+            }
+            _ => {}
+        }
+    }
+    track(&ws, add, Track::Added)?;
+    track(&ws, rm, Track::Removed)?;
+    Ok(0)
+}
+
+/// `hg revert`: back to the working-copy parent's content for the named files.
+pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    if args.files.is_empty() && !args.all {
+        bail!("no files or directories specified\n(use --all to revert all files)");
+    }
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let status = fetch_status(&ws, false, false, false)?;
+    let mut forget = Vec::new();
+    let mut restore = Vec::new();
+    let mut messages: Vec<(u8, String)> = Vec::new();
+    for (l, p) in status
+        .iter()
+        .filter(|(_, p)| args.all || matcher.matches(p))
+    {
+        let shown = lossy(&ctx.display(p));
+        match l {
+            'A' => {
+                messages.push((0, format!("forgetting {shown}")));
+                forget.push(p.clone());
+            }
+            'M' => {
+                messages.push((1, format!("reverting {shown}")));
+                if !args.no_backup {
+                    let f = disk_path(&ws, p);
+                    let mut backup = f.clone().into_os_string();
+                    backup.push(".orig");
+                    if let Ok(meta) = std::fs::symlink_metadata(&f) {
+                        if meta.file_type().is_symlink() {
+                            let _ = std::fs::remove_file(&backup);
+                            std::os::unix::fs::symlink(std::fs::read_link(&f)?, &backup)?;
+                        } else {
+                            std::fs::write(&backup, std::fs::read(&f)?)?;
+                        }
+                    }
+                }
+                restore.push(p.clone());
+            }
+            'R' | '!' => {
+                messages.push((2, format!("undeleting {shown}")));
+                forget.push(p.clone());
+                restore.push(p.clone());
+            }
+            _ => {}
+        }
+    }
+    track(&ws, forget, Track::Default)?;
+    if !restore.is_empty() {
+        ws.request(&Request::Restore { paths: restore })?;
+    }
+    messages.sort();
+    for (_, m) in messages {
+        println!("{m}");
+    }
+    Ok(0)
+}

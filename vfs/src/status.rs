@@ -1,0 +1,301 @@
+//! `status` of a working copy: which paths differ from the base revision, computed from the
+//! dirty set that every change feeds, never by walking or stat'ing the tree. Only `-c`
+//! (clean files) enumerates the base manifest, and it does not look at unchanged files.
+//!
+//! Letters and rules are hg's: `M` modified, `A` added, `R` removed, `!` missing (tracked
+//! but gone), `?` unknown, `I` ignored, `C` clean. A modified file is compared by flags,
+//! then by size, then by content, so a file written back to its original bytes is clean.
+
+use crate::ignore::{FileSource, Ignore};
+use crate::journal::Track;
+use crate::wc::{FileData, Inner, Kind, LinkData, Result, WorkingCopy, ROOT_INO};
+use revfs_store::manifest::FileFlag;
+use revfs_store::Node;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// What `status` is asked to report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatusRequest {
+    pub clean: bool,
+    pub ignored: bool,
+    pub unknown: bool,
+}
+
+/// One line of status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusEntry {
+    pub letter: char,
+    pub path: Vec<u8>,
+}
+
+/// A working-copy path as it is now, captured under the lock and compared after it.
+#[derive(Debug)]
+enum Now {
+    Absent,
+    Dir,
+    StoreFile {
+        path: Box<[u8]>,
+        node: Node,
+        exec: bool,
+    },
+    OverlayFile {
+        id: u64,
+        exec: bool,
+    },
+    StoreLink {
+        path: Box<[u8]>,
+        node: Node,
+    },
+    LocalLink(Box<[u8]>),
+}
+
+/// The order hg prints the groups in.
+const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
+
+impl WorkingCopy {
+    fn now_of(&self, inner: &mut Inner, path: &[u8]) -> Result<Now> {
+        let Some(ino) = inner.resolve(&self.base, path)? else {
+            return Ok(Now::Absent);
+        };
+        let Some(e) = inner.entries.get(&ino) else {
+            return Ok(Now::Absent);
+        };
+        let exec = e.mode & 0o100 != 0;
+        Ok(match &e.kind {
+            Kind::Dir { .. } => Now::Dir,
+            Kind::File(FileData::Store { path, node, .. }) => Now::StoreFile {
+                path: path.clone(),
+                node: *node,
+                exec,
+            },
+            Kind::File(FileData::Overlay { id }) => Now::OverlayFile { id: *id, exec },
+            Kind::Symlink(LinkData::Store { path, node }) => Now::StoreLink {
+                path: path.clone(),
+                node: *node,
+            },
+            Kind::Symlink(LinkData::Local(t)) => Now::LocalLink(t.clone()),
+        })
+    }
+
+    /// Every file path below directory `path` in the working copy.
+    fn files_below(
+        &self,
+        inner: &mut Inner,
+        path: &[u8],
+        out: &mut BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let Some(ino) = inner.resolve(&self.base, path)? else {
+            return Ok(());
+        };
+        let mut stack = vec![(ino, path.to_vec())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let (_, children) = self.readdir_locked(inner, dir)?;
+            for (name, child, is_dir) in children {
+                let mut p = prefix.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(&name);
+                if is_dir {
+                    stack.push((child, p));
+                } else {
+                    out.insert(p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The paths status must look at: everything the journal touched, expanded to the files
+    /// below touched directories (in the base manifest and in the working copy).
+    fn candidates(&self, inner: &mut Inner) -> Result<BTreeSet<Vec<u8>>> {
+        let mut out = BTreeSet::new();
+        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        for p in dirty
+            .iter()
+            .chain(inner.tracking.keys().cloned().collect::<Vec<_>>().iter())
+        {
+            if self.base.find(p)?.is_some() {
+                out.insert(p.clone());
+            }
+            let mut prefix = p.clone();
+            prefix.push(b'/');
+            for e in self.base.iter_prefix(&prefix) {
+                out.insert(e?.path.to_vec());
+            }
+            match inner.resolve(&self.base, p)? {
+                Some(ino) if ino == ROOT_INO => {}
+                Some(ino)
+                    if matches!(
+                        inner.entries.get(&ino).map(|e| &e.kind),
+                        Some(Kind::Dir { .. })
+                    ) =>
+                {
+                    self.files_below(inner, p, &mut out)?;
+                }
+                Some(_) => {
+                    out.insert(p.clone());
+                }
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Computes status.
+    pub fn status(&self, req: StatusRequest) -> Result<Vec<StatusEntry>> {
+        // Capture the state of every candidate under the lock, compare outside it.
+        let (captured, tracking) = {
+            let mut inner = self.write();
+            let candidates = self.candidates(&mut inner)?;
+            let mut captured = Vec::with_capacity(candidates.len());
+            for p in candidates {
+                let now = self.now_of(&mut inner, &p)?;
+                captured.push((p, now));
+            }
+            (captured, inner.tracking.clone())
+        };
+        let ignore = if req.ignored || req.unknown {
+            Some(self.ignore_matcher())
+        } else {
+            None
+        };
+        let mut groups: BTreeMap<char, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        for (path, now) in captured {
+            let base = self.base.find(&path)?.map(|e| (e.node, e.flag));
+            let track = tracking.get(&path).copied();
+            let is_file = !matches!(now, Now::Absent | Now::Dir);
+            let letter = match (base, track) {
+                (Some(_), Some(Track::Removed)) => Some('R'),
+                (Some((node, flag)), _) => {
+                    if !is_file {
+                        Some('!')
+                    } else if self.differs(node, flag, &path, &now)? {
+                        Some('M')
+                    } else {
+                        Some('C')
+                    }
+                }
+                (None, Some(Track::Added)) => Some(if is_file { 'A' } else { '!' }),
+                (None, _) if is_file => match &ignore {
+                    Some(Ok(ig)) if ig.is_ignored(&path) => Some('I'),
+                    _ => Some('?'),
+                },
+                (None, _) => None,
+            };
+            seen.insert(path.clone());
+            if let Some(l) = letter {
+                groups.entry(l).or_default().push(path);
+            }
+        }
+        if let Some(Err(e)) = &ignore {
+            tracing::warn!("{e}");
+        }
+        if req.clean {
+            let clean = groups.entry('C').or_default();
+            for e in self.base.iter() {
+                let e = e?;
+                if !seen.contains(e.path) && !matches!(tracking.get(e.path), Some(Track::Removed)) {
+                    clean.push(e.path.to_vec());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for letter in ORDER {
+            let wanted = match letter {
+                '?' => req.unknown,
+                'I' => req.ignored,
+                'C' => req.clean,
+                _ => true,
+            };
+            if !wanted {
+                continue;
+            }
+            if let Some(mut paths) = groups.remove(&letter) {
+                paths.sort();
+                out.extend(paths.into_iter().map(|path| StatusEntry { letter, path }));
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when the working file differs from base file (`node`, `flag`).
+    fn differs(&self, node: Node, flag: FileFlag, path: &[u8], now: &Now) -> Result<bool> {
+        let base_text = || -> Result<revfs_store::filelog::FileText> {
+            let fl = self.repo.filelog(path)?;
+            Ok(fl.read(fl.rev_of(&node)?)?)
+        };
+        Ok(match now {
+            Now::Absent | Now::Dir => true,
+            Now::StoreFile {
+                path: p,
+                node: n,
+                exec,
+            } => {
+                if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
+                    true
+                } else if *n == node {
+                    false
+                } else {
+                    let fl = self.repo.filelog(p)?;
+                    let ours = fl.read(fl.rev_of(n)?)?;
+                    *ours != *base_text()?
+                }
+            }
+            Now::OverlayFile { id, exec } => {
+                if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
+                    true
+                } else {
+                    let fl = self.repo.filelog(path)?;
+                    let base_size = fl.size(fl.rev_of(&node)?)?;
+                    if self.overlay.size(*id)? != base_size {
+                        true
+                    } else {
+                        self.overlay.read_all(*id)? != *base_text()?
+                    }
+                }
+            }
+            Now::StoreLink { path: p, node: n } => {
+                if flag != FileFlag::Symlink {
+                    true
+                } else if *n == node {
+                    false
+                } else {
+                    let fl = self.repo.filelog(p)?;
+                    *fl.read(fl.rev_of(n)?)? != *base_text()?
+                }
+            }
+            Now::LocalLink(target) => flag != FileFlag::Symlink || **target != *base_text()?,
+        })
+    }
+
+    /// The `.hgignore` matcher for the working copy as it is now, compiled again only when
+    /// the file's content changed.
+    fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, crate::ignore::IgnoreError> {
+        let content = self.read_path(b".hgignore");
+        let mut cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((c, ig)) = &*cache {
+            if *c == content {
+                return Ok(ig.clone());
+            }
+        }
+        let ig = Arc::new(Ignore::load(self)?);
+        *cache = Some((content, ig.clone()));
+        Ok(ig)
+    }
+
+    /// The content of a working-copy file by path, if it is a regular file.
+    pub fn read_path(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let ino = self.ino_of(path).ok()??;
+        let size = self.getattr(ino).ok()?.size;
+        self.read_file(ino, 0, size as usize).ok()
+    }
+}
+
+impl FileSource for WorkingCopy {
+    fn read(&self, path: &[u8]) -> Option<Vec<u8>> {
+        self.read_path(path)
+    }
+}
