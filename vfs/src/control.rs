@@ -32,6 +32,10 @@ pub enum Request {
     Restore {
         paths: Vec<Vec<u8>>,
     },
+    /// Records (or clears, with `None`) copy sources: (destination, source).
+    Copy {
+        copies: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    },
 }
 
 /// What the daemon says about its mount.
@@ -53,9 +57,10 @@ pub enum Response {
         pid: u32,
     },
     Info(MountInfo),
-    /// Status lines in hg's order: (letter, path).
+    /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {
         entries: Vec<(char, Vec<u8>)>,
+        copies: Vec<(Vec<u8>, Vec<u8>)>,
     },
     Done,
     Error {

@@ -103,11 +103,18 @@ fn handle(
             })?;
             Response::Status {
                 entries: entries.into_iter().map(|e| (e.letter, e.path)).collect(),
+                copies: wc.copies().into_iter().collect(),
             }
         }
         Request::Track { paths, track } => {
             for p in paths {
                 wc.set_tracking(&p, track)?;
+            }
+            Response::Done
+        }
+        Request::Copy { copies } => {
+            for (dest, source) in copies {
+                wc.set_copy(&dest, source.as_deref())?;
             }
             Response::Done
         }

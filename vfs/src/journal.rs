@@ -89,6 +89,12 @@ pub enum Record {
     Restore {
         path: Vec<u8>,
     },
+    /// `dest` is a copy of `source` (`hg copy`, or a rename found by `addremove`);
+    /// `source` empty clears it.
+    Copy {
+        dest: Vec<u8>,
+        source: Vec<u8>,
+    },
 }
 
 /// Errors reading or writing the journal.
@@ -176,6 +182,11 @@ impl Record {
                 p.push(11);
                 put_bytes(&mut p, path);
             }
+            Record::Copy { dest, source } => {
+                p.push(12);
+                put_bytes(&mut p, dest);
+                put_bytes(&mut p, source);
+            }
         }
         p
     }
@@ -227,6 +238,10 @@ impl Record {
                 },
             },
             11 => Record::Restore { path: r.bytes()? },
+            12 => Record::Copy {
+                dest: r.bytes()?,
+                source: r.bytes()?,
+            },
             _ => return None,
         };
         r.buf.is_empty().then_some(rec)
@@ -244,7 +259,8 @@ impl Record {
             | Record::SetMode { path, .. }
             | Record::SetMtime { path, .. }
             | Record::Track { path, .. }
-            | Record::Restore { path } => vec![path],
+            | Record::Restore { path }
+            | Record::Copy { dest: path, .. } => vec![path],
             Record::Rename { from, to, .. } => vec![from, to],
         }
     }

@@ -110,12 +110,11 @@ impl WorkingCopy {
     /// The paths status must look at: everything the journal touched, expanded to the files
     /// below touched directories (in the base manifest and in the working copy).
     fn candidates(&self, inner: &mut Inner) -> Result<BTreeSet<Vec<u8>>> {
-        let mut out = BTreeSet::new();
+        // Paths with a tracking override are always looked at: an added file that is gone
+        // is missing (`!`).
+        let mut out: BTreeSet<Vec<u8>> = inner.tracking.keys().cloned().collect();
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
-        for p in dirty
-            .iter()
-            .chain(inner.tracking.keys().cloned().collect::<Vec<_>>().iter())
-        {
+        for p in &dirty {
             if self.base.find(p)?.is_some() {
                 out.insert(p.clone());
             }

@@ -152,6 +152,8 @@ pub(crate) struct Inner {
     pub(crate) dirty: BTreeSet<Vec<u8>>,
     /// Tracking overrides (only `Added` and `Removed` are kept).
     pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
+    /// Copy sources of copied or renamed files: destination -> source.
+    pub(crate) copies: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The mutable working copy of one mount.
@@ -475,6 +477,7 @@ impl WorkingCopy {
                 next_id: on_disk.iter().max().map_or(1, |m| m + 1),
                 dirty: BTreeSet::new(),
                 tracking: BTreeMap::new(),
+                copies: BTreeMap::new(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -607,6 +610,7 @@ impl WorkingCopy {
                 inner.entry_mut(ino)?.mtime = Some(system_time(*secs, *nanos));
             }
             Record::Track { path, track } => set_track(inner, path, *track),
+            Record::Copy { dest, source } => set_copy(inner, dest, source),
             Record::Restore { path } => {
                 if let Some(id) = self.do_restore(inner, path)? {
                     let _ = self.overlay.remove(id);
@@ -1115,6 +1119,25 @@ impl WorkingCopy {
         )
     }
 
+    /// Journals a copy source for `dest` (`None` clears it).
+    pub fn set_copy(&self, dest: &[u8], source: Option<&[u8]>) -> Result<()> {
+        let mut inner = self.write();
+        let source = source.unwrap_or_default();
+        set_copy(&mut inner, dest, source);
+        self.record(
+            &mut inner,
+            Record::Copy {
+                dest: dest.to_vec(),
+                source: source.to_vec(),
+            },
+        )
+    }
+
+    /// The copy sources, destination -> source.
+    pub fn copies(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        self.read().copies.clone()
+    }
+
     /// Restores `path` to the base revision's content and mode; returns whether it did.
     pub fn restore(&self, path: &[u8]) -> Result<bool> {
         let mut inner = self.write();
@@ -1195,7 +1218,19 @@ impl WorkingCopy {
     }
 }
 
+fn set_copy(inner: &mut Inner, dest: &[u8], source: &[u8]) {
+    if source.is_empty() {
+        inner.copies.remove(dest);
+    } else {
+        inner.copies.insert(dest.to_vec(), source.to_vec());
+    }
+}
+
 fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
+    // A file that stops being added or tracked loses its copy source, as in hg.
+    if track != Track::Added {
+        inner.copies.remove(path);
+    }
     match track {
         Track::Default => {
             inner.tracking.remove(path);

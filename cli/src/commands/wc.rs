@@ -38,6 +38,9 @@ pub struct StatusArgs {
     /// Show status of all files
     #[arg(short = 'A', long)]
     all: bool,
+    /// Show source of copied files
+    #[arg(short = 'C', long)]
+    copies: bool,
     /// Hide status prefix
     #[arg(short = 'n', long = "no-status")]
     no_status: bool,
@@ -52,21 +55,35 @@ pub struct StatusArgs {
     files: Vec<String>,
 }
 
-/// Status as the daemon reports it: (letter, repository path), in hg's order.
+/// Status as the daemon reports it: (letter, repository path) in hg's order, and the copy
+/// sources of copied files.
+pub struct Status {
+    pub entries: Vec<(char, Vec<u8>)>,
+    pub copies: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
+    match ws.request(&Request::Status {
+        clean,
+        ignored,
+        unknown,
+    })? {
+        Response::Status { entries, copies } => Ok(Status {
+            entries,
+            copies: copies.into_iter().collect(),
+        }),
+        other => bail!("unexpected answer from the daemon: {other:?}"),
+    }
+}
+
+/// Only the status lines.
 pub fn fetch_status(
     ws: &Workspace,
     clean: bool,
     ignored: bool,
     unknown: bool,
 ) -> Result<Vec<(char, Vec<u8>)>> {
-    match ws.request(&Request::Status {
-        clean,
-        ignored,
-        unknown,
-    })? {
-        Response::Status { entries } => Ok(entries),
-        other => bail!("unexpected answer from the daemon: {other:?}"),
-    }
+    Ok(fetch(ws, clean, ignored, unknown)?.entries)
 }
 
 pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
@@ -101,7 +118,8 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             _ => false,
         }
     };
-    let entries = fetch_status(&ws, wanted('C'), wanted('I'), wanted('?'))?;
+    let Status { entries, copies } = fetch(&ws, wanted('C'), wanted('I'), wanted('?'))?;
+    let show_copies = args.copies || args.all;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
@@ -122,6 +140,10 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             buf.extend_from_slice(&json_string(&shown));
             buf.extend_from_slice(b",\n  \"status\": ");
             buf.extend_from_slice(&json_string(letter.to_string().as_bytes()));
+            if let Some(source) = copies.get(path).filter(|_| show_copies) {
+                buf.extend_from_slice(b",\n  \"source\": ");
+                buf.extend_from_slice(&json_string(&ctx.display(source)));
+            }
             buf.extend_from_slice(b"\n }");
         } else {
             if !args.no_status {
@@ -130,6 +152,11 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             }
             buf.extend_from_slice(&shown);
             buf.push(end);
+            if let Some(source) = copies.get(path).filter(|_| show_copies) {
+                buf.extend_from_slice(b"  ");
+                buf.extend_from_slice(&ctx.display(source));
+                buf.push(end);
+            }
         }
         first = false;
     }
@@ -214,11 +241,19 @@ pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
     let mut to_add = Vec::new();
     let mut to_untrack_removal = Vec::new();
     let mut code = 0;
+    // A removed file that still exists counts as unknown for adding (as in hg).
+    let addable = |p: &[u8], l: char| {
+        l == '?' || (l == 'R' && std::fs::symlink_metadata(disk_path(&ws, p)).is_ok())
+    };
     if args.files.is_empty() {
         for (p, l) in &status {
-            if *l == '?' {
+            if addable(p, *l) {
                 println!("adding {}", lossy(&ctx.display(p)));
-                to_add.push(p.clone());
+                if *l == 'R' {
+                    to_untrack_removal.push(p.clone());
+                } else {
+                    to_add.push(p.clone());
+                }
             }
         }
     } else {
@@ -229,9 +264,13 @@ pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
                     if !under(p, arg) && !arg.is_empty() {
                         break;
                     }
-                    if *l == '?' && under(p, arg) {
+                    if addable(p, *l) && under(p, arg) {
                         println!("adding {}", lossy(&ctx.display(p)));
-                        to_add.push(p.clone());
+                        if *l == 'R' {
+                            to_untrack_removal.push(p.clone());
+                        } else {
+                            to_add.push(p.clone());
+                        }
                     }
                 }
                 continue;
@@ -377,32 +416,108 @@ fn remove_empty_parents(ws: &Workspace, path: &[u8]) {
     }
 }
 
-/// `hg addremove`: add every unknown file, remove every missing one.
+/// `hg addremove`: add every unknown file, remove every missing one, and record exact
+/// renames (a removed file whose content an added file has), as hg does by default.
 pub fn addremove(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
-    let mut add = Vec::new();
-    let mut rm = Vec::new();
+    let exists = |p: &[u8]| std::fs::symlink_metadata(disk_path(&ws, p)).is_ok();
+    let (mut added, mut unknown, mut deleted, mut removed, mut forgotten) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for (l, p) in fetch_status(&ws, false, false, true)? {
         if !matcher.matches(&p) {
             continue;
         }
         match l {
-            '?' => {
-                println!("adding {}", lossy(&ctx.display(&p)));
-                add.push(p);
-            }
-            '!' => {
-                println!("removing {}", lossy(&ctx.display(&p)));
-                rm.push(p);
-            }
+            '?' => unknown.push(p),
+            '!' => deleted.push(p),
+            'R' if exists(&p) => forgotten.push(p),
+            'R' => removed.push(p),
+            'A' => added.push(p),
             _ => {}
         }
     }
-    track(&ws, add, Track::Added)?;
-    track(&ws, rm, Track::Removed)?;
+    let explicit = |p: &[u8]| matcher.args().iter().any(|a| a == p);
+    let mut report: Vec<(&Vec<u8>, &str)> = unknown
+        .iter()
+        .chain(&forgotten)
+        .map(|p| (p, "adding"))
+        .chain(deleted.iter().map(|p| (p, "removing")))
+        .collect();
+    report.sort();
+    for (p, what) in report {
+        if !explicit(p) {
+            println!("{what} {}", lossy(&ctx.display(p)));
+        }
+    }
+    // Exact renames: sha1-equal content, empty files left out (hg's similar.py).
+    let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+    let mut by_hash: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut gone: Vec<&Vec<u8>> = removed.iter().chain(&deleted).collect();
+    gone.sort();
+    for p in gone {
+        let Some(entry) = base.find(p)? else { continue };
+        let fl = ws.repo.filelog(p)?;
+        let text = fl.read(fl.rev_of(&entry.node)?)?;
+        if !text.is_empty() {
+            // The first removed file (in path order) with that content wins.
+            by_hash.entry(sha1_of(&text)).or_insert_with(|| p.clone());
+        }
+    }
+    let mut copies = Vec::new();
+    if !by_hash.is_empty() {
+        let mut new: Vec<&Vec<u8>> = added.iter().chain(&unknown).collect();
+        new.sort();
+        for p in new {
+            let Ok(data) = read_working(&ws, p) else {
+                continue;
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if let Some(old) = by_hash.get(&sha1_of(&data)) {
+                if !explicit(old) || !explicit(p) {
+                    println!(
+                        "recording removal of {} as rename to {} (100% similar)",
+                        lossy(&ctx.display(old)),
+                        lossy(&ctx.display(p))
+                    );
+                }
+                copies.push((p.clone(), Some(old.clone())));
+            }
+        }
+    }
+    let (forget_added, forget_base): (Vec<_>, Vec<_>) = deleted
+        .into_iter()
+        .partition(|p| added_or_not_in_base(&base, p));
+    track(&ws, forget_base, Track::Removed)?;
+    track(&ws, forget_added, Track::Default)?;
+    track(&ws, unknown, Track::Added)?;
+    track(&ws, forgotten, Track::Default)?;
+    if !copies.is_empty() {
+        ws.request(&Request::Copy { copies })?;
+    }
     Ok(0)
+}
+
+fn added_or_not_in_base(base: &revfs_vfs::store::manifest::Manifest, p: &[u8]) -> bool {
+    !matches!(base.find(p), Ok(Some(_)))
+}
+
+fn sha1_of(data: &[u8]) -> Vec<u8> {
+    use sha1::{Digest, Sha1};
+    Sha1::digest(data).to_vec()
+}
+
+/// A working-copy file's bytes (a symlink's target), read through the mount.
+fn read_working(ws: &Workspace, p: &[u8]) -> std::io::Result<Vec<u8>> {
+    let f = disk_path(ws, p);
+    let meta = std::fs::symlink_metadata(&f)?;
+    if meta.file_type().is_symlink() {
+        return Ok(std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec());
+    }
+    std::fs::read(&f)
 }
 
 /// `hg revert`: back to the working-copy parent's content for the named files.
