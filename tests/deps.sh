@@ -6,6 +6,8 @@ install_deps() {
   command -v hg >/dev/null 2>&1 || missing+=(mercurial)
   command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
   [ -x /usr/bin/python3 ] || missing+=(python3)
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v cc >/dev/null 2>&1 || missing+=(build-essential)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     local sudo=""
