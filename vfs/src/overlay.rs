@@ -126,8 +126,10 @@ impl Overlay {
         Ok(())
     }
 
+    /// Makes overlay file `id` durable, its directory entry included.
     pub fn sync(&self, id: u64) -> std::io::Result<()> {
-        self.file(id)?.sync_data()
+        self.file(id)?.sync_data()?;
+        File::open(&self.dir)?.sync_all()
     }
 
     /// Sets the modification time of overlay file `id`.
