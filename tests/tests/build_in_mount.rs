@@ -29,11 +29,30 @@ fn zstd_sources() -> Option<PathBuf> {
 
 fn build(src: &Path, out: &Path) -> Vec<u8> {
     let run = |args: &[&str]| {
-        let o = Command::new("cmake").args(args).output().expect("cmake (apt-get install cmake)");
-        assert!(o.status.success(), "cmake {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("cmake")
+            .args(args)
+            .output()
+            .expect("cmake (apt-get install cmake)");
+        assert!(
+            o.status.success(),
+            "cmake {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     };
-    let (s, b) = (src.join("build/cmake").display().to_string(), out.display().to_string());
-    run(&["-S", &s, "-B", &b, "-DCMAKE_BUILD_TYPE=Release", "-DZSTD_BUILD_PROGRAMS=OFF", "-DZSTD_BUILD_SHARED=OFF", "-DZSTD_BUILD_TESTS=OFF"]);
+    let (s, b) = (
+        src.join("build/cmake").display().to_string(),
+        out.display().to_string(),
+    );
+    run(&[
+        "-S",
+        &s,
+        "-B",
+        &b,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DZSTD_BUILD_PROGRAMS=OFF",
+        "-DZSTD_BUILD_SHARED=OFF",
+        "-DZSTD_BUILD_TESTS=OFF",
+    ]);
     run(&["--build", &b, "-j", "8"]);
     std::fs::read(out.join("lib/libzstd.a")).expect("libzstd.a built")
 }
@@ -41,26 +60,49 @@ fn build(src: &Path, out: &Path) -> Vec<u8> {
 #[test]
 fn a_c_project_builds_in_the_mount_as_it_does_outside() {
     let Some(sources) = zstd_sources() else {
-        assert!(std::env::var_os("CI").is_none(), "zstd-sys sources not found in cargo's registry");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "zstd-sys sources not found in cargo's registry"
+        );
         eprintln!("SKIPPED: zstd-sys sources not found");
         return;
     };
     let tmp = revfs_tests::scratch_dir();
     let repo = tmp.path().join("zstd");
-    assert!(Command::new("cp").arg("-a").arg(&sources).arg(&repo).status().unwrap().success());
-    let ok = |o: std::process::Output| assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&sources)
+        .arg(&repo)
+        .status()
+        .unwrap()
+        .success());
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr))
+    };
     ok(hg_cmd(&repo, &["init"]));
-    ok(hg_cmd(&repo, &["commit", "-q", "-A", "-m", "zstd sources", "-d", "0 0"]));
+    ok(hg_cmd(
+        &repo,
+        &["commit", "-q", "-A", "-m", "zstd sources", "-d", "0 0"],
+    ));
     let mount = Mount::new(&repo, None);
     // A Release build records no absolute paths, so the two archives must match exactly.
     let native = build(&repo, &repo.join("out"));
     let inside = build(&mount.dir, &mount.dir.join("out"));
     assert!(native.len() > 100_000);
-    assert!(native == inside, "libzstd.a differs: {} bytes outside, {} inside", native.len(), inside.len());
+    assert!(
+        native == inside,
+        "libzstd.a differs: {} bytes outside, {} inside",
+        native.len(),
+        inside.len()
+    );
     // The build products are untracked files of the working copy; nothing tracked changed.
-    let st = hg_env(Command::new(revfs_tests::revfs_bin()).args(["status", "-m", "-a", "-r", "-d"]).current_dir(&mount.dir))
-        .output()
-        .unwrap();
+    let st = hg_env(
+        Command::new(revfs_tests::revfs_bin())
+            .args(["status", "-m", "-a", "-r", "-d"])
+            .current_dir(&mount.dir),
+    )
+    .output()
+    .unwrap();
     assert!(st.status.success());
     assert_eq!(String::from_utf8_lossy(&st.stdout), "");
 }

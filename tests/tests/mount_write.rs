@@ -1,0 +1,192 @@
+//! POSIX behaviour of writes through the mount, beyond what the random status test covers.
+
+use revfs_tests::fixtures;
+use revfs_tests::mount::Mount;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+
+fn status(mount: &Mount) -> String {
+    let out = revfs_tests::revfs(&mount.dir, &["status"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_file_unlinked_while_open_stays_readable_and_writable() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let path = mount.dir.join("a.txt");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(!path.exists());
+    let mut buf = String::new();
+    f.read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, "hello\nworld\n");
+    f.write_all(b"more\n").unwrap();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    buf.clear();
+    f.read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, "hello\nworld\nmore\n");
+    assert_eq!(status(&mount), "! a.txt\n");
+    drop(f);
+}
+
+#[test]
+fn truncate_fallocate_and_exec_bits() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let path = mount.dir.join("a.txt");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(3)
+        .unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"hel");
+    // O_TRUNC then write back the original bytes: clean again.
+    std::fs::write(&path, b"hello\nworld\n").unwrap();
+    assert_eq!(status(&mount), "");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(status(&mount), "M a.txt\n");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(status(&mount), "");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mount.dir.join("b/c.txt"))
+        .unwrap();
+    let fd = std::os::unix::io::AsRawFd::as_raw_fd(&f);
+    // SAFETY: fallocate on a valid fd.
+    assert_eq!(unsafe { libc_fallocate(fd, 0, 0, 100) }, 0);
+    assert_eq!(
+        std::fs::metadata(mount.dir.join("b/c.txt")).unwrap().len(),
+        100
+    );
+    assert_eq!(status(&mount), "M b/c.txt\n");
+}
+
+extern "C" {
+    #[link_name = "fallocate"]
+    fn libc_fallocate(fd: i32, mode: i32, offset: i64, len: i64) -> i32;
+    fn renameat2(
+        olddirfd: i32,
+        oldpath: *const i8,
+        newdirfd: i32,
+        newpath: *const i8,
+        flags: u32,
+    ) -> i32;
+}
+
+fn rename2(from: &std::path::Path, to: &std::path::Path, flags: u32) -> std::io::Result<()> {
+    let a = std::ffi::CString::new(from.as_os_str().as_bytes()).unwrap();
+    let b = std::ffi::CString::new(to.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid C strings; AT_FDCWD (-100) with absolute paths.
+    if unsafe { renameat2(-100, a.as_ptr(), -100, b.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[test]
+fn renames_with_noreplace_and_exchange() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let (a, c) = (mount.dir.join("a.txt"), mount.dir.join("b/c.txt"));
+    let err = rename2(&a, &c, 1).unwrap_err();
+    assert_eq!(
+        err.raw_os_error(),
+        Some(17),
+        "RENAME_NOREPLACE onto an existing file: EEXIST"
+    );
+    rename2(&a, &c, 2).unwrap();
+    assert_eq!(std::fs::read(&a).unwrap(), b"c\n");
+    assert_eq!(std::fs::read(&c).unwrap(), b"hello\nworld\n");
+    assert_eq!(status(&mount), "M a.txt\nM b/c.txt\n");
+    rename2(&a, &c, 2).unwrap();
+    assert_eq!(status(&mount), "");
+    // A directory cannot be renamed over a non-empty one, nor into itself.
+    std::fs::create_dir(mount.dir.join("d")).unwrap();
+    std::fs::write(mount.dir.join("d/x"), b"x").unwrap();
+    assert_eq!(
+        std::fs::rename(mount.dir.join("b"), mount.dir.join("d"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(39)
+    );
+    assert_eq!(
+        std::fs::rename(mount.dir.join("b"), mount.dir.join("b/inner"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(22)
+    );
+    assert_eq!(
+        std::fs::remove_dir(mount.dir.join("d"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(39)
+    );
+    // Hard links are refused.
+    assert_eq!(
+        std::fs::hard_link(&a, mount.dir.join("hard"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(1)
+    );
+}
+
+#[test]
+fn unmount_and_mount_keep_the_working_copy() {
+    let repo = fixtures().join("tiny");
+    let mount = Mount::new(&repo, None);
+    std::fs::write(mount.dir.join("new.txt"), b"new\n").unwrap();
+    std::fs::rename(mount.dir.join("b"), mount.dir.join("bb")).unwrap();
+    std::os::unix::fs::symlink("a.txt", mount.dir.join("link")).unwrap();
+    assert!(revfs_tests::revfs(&mount.dir, &["add", "new.txt"])
+        .status
+        .success());
+    let before = status(&mount);
+    let snap = revfs_tests::mount::snapshot(&mount.dir);
+    mount.unmount();
+    let out = mount.revfs(&[
+        "mount",
+        &repo.display().to_string(),
+        &mount.dir.display().to_string(),
+    ]);
+    assert!(out.status.success());
+    assert_eq!(status(&mount), before);
+    assert_eq!(revfs_tests::mount::snapshot(&mount.dir), snap);
+    assert_eq!(before, "A new.txt\n! b/c.txt\n? bb/c.txt\n? link\n");
+}
+
+#[test]
+fn revert_restores_content_and_the_kernel_sees_it() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let a = mount.dir.join("a.txt");
+    std::fs::write(&a, b"changed\n").unwrap();
+    assert_eq!(std::fs::read(&a).unwrap(), b"changed\n");
+    std::fs::remove_file(mount.dir.join("b/c.txt")).unwrap();
+    let out = revfs_tests::revfs(&mount.dir, &["revert", "--all"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "reverting a.txt\nundeleting b/c.txt\n"
+    );
+    // The page cache and the negative entry must both be gone.
+    assert_eq!(std::fs::read(&a).unwrap(), b"hello\nworld\n");
+    assert_eq!(std::fs::read(mount.dir.join("b/c.txt")).unwrap(), b"c\n");
+    assert_eq!(
+        std::fs::read(mount.dir.join("a.txt.orig")).unwrap(),
+        b"changed\n"
+    );
+    assert_eq!(status(&mount), "? a.txt.orig\n");
+}
