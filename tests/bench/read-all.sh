@@ -23,13 +23,23 @@ cmds=(
   -n "hg archive (materialize)" "hg archive -r tip $out"
 )
 [ -d "$corpus.git" ] && cmds+=(-n "git archive | tar -x (materialize)" "mkdir -p $out && git --git-dir $corpus.git archive HEAD | tar -x -C $out")
-hyperfine -w 1 -r "$runs" --prepare "rm -rf $out" "${cmds[@]}" --export-markdown /tmp/revfs-bench-materialize.md
+hyperfine -w 1 -r "$runs" --prepare "rm -rf $out" "${cmds[@]}" --export-json /tmp/revfs-bench-materialize.json
 hyperfine -w 1 -r "$runs" \
   -n "revfs cat (stream)" "$revfs cat -r tip . > /dev/null" \
   -n "hg cat (stream)" "hg cat -r tip . > /dev/null" \
-  --export-markdown /tmp/revfs-bench-stream.md
+  --export-json /tmp/revfs-bench-stream.json
 rm -rf "$out"
 for c in "$revfs cat -r tip . " "hg cat -r tip . "; do
   /usr/bin/time -f "peak RSS %M KB: $c" sh -c "$c > /dev/null"
 done
-cat /tmp/revfs-bench-materialize.md /tmp/revfs-bench-stream.md
+python3 - <<'PY'
+import json
+for f in ("/tmp/revfs-bench-materialize.json", "/tmp/revfs-bench-stream.json"):
+    res = json.load(open(f))["results"]
+    base = res[0]["median"]
+    print("| command | median [s] | min [s] | max [s] | ratio to revfs |")
+    print("|---|---:|---:|---:|---:|")
+    for r in res:
+        print("| `%s` | %.3f | %.3f | %.3f | %.2fx |" % (r["command"], r["median"], r["min"], r["max"], r["median"] / base))
+    print()
+PY
