@@ -4,6 +4,7 @@
 //! and exit status 255 for failures, as hg does.
 
 mod commands;
+mod diff;
 mod paths;
 mod ui;
 
@@ -51,6 +52,8 @@ enum Command {
     Addremove(commands::wc::PathArgs),
     /// Restore files to their checkout state
     Revert(commands::wc::RevertArgs),
+    /// Show the working copy's changes as a unified diff
+    Diff(commands::wc::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Remove(args) => commands::wc::remove(&cli, args),
         Command::Addremove(args) => commands::wc::addremove(&cli, args),
         Command::Revert(args) => commands::wc::revert(&cli, args),
+        Command::Diff(args) => commands::wc::diff(&cli, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -344,6 +344,52 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize) {
             );
         }
     }
+    // diff: plain (dates on the ---/+++ lines differ by the clock) and git.
+    let undate = |b: Vec<u8>| -> String {
+        String::from_utf8_lossy(&b)
+            .lines()
+            .map(|l| match l.split_once('\t') {
+                Some((head, _)) if l.starts_with("--- ") || l.starts_with("+++ ") => {
+                    head.to_owned()
+                }
+                _ => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let ours = revfs(&mount.dir, &["diff"]);
+    let theirs = hg_cmd(&wc, &["diff"]);
+    assert!(
+        ours.status.success(),
+        "{}",
+        report(&String::from_utf8_lossy(&ours.stderr))
+    );
+    if undate(ours.stdout.clone()) != undate(theirs.stdout.clone()) {
+        panic!(
+            "{}\nrevfs diff:\n{}\nhg diff:\n{}",
+            report("diff differs"),
+            undate(ours.stdout),
+            undate(theirs.stdout)
+        );
+    }
+    let ours = revfs(&mount.dir, &["diff", "--git"]);
+    if ours.status.success() {
+        let theirs = hg_cmd(&wc, &["diff", "--git"]);
+        if ours.stdout != theirs.stdout {
+            panic!(
+                "{}\nrevfs diff --git:\n{}\nhg diff --git:\n{}",
+                report("diff --git differs"),
+                String::from_utf8_lossy(&ours.stdout),
+                String::from_utf8_lossy(&theirs.stdout)
+            );
+        }
+    } else {
+        assert!(
+            String::from_utf8_lossy(&ours.stderr).contains("binary"),
+            "{}",
+            report(&String::from_utf8_lossy(&ours.stderr))
+        );
+    }
     let (ours, theirs) = (snapshot(&mount.dir), snapshot(&wc));
     if ours != theirs {
         let a: Vec<_> = ours.iter().map(|(p, _)| p).collect();

@@ -577,3 +577,121 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     }
     Ok(0)
 }
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// Use git extended diff format
+    #[arg(short = 'g', long)]
+    git: bool,
+    /// Files or directories to diff
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+/// The local time zone's offset in seconds west of UTC, as hg's `makedate` gives it.
+fn local_offset_west(t: i64) -> i64 {
+    let tt = t as libc::time_t;
+    // SAFETY: localtime_r fills the tm we own from a valid time_t.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&tt, &mut tm) }.is_null() {
+        return 0;
+    }
+    -tm.tm_gmtoff
+}
+
+/// `hg diff`: the working copy's changes against its parent, as hg prints them.
+pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
+    use crate::diff::{file_diff, hg_datestr, CopyOp, DiffOptions, Side};
+    let ws = super::open_workspace(cli)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let Status { entries, copies } = fetch(&ws, false, false, false)?;
+    let rev = ws.resolve_single(Some("."))?;
+    let cs = ws.repo.changeset(rev)?;
+    let base = ws.repo.manifest_of(rev)?;
+    let parent_short = ws.repo.changelog().node(rev)?.short();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let opts = DiffOptions {
+        git: args.git,
+        old_date: hg_datestr(cs.time, cs.tz as i64),
+        new_date: hg_datestr(now, local_offset_west(now)),
+    };
+    let letters: BTreeMap<Vec<u8>, char> = entries
+        .into_iter()
+        .filter(|(l, p)| matches!(l, 'M' | 'A' | 'R') && matcher.matches(p))
+        .map(|(l, p)| (p, l))
+        .collect();
+    // Sources renamed away are shown once, as the rename (git mode).
+    let renamed_sources: std::collections::BTreeSet<&Vec<u8>> = copies
+        .iter()
+        .filter(|(dest, _)| letters.get(*dest) == Some(&'A'))
+        .map(|(_, src)| src)
+        .collect();
+    let base_side = |path: &[u8]| -> Result<Option<(Vec<u8>, bool, bool)>> {
+        let Some(e) = base.find(path)? else {
+            return Ok(None);
+        };
+        let fl = ws.repo.filelog(path)?;
+        let text = fl.read(fl.rev_of(&e.node)?)?;
+        use revfs_vfs::store::manifest::FileFlag;
+        Ok(Some((
+            text.to_vec(),
+            e.flag == FileFlag::Executable,
+            e.flag == FileFlag::Symlink,
+        )))
+    };
+    let mut gone = std::collections::BTreeSet::new();
+    let mut out = Out::new();
+    let mut result = Ok(());
+    for (path, letter) in &letters {
+        if *letter == 'R' && args.git && renamed_sources.contains(path) {
+            continue;
+        }
+        let new_side = if *letter == 'R' {
+            None
+        } else {
+            let f = disk_path(&ws, path);
+            let meta = std::fs::symlink_metadata(&f)?;
+            use std::os::unix::fs::PermissionsExt;
+            Some((
+                read_working(&ws, path)?,
+                meta.permissions().mode() & 0o100 != 0,
+                meta.file_type().is_symlink(),
+            ))
+        };
+        let (old_path, old_side, copy) = match (letter, copies.get(path)) {
+            ('A', Some(src)) => {
+                let op = if letters.get(src) == Some(&'R') && gone.insert(src.clone()) {
+                    CopyOp::Rename
+                } else {
+                    CopyOp::Copy
+                };
+                (src.clone(), base_side(src)?, Some(op))
+            }
+            ('A', None) => (path.clone(), None, None),
+            _ => (path.clone(), base_side(path)?, None),
+        };
+        let old = Side {
+            path: &old_path,
+            data: old_side.as_ref().map(|s| s.0.as_slice()),
+            exec: old_side.as_ref().is_some_and(|s| s.1),
+            symlink: old_side.as_ref().is_some_and(|s| s.2),
+        };
+        let new = Side {
+            path,
+            data: new_side.as_ref().map(|s| s.0.as_slice()),
+            exec: new_side.as_ref().is_some_and(|s| s.1),
+            symlink: new_side.as_ref().is_some_and(|s| s.2),
+        };
+        let text = file_diff(&old, &new, copy, &parent_short, &opts)?;
+        result = out.write(&text);
+        if result.is_err() {
+            break;
+        }
+    }
+    ignore_broken_pipe(result.and_then(|_| out.finish()))?;
+    Ok(0)
+}
