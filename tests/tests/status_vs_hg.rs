@@ -234,6 +234,21 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
                 errno_of(c(b)),
             )
         }
+        92..=93 => {
+            let rules: [&[u8]; 4] = [
+                b"syntax: glob\n*.c\nn1.*\n",
+                b"syntax: regexp\n^deep/\n\\.txt[0-9]$\n",
+                b"glob:New File*\nrelre:x$\n",
+                b"",
+            ];
+            let text = rules[rng.below(rules.len())];
+            let c = |root: &Path| std::fs::write(root.join(".hgignore"), text);
+            (
+                format!(".hgignore = {:?}", String::from_utf8_lossy(text)),
+                errno_of(c(a)),
+                errno_of(c(b)),
+            )
+        }
         _ => {
             // hg bookkeeping commands, run the same way on both sides.
             let Some(f) = rng.pick(&files).cloned() else {

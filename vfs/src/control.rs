@@ -213,7 +213,7 @@ mod tests {
             &sock,
             Arc::new(|req| match req {
                 Request::Ping => Response::Pong { pid: 7 },
-                Request::Info => Response::Error {
+                _ => Response::Error {
                     message: "no".into(),
                 },
             }),

@@ -8,7 +8,7 @@
 
 use crate::ignore::{FileSource, Ignore};
 use crate::journal::Track;
-use crate::wc::{FileData, Inner, Kind, LinkData, Result, WorkingCopy, ROOT_INO};
+use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO};
 use revfs_store::manifest::FileFlag;
 use revfs_store::Node;
 use std::collections::{BTreeMap, BTreeSet};
@@ -155,8 +155,12 @@ impl WorkingCopy {
             }
             (captured, inner.tracking.clone())
         };
+        // A broken .hgignore aborts status, as in hg.
         let ignore = if req.ignored || req.unknown {
-            Some(self.ignore_matcher())
+            Some(
+                self.ignore_matcher()
+                    .map_err(|e| WcError::Ignore(e.to_string()))?,
+            )
         } else {
             None
         };
@@ -179,7 +183,7 @@ impl WorkingCopy {
                 }
                 (None, Some(Track::Added)) => Some(if is_file { 'A' } else { '!' }),
                 (None, _) if is_file => match &ignore {
-                    Some(Ok(ig)) if ig.is_ignored(&path) => Some('I'),
+                    Some(ig) if ig.is_ignored(&path) => Some('I'),
                     _ => Some('?'),
                 },
                 (None, _) => None,
@@ -188,9 +192,6 @@ impl WorkingCopy {
             if let Some(l) = letter {
                 groups.entry(l).or_default().push(path);
             }
-        }
-        if let Some(Err(e)) = &ignore {
-            tracing::warn!("{e}");
         }
         if req.clean {
             let clean = groups.entry('C').or_default();
@@ -271,17 +272,23 @@ impl WorkingCopy {
     }
 
     /// The `.hgignore` matcher for the working copy as it is now, compiled again only when
-    /// the file's content changed.
+    /// one of the files it was compiled from (`.hgignore` and what it includes) changed.
     fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, crate::ignore::IgnoreError> {
-        let content = self.read_path(b".hgignore");
         let mut cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((c, ig)) = &*cache {
-            if *c == content {
+        if let Some(ig) = &*cache {
+            if ig
+                .inputs()
+                .iter()
+                .all(|(path, content)| self.read_path(path) == *content)
+            {
                 return Ok(ig.clone());
             }
         }
         let ig = Arc::new(Ignore::load(self)?);
-        *cache = Some((content, ig.clone()));
+        for w in ig.warnings() {
+            tracing::warn!("{w}");
+        }
+        *cache = Some(ig.clone());
         Ok(ig)
     }
 

@@ -47,6 +47,8 @@ pub enum WcError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Journal(#[from] JournalError),
+    #[error("{0}")]
+    Ignore(String),
     #[error("journal record {index} ({record}) cannot be applied: {cause}")]
     Replay {
         index: usize,
@@ -165,8 +167,8 @@ pub struct WorkingCopy {
     pub(crate) overlay: Overlay,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
-    /// The compiled `.hgignore`, with the content it was compiled from.
-    pub(crate) ignore_cache: Mutex<Option<(Option<Vec<u8>>, Arc<crate::ignore::Ignore>)>>,
+    /// The compiled `.hgignore` (it knows the files it was compiled from).
+    pub(crate) ignore_cache: Mutex<Option<Arc<crate::ignore::Ignore>>>,
 }
 
 fn perm_of_flag(flag: FileFlag) -> u32 {
