@@ -135,6 +135,8 @@ fn invalidate(wc: &WorkingCopy, notifier: &fuser::Notifier, path: &[u8]) {
     let mut parent = crate::wc::ROOT_INO;
     for (i, part) in path.split(|&b| b == b'/').enumerate() {
         let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::from_bytes(part));
+        // The directory's cached listing too.
+        let _ = notifier.inval_inode(fuser::INodeNo(parent), 0, 0);
         let prefix = path
             .splitn(i + 2, |&b| b == b'/')
             .take(i + 1)

@@ -530,7 +530,12 @@ impl Filesystem for RevFs {
             return reply.opened(FileHandle(0), FopenFlags::empty());
         }
         match self.wc.getattr(ino.0) {
-            Ok(a) if a.kind == EntryType::Dir => reply.opened(FileHandle(0), FopenFlags::empty()),
+            // The kernel keeps listings in its page cache; it drops them itself when a change
+            // goes through the mount, and revfs invalidates them when it changes the tree.
+            Ok(a) if a.kind == EntryType::Dir => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno("opendir", &e)),
         }
