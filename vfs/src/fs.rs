@@ -174,6 +174,7 @@ impl Filesystem for RevFs {
             // After one ENOSYS from `open`, the kernel stops sending open/release for files
             // and keeps their page cache.
             InitFlags::FUSE_NO_OPEN_SUPPORT,
+            InitFlags::FUSE_NO_OPENDIR_SUPPORT,
         ] {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks {cap:?}");
@@ -453,7 +454,9 @@ impl Filesystem for RevFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok()
+        // Writes reach the overlay synchronously: nothing to do at close. After one ENOSYS
+        // the kernel stops sending flush on every close.
+        reply.error(Errno::ENOSYS)
     }
 
     fn fsync(
@@ -525,20 +528,12 @@ impl Filesystem for RevFs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if ino.0 == CONTROL_DIR_INO {
-            return reply.opened(FileHandle(0), FopenFlags::empty());
-        }
-        match self.wc.getattr(ino.0) {
-            // The kernel keeps listings in its page cache; it drops them itself when a change
-            // goes through the mount, and revfs invalidates them when it changes the tree.
-            Ok(a) if a.kind == EntryType::Dir => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(errno("opendir", &e)),
-        }
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // No per-directory state: with FUSE_NO_OPENDIR_SUPPORT the kernel stops sending
+        // opendir/releasedir and keeps listings cached (as FOPEN_CACHE_DIR does). It drops
+        // them itself when a change goes through the mount; revfs invalidates them when it
+        // changes the tree behind the kernel.
+        reply.error(Errno::ENOSYS)
     }
 
     fn readdir(
