@@ -74,6 +74,19 @@ impl Mount {
             .collect()
     }
 
+    /// Mounts `repo` again on the same directory with the same state (after an unmount or a
+    /// killed daemon), asserting success.
+    pub fn remount(&self, repo: &Path, rev: Option<&str>) {
+        let (repo, dir) = (repo.display().to_string(), self.dir.display().to_string());
+        let mut args = vec!["mount"];
+        if let Some(r) = rev {
+            args.extend(["-r", r]);
+        }
+        args.extend([repo.as_str(), dir.as_str()]);
+        let out = self.revfs(&args);
+        assert!(out.status.success(), "revfs mount again: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Unmounts, asserting success.
     pub fn unmount(&self) {
         let out = self.revfs(&["unmount", &self.dir.display().to_string()]);

@@ -104,18 +104,7 @@ fn crash_once(round: u64) {
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     mount.unmount();
-    let out = mount.revfs(&[
-        "mount",
-        "-r",
-        "tip",
-        &repo.display().to_string(),
-        &mount.dir.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "remount after kill -9: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mount.remount(&repo, Some("tip"));
 
     // Each path holds its last acknowledged state, or a state attempted after it (a change
     // the daemon may or may not have made before it died).

@@ -181,16 +181,7 @@ fn mtimes_are_the_checkout_time_and_survive_a_remount() {
     let before = m1.mtime();
     mount.unmount();
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let out = mount.revfs(&[
-        "mount",
-        &repo.display().to_string(),
-        &mount.dir.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mount.remount(&repo, None);
     assert_eq!(
         std::fs::metadata(mount.dir.join("a.txt")).unwrap().mtime(),
         before

@@ -153,12 +153,7 @@ fn unmount_and_mount_keep_the_working_copy() {
     let before = status(&mount);
     let snap = revfs_tests::mount::snapshot(&mount.dir);
     mount.unmount();
-    let out = mount.revfs(&[
-        "mount",
-        &repo.display().to_string(),
-        &mount.dir.display().to_string(),
-    ]);
-    assert!(out.status.success());
+    mount.remount(&repo, None);
     assert_eq!(status(&mount), before);
     assert_eq!(revfs_tests::mount::snapshot(&mount.dir), snap);
     assert_eq!(before, "A new.txt\n! b/c.txt\n? bb/c.txt\n? link\n");

@@ -321,18 +321,7 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize) {
         log.push(random_op(&mut rng, &mount.dir, &wc, &originals));
         if remount_every > 0 && (i + 1) % remount_every == 0 {
             mount.unmount();
-            let out = mount.revfs(&[
-                "mount",
-                "-r",
-                "tip",
-                &repo.display().to_string(),
-                &mount.dir.display().to_string(),
-            ]);
-            assert!(
-                out.status.success(),
-                "remount: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            mount.remount(&repo, Some("tip"));
             log.push("(remount)".into());
         }
     }

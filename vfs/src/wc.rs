@@ -361,6 +361,19 @@ impl Inner {
         Ok((parent, name))
     }
 
+    /// True when directory `ino` is `ancestor` or below it.
+    fn is_within(&self, mut ino: u64, ancestor: u64) -> Result<bool> {
+        loop {
+            if ino == ancestor {
+                return Ok(true);
+            }
+            if ino == ROOT_INO || ino == 0 {
+                return Ok(false);
+            }
+            ino = self.entry(ino)?.parent;
+        }
+    }
+
     fn is_dir(&self, ino: u64) -> bool {
         matches!(
             self.entries.get(&ino).map(|e| &e.kind),
@@ -941,32 +954,14 @@ impl WorkingCopy {
             return Ok(None);
         }
         // A directory cannot move below itself.
-        if inner.is_dir(src) {
-            let mut p = newparent;
-            loop {
-                if p == src {
-                    return Err(WcError::Invalid);
-                }
-                if p == ROOT_INO || p == 0 {
-                    break;
-                }
-                p = inner.entry(p)?.parent;
-            }
+        if inner.is_dir(src) && inner.is_within(newparent, src)? {
+            return Err(WcError::Invalid);
         }
         let mut freed = None;
         if flags & RENAME_EXCHANGE != 0 {
             let dst = dst.ok_or(WcError::NotFound)?;
-            if inner.is_dir(dst) {
-                let mut p = parent;
-                loop {
-                    if p == dst {
-                        return Err(WcError::Invalid);
-                    }
-                    if p == ROOT_INO || p == 0 {
-                        break;
-                    }
-                    p = inner.entry(p)?.parent;
-                }
+            if inner.is_dir(dst) && inner.is_within(parent, dst)? {
+                return Err(WcError::Invalid);
             }
             inner.children_mut(parent)?.insert(name.into(), dst);
             inner.children_mut(newparent)?.insert(newname.into(), src);
