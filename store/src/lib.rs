@@ -19,6 +19,7 @@ pub mod phases;
 pub mod repo;
 pub mod requirements;
 pub mod revlog;
+pub mod revlog_writer;
 pub mod revset;
 
 pub use error::{Result, StoreError};

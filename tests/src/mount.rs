@@ -84,7 +84,11 @@ impl Mount {
         }
         args.extend([repo.as_str(), dir.as_str()]);
         let out = self.revfs(&args);
-        assert!(out.status.success(), "revfs mount again: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "revfs mount again: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Unmounts, asserting success.
