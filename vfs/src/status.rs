@@ -8,7 +8,9 @@
 
 use crate::ignore::{FileSource, Ignore};
 use crate::journal::Track;
-use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO};
+use crate::wc::{
+    EntryType, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO,
+};
 use revfs_store::manifest::FileFlag;
 use revfs_store::Node;
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,13 +93,13 @@ impl WorkingCopy {
         let mut stack = vec![(ino, path.to_vec())];
         while let Some((dir, prefix)) = stack.pop() {
             let (_, children) = self.readdir_locked(inner, dir)?;
-            for (name, child, is_dir) in children {
+            for (name, child, kind) in children {
                 let mut p = prefix.clone();
                 if !p.is_empty() {
                     p.push(b'/');
                 }
                 p.extend_from_slice(&name);
-                if is_dir {
+                if kind == EntryType::Dir {
                     stack.push((child, p));
                 } else {
                     out.insert(p);

@@ -720,7 +720,15 @@ impl WorkingCopy {
 
     /// The entries of directory `ino`, sorted by name, with `..`'s inode.
     pub fn readdir(&self, ino: u64) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
-        let mut inner = self.write();
+        self.readdir_locked(&mut self.write(), ino)
+    }
+
+    /// [`WorkingCopy::readdir`] with the lock already held.
+    pub(crate) fn readdir_locked(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+    ) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
         let children: Vec<(Box<[u8]>, u64)> = inner
             .children(&self.base, ino)?
             .iter()
@@ -735,30 +743,6 @@ impl WorkingCopy {
                     _ => EntryType::File,
                 };
                 (n, i, t)
-            })
-            .collect();
-        Ok((inner.entry(ino)?.parent, out))
-    }
-
-    /// Children of a directory as (name, inode, is_dir), with the lock already held.
-    pub(crate) fn readdir_locked(
-        &self,
-        inner: &mut Inner,
-        ino: u64,
-    ) -> Result<(u64, Vec<(Box<[u8]>, u64, bool)>)> {
-        let children: Vec<(Box<[u8]>, u64)> = inner
-            .children(&self.base, ino)?
-            .iter()
-            .map(|(n, i)| (n.clone(), *i))
-            .collect();
-        let out = children
-            .into_iter()
-            .map(|(n, i)| {
-                let d = matches!(
-                    inner.entries.get(&i).map(|e| &e.kind),
-                    Some(Kind::Dir { .. })
-                );
-                (n, i, d)
             })
             .collect();
         Ok((inner.entry(ino)?.parent, out))
