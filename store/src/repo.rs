@@ -211,6 +211,13 @@ impl Repo {
     /// Opens the filelog of `path` without keeping it open in the repository's set of open
     /// filelogs: for one-shot reads over many files.
     pub fn filelog_uncached(&self, path: &[u8]) -> Result<Filelog> {
+        // A hostile manifest path must not lead the reader out of the store.
+        crate::pathaudit::audit(path).map_err(|why| {
+            StoreError::Other(format!(
+                "unsafe path {:?} in manifest: {why}",
+                String::from_utf8_lossy(path)
+            ))
+        })?;
         let mut stem = b"data/".to_vec();
         stem.extend_from_slice(path);
         Ok(Filelog::new(path.to_vec(), self.open_revlog(&stem)?))
