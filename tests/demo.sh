@@ -48,6 +48,19 @@ trap '"$revfs" unmount --force "$mnt" 2>/dev/null || true' EXIT
 "$revfs" list
 ls -la "$mnt" "$mnt/src"
 cmp <(cat "$mnt/src/main.c") <(hg cat -r tip src/main.c)
+
+echo "== edit through the mount, then revfs status / diff"
+cd "$mnt"
+printf 'int helper(void) { return 0; }\n' > src/helper.c
+printf '/* edited */\n' >> src/main.c
+rm docs/COPY.md
+"$revfs" add src/helper.c
+"$revfs" status
+"$revfs" diff src/main.c
+echo "== revfs revert --all"
+"$revfs" revert --all --no-backup
+"$revfs" status
+cd "$work"
 echo "== revfs unmount"
 "$revfs" unmount "$mnt"
 trap - EXIT

@@ -61,6 +61,14 @@ pub enum StoreError {
     #[error("{revlog}: no revision {rev}")]
     RevisionOutOfRange { revlog: String, rev: i64 },
 
+    /// A lock could not be taken before the timeout: someone else holds it.
+    #[error("timeout while waiting for lock {} held by '{holder}'", path.display())]
+    LockHeld { path: PathBuf, holder: String },
+
+    /// A previous transaction was interrupted; it must be rolled back first.
+    #[error("abandoned transaction found in {} - run revfs recover (or hg recover)", .0.display())]
+    AbandonedTransaction(PathBuf),
+
     #[error("{0}")]
     Other(String),
 }
