@@ -6,9 +6,11 @@
 //! into typed values; corrupt input gives a [`StoreError`] naming the revlog and revision.
 
 pub mod changelog;
+pub mod commit;
 pub mod dirstate;
 pub mod error;
 pub mod filelog;
+pub mod lock;
 pub mod manifest;
 pub mod mpatch;
 pub mod names;
@@ -21,6 +23,7 @@ pub mod requirements;
 pub mod revlog;
 pub mod revlog_writer;
 pub mod revset;
+pub mod transaction;
 
 pub use error::{Result, StoreError};
 pub use node::{Node, Rev, NULL_REV};
