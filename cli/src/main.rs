@@ -54,6 +54,10 @@ enum Command {
     Revert(commands::wc::RevertArgs),
     /// Show the working copy's changes as a unified diff
     Diff(commands::wc::DiffArgs),
+    /// Create a new repository, as hg init does
+    Init(commands::repo::InitArgs),
+    /// Roll back an interrupted transaction
+    Recover,
 }
 
 fn main() -> ExitCode {
@@ -79,6 +83,8 @@ fn main() -> ExitCode {
         Command::Addremove(args) => commands::wc::addremove(&cli, args),
         Command::Revert(args) => commands::wc::revert(&cli, args),
         Command::Diff(args) => commands::wc::diff(&cli, args),
+        Command::Init(args) => commands::repo::init(args),
+        Command::Recover => commands::repo::recover(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

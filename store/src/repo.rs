@@ -96,6 +96,17 @@ impl Repo {
 
     /// Opens the repository rooted at `root` with explicit options.
     pub fn open_with(root: &Path, options: RepoOptions) -> Result<Repo> {
+        Self::open_inner(root, options, true)
+    }
+
+    /// Opens the repository's layout (requirements, store, path encoding) without reading
+    /// the changelog or the manifest log, which an interrupted transaction may have left
+    /// half-written: for `recover`. Its changelog and manifest log look empty.
+    pub fn open_for_recovery(root: &Path) -> Result<Repo> {
+        Self::open_inner(root, RepoOptions::default(), false)
+    }
+
+    fn open_inner(root: &Path, options: RepoOptions, read_logs: bool) -> Result<Repo> {
         let root = std::path::absolute(root).map_err(|e| StoreError::io(root, e))?;
         let dot_hg = root.join(".hg");
         if !dot_hg.is_dir() {
@@ -127,8 +138,21 @@ impl Repo {
             cache: TextCache::new(options.text_cache_bytes),
             next_cache_id: AtomicU32::new(0),
         };
-        let changelog = opener.open(b"00changelog")?;
-        let manifestlog = opener.open(b"00manifest")?;
+        let (changelog, manifestlog) = if read_logs {
+            (opener.open(b"00changelog")?, opener.open(b"00manifest")?)
+        } else {
+            let none = |name: &str| {
+                let missing = Path::new("/nonexistent/revfs-recovery");
+                Revlog::open(
+                    missing,
+                    missing,
+                    name.to_owned(),
+                    opener.cache.clone(),
+                    u32::MAX,
+                )
+            };
+            (none("00changelog.i")?, none("00manifest.i")?)
+        };
         let open_filelogs = NonZeroUsize::new(options.open_filelogs).unwrap_or(NonZeroUsize::MIN);
         Ok(Repo {
             root,

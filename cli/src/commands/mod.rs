@@ -4,6 +4,7 @@ pub mod cat;
 pub mod files;
 pub mod log;
 pub mod mount;
+pub mod repo;
 pub mod wc;
 
 use anyhow::{anyhow, Context, Result};
