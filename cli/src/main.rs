@@ -6,6 +6,7 @@
 mod commands;
 mod diff;
 mod paths;
+mod template;
 mod ui;
 
 use clap::{Parser, Subcommand};

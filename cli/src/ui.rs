@@ -16,13 +16,26 @@ pub fn abort(err: &anyhow::Error) {
 /// Formats a changeset date as hg's `{date|date}`: `Tue Nov 14 22:20:00 2023 +0000`.
 /// `tz` is the offset in seconds west of UTC.
 pub fn format_date(time: i64, tz: i32) -> String {
+    format!(
+        "{} {}",
+        local_time(time, tz, "%a %b %d %H:%M:%S %Y"),
+        tz_suffix(tz)
+    )
+}
+
+/// The committer's local time in a strftime `format`.
+pub fn local_time(time: i64, tz: i32, format: &str) -> String {
     let local = time.saturating_sub(tz as i64);
-    let text = chrono::DateTime::from_timestamp(local, 0)
-        .map(|d| d.format("%a %b %d %H:%M:%S %Y").to_string())
-        .unwrap_or_else(|| local.to_string());
+    chrono::DateTime::from_timestamp(local, 0)
+        .map(|d| d.format(format).to_string())
+        .unwrap_or_else(|| local.to_string())
+}
+
+/// `+hhmm` / `-hhmm` for an offset in seconds west of UTC.
+pub fn tz_suffix(tz: i32) -> String {
     let sign = if tz > 0 { '-' } else { '+' };
     let abs = tz.unsigned_abs();
-    format!("{text} {sign}{:02}{:02}", abs / 3600, (abs % 3600) / 60)
+    format!("{sign}{:02}{:02}", abs / 3600, (abs % 3600) / 60)
 }
 
 /// Escapes a byte string for JSON exactly as hg's `json` template filter does: control

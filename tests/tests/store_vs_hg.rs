@@ -159,6 +159,15 @@ fn log_matches_hg(name: &str) {
     ] {
         same_as_hg(&mut hg, &repo, &args);
     }
+    for template in [
+        "{rev}:{node|short}\n",
+        "{rev}|{node}|{date}|{date|hgdate}|{date|isodate}|{date|shortdate}|{tags}|{bookmarks}|{branch}|{phase}|{p1rev}|{p2rev}|{p1node|short}|{p2node}\n",
+        "{desc|firstline}\n{author|user}|{author|email}|{author|person}\n",
+        "{files}\n",
+        "{desc}\\\\{nope}\\x41\t|{desc|strip|upper}|{author|lower}\n",
+    ] {
+        same_as_hg(&mut hg, &repo, &["log", "-T", template]);
+    }
 }
 
 #[test]

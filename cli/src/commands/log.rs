@@ -21,7 +21,7 @@ pub struct LogArgs {
     /// Limit number of changes displayed
     #[arg(short = 'l', long = "limit", value_name = "NUM")]
     limit: Option<i64>,
-    /// Display with template (only `json` is supported)
+    /// Display with template (`json`, or keywords and filters such as `{rev}:{node|short}\n`)
     #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
     template: Option<String>,
     /// Show the files changed and the full description
@@ -38,6 +38,7 @@ enum Style {
     Verbose,
     Quiet,
     Json { verbose: bool, quiet: bool },
+    Template,
 }
 
 /// Names attached to revisions, loaded once per command.
@@ -106,6 +107,28 @@ fn entry<'a>(repo: &Repo, labels: &'a Labels, rev: Rev) -> Result<Entry<'a>> {
         bookmarks: Labels::of(&labels.bookmarks, rev),
         phase: labels.phase(rev),
     })
+}
+
+/// What `-T TEMPLATE` can show about an entry.
+fn fields<'a>(e: &'a Entry) -> crate::template::Fields<'a> {
+    let parent = |i: usize| match e.parents.get(i) {
+        Some((rev, node)) => (*rev, node.to_hex()),
+        None => (NULL_REV, Node::NULL.to_hex()),
+    };
+    crate::template::Fields {
+        rev: e.rev,
+        node: e.node.to_hex(),
+        desc: &e.cs.description,
+        author: &e.cs.user,
+        branch: e.cs.branch(),
+        tags: e.tags.iter().map(Vec::as_slice).collect(),
+        bookmarks: e.bookmarks.iter().map(Vec::as_slice).collect(),
+        phase: e.phase.name(),
+        files: e.cs.files.iter().map(Vec::as_slice).collect(),
+        time: e.cs.time,
+        tz: e.cs.tz,
+        parents: [parent(0), parent(1)],
+    }
 }
 
 fn first_line(desc: &[u8]) -> &[u8] {
@@ -229,7 +252,11 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
             verbose: args.verbose,
             quiet: args.quiet,
         },
-        Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
+        Some(_) => Style::Template,
+    };
+    let template = match (style, args.template.as_deref()) {
+        (Style::Template, Some(spec)) => Some(crate::template::Template::parse(spec)?),
+        _ => None,
     };
     if matches!(args.limit, Some(n) if n <= 0) {
         bail!("limit must be positive");
@@ -263,6 +290,11 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
                     buf.extend_from_slice(b",\n");
                 }
                 buf.extend_from_slice(&render_json(&e, verbose, quiet));
+            }
+            Style::Template => {
+                if let Some(t) = &template {
+                    t.render(&fields(&e), &mut buf);
+                }
             }
             _ => render_text(&e, style, &mut buf),
         }
