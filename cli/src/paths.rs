@@ -73,37 +73,100 @@ impl PathContext {
     }
 }
 
-/// A set of repository paths given on the command line: each names a file, or a
-/// directory whose files it matches. An empty set matches everything.
+/// One command-line file pattern: a path (a file, or a directory and what is below it) or
+/// a `glob:`/`re:` pattern.
+enum Pattern {
+    Path(Vec<u8>),
+    Regex(regex::bytes::Regex),
+}
+
+/// A set of file patterns given on the command line, as hg reads them: plain paths and
+/// `path:` are files or directories (relative to the current directory, `path:` to the
+/// root), `glob:` is relative to the current directory, `re:` to the root. A glob without
+/// wildcards is a plain path. An empty set matches everything.
 pub struct Matcher {
+    patterns: Vec<Pattern>,
+    /// The repository paths of the plain-path patterns (for "no such file" messages).
     paths: Vec<Vec<u8>>,
+}
+
+fn has_glob_chars(p: &str) -> bool {
+    p.chars().any(|c| matches!(c, '*' | '?' | '[' | '{' | '\\'))
 }
 
 impl Matcher {
     pub fn new(ctx: &PathContext, args: &[String]) -> Result<Matcher> {
-        Ok(Matcher {
-            paths: args
-                .iter()
-                .map(|a| ctx.to_repo_path(a))
-                .collect::<Result<_>>()?,
-        })
+        let mut patterns = Vec::new();
+        let mut paths = Vec::new();
+        for arg in args {
+            if let Some(re) = arg.strip_prefix("re:") {
+                let re = revfs_vfs::ignore::command_line_pattern("re", re.as_bytes())
+                    .map_err(anyhow::Error::msg)?;
+                patterns.push(Pattern::Regex(re));
+                continue;
+            }
+            if let Some(rooted) = arg.strip_prefix("path:") {
+                let p = PathContext {
+                    root: ctx.root.clone(),
+                    cwd_in_repo: Vec::new(),
+                }
+                .to_repo_path(rooted)?;
+                paths.push(p.clone());
+                patterns.push(Pattern::Path(p));
+                continue;
+            }
+            if let Some(glob) = arg.strip_prefix("glob:").filter(|g| has_glob_chars(g)) {
+                // Relative to the current directory, normalized like a path (hg's canonpath).
+                let mut parts: Vec<&[u8]> = ctx.cwd_in_repo.iter().map(Vec::as_slice).collect();
+                for c in glob.as_bytes().split(|&b| b == b'/') {
+                    match c {
+                        b"" | b"." => {}
+                        b".." => {
+                            if parts.pop().is_none() {
+                                bail!("{arg} not under root '{}'", ctx.root.display());
+                            }
+                        }
+                        c => parts.push(c),
+                    }
+                }
+                let full = parts.join(&b'/');
+                let re = revfs_vfs::ignore::command_line_pattern("glob", &full)
+                    .map_err(anyhow::Error::msg)?;
+                patterns.push(Pattern::Regex(re));
+                continue;
+            }
+            let plain = arg.strip_prefix("glob:").unwrap_or(arg);
+            let p = ctx.to_repo_path(plain)?;
+            paths.push(p.clone());
+            patterns.push(Pattern::Path(p));
+        }
+        Ok(Matcher { patterns, paths })
     }
 
-    /// Index of the first argument that matches `path`, if any.
+    /// Index (among the plain paths) of the first plain path that matches `path`.
     pub fn matching_arg(&self, path: &[u8]) -> Option<usize> {
-        self.paths.iter().position(|p| {
-            p.is_empty()
-                || path == p.as_slice()
-                || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
-        })
+        self.paths.iter().position(|p| under_or_equal(path, p))
     }
 
     pub fn matches(&self, path: &[u8]) -> bool {
-        self.paths.is_empty() || self.matching_arg(path).is_some()
+        self.patterns.is_empty()
+            || self.patterns.iter().any(|pat| match pat {
+                Pattern::Path(p) => under_or_equal(path, p),
+                Pattern::Regex(re) => re.is_match(path),
+            })
     }
 
-    /// The repository paths of the arguments.
+    /// The repository paths of the plain-path arguments.
     pub fn args(&self) -> &[Vec<u8>] {
         &self.paths
     }
+
+    /// True when every pattern is a plain path (file lookups can then skip a full scan).
+    pub fn only_paths(&self) -> bool {
+        self.patterns.iter().all(|p| matches!(p, Pattern::Path(_)))
+    }
+}
+
+fn under_or_equal(path: &[u8], p: &[u8]) -> bool {
+    p.is_empty() || path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
 }

@@ -159,6 +159,16 @@ fn log_matches_hg(name: &str) {
     ] {
         same_as_hg(&mut hg, &repo, &args);
     }
+    for args in [
+        vec!["files", "-r", "tip", "glob:*.txt"],
+        vec!["files", "-r", "tip", "glob:**/*.h"],
+        vec!["files", "-r", "tip", "re:.*\\.c$"],
+        vec!["files", "-r", "tip", "path:Dir", "glob:nomatch"],
+        vec!["files", "-r", "tip", "glob:{bin,Dir}/*"],
+        vec!["cat", "-r", "tip", "glob:Dir/*.TXT"],
+    ] {
+        same_as_hg(&mut hg, &repo, &args);
+    }
     for template in [
         "{rev}:{node|short}\n",
         "{rev}|{node}|{date}|{date|hgdate}|{date|isodate}|{date|shortdate}|{tags}|{bookmarks}|{branch}|{phase}|{p1rev}|{p2rev}|{p1node|short}|{p2node}\n",
@@ -233,6 +243,19 @@ fn paths_are_relative_to_the_current_directory() {
         let ours = revfs(&sub, &args);
         let expected = revfs_tests::hg_cmd(&sub, &args);
         assert_eq!(ours.stdout, expected.stdout, "{args:?} from b/");
+    }
+    for args in [
+        ["files", "-r", "2", "glob:*"],
+        ["files", "-r", "2", "glob:../*.txt"],
+    ] {
+        let ours = revfs(&sub, &args);
+        let expected = revfs_tests::hg_cmd(&sub, &args);
+        assert_eq!(ours.stdout, expected.stdout, "{args:?} from b/");
+        assert_eq!(
+            ours.status.code(),
+            expected.status.code(),
+            "{args:?} from b/"
+        );
     }
     let ours = revfs(&sub, &["cat", "-r", "2", "../a.txt", "c.txt"]);
     let expected = revfs_tests::hg_cmd(&sub, &["cat", "-r", "2", "../a.txt", "c.txt"]);

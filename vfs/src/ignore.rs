@@ -935,6 +935,27 @@ fn compile_kindpats(kindpats: &[&KindPat]) -> Result<(Vec<Regex>, bool), IgnoreE
     }
 }
 
+/// The matcher of one command-line file pattern, as hg builds it: `glob` (already made
+/// relative to the repository root) or `re`, anchored at the start of a repository path;
+/// a glob also matches everything below a directory it names.
+pub fn command_line_pattern(kind: &str, pat: &[u8]) -> Result<Regex, String> {
+    let py = match kind {
+        "glob" => {
+            let mut re = glob_to_python_re(pat);
+            re.extend_from_slice(b"(?:/|$)");
+            re
+        }
+        "re" => pat.to_vec(),
+        other => return Err(format!("unsupported pattern kind '{other}'")),
+    };
+    compile_python_regex(&py)
+        .map(|(re, _)| re)
+        .map_err(|e| match e {
+            ReError::Invalid(m) => format!("invalid pattern ({kind}): {m}"),
+            ReError::Unsupported(m) => format!("unsupported pattern ({kind}): {m}"),
+        })
+}
+
 /// Compiles a Python (bytes) regular expression for use with `re.match`; also tells
 /// whether Python would match it against the empty string.
 fn compile_python_regex(py: &[u8]) -> Result<(Regex, bool), ReError> {

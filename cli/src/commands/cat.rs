@@ -111,9 +111,18 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
 
-    // Exact files are found by binary search; directories by a prefix scan.
+    // Exact files are found by binary search; directories by a prefix scan; glob: and re:
+    // patterns by a scan of the manifest.
     let mut selected = BTreeMap::new();
     let mut unmatched = Vec::new();
+    if !matcher.only_paths() {
+        for entry in manifest.iter() {
+            let entry = entry?;
+            if matcher.matches(entry.path) {
+                selected.insert(entry.path.to_vec(), entry.node);
+            }
+        }
+    }
     for arg in matcher.args() {
         if let Some(entry) = manifest.find(arg)? {
             selected.insert(entry.path.to_vec(), entry.node);

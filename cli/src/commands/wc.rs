@@ -41,6 +41,9 @@ pub struct StatusArgs {
     /// Show source of copied files
     #[arg(short = 'C', long)]
     copies: bool,
+    /// Hide unknown files (hg's --quiet)
+    #[arg(short = 'q', long)]
+    quiet: bool,
     /// Hide status prefix
     #[arg(short = 'n', long = "no-status")]
     no_status: bool,
@@ -105,7 +108,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             return true;
         }
         if !any {
-            return matches!(l, 'M' | 'A' | 'R' | '!' | '?');
+            return matches!(l, 'M' | 'A' | 'R' | '!') || (l == '?' && !args.quiet);
         }
         match l {
             'M' => args.modified,
