@@ -59,6 +59,11 @@ enum Command {
     Init(commands::repo::InitArgs),
     /// Roll back an interrupted transaction
     Recover,
+    /// Show the parents of the working copy or of a revision
+    Parents(commands::log::ParentsArgs),
+    /// Identify the working copy or a revision
+    #[command(alias = "identify")]
+    Id(commands::log::IdArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +91,8 @@ fn main() -> ExitCode {
         Command::Diff(args) => commands::wc::diff(&cli, args),
         Command::Init(args) => commands::repo::init(args),
         Command::Recover => commands::repo::recover(&cli),
+        Command::Parents(args) => commands::log::parents(&cli, args),
+        Command::Id(args) => commands::log::id(&cli, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -288,6 +288,26 @@ fn commands_inside_a_mount_use_its_repository_and_revision() {
         run_in(&sub, &["files"]),
         hg_cmd(&repo.join("Dir"), &["files", "-r", "100"]).stdout
     );
+    // parents and id show the mount's revision; id marks a changed working copy.
+    assert_eq!(
+        run_in(&mount.dir, &["parents"]),
+        hg_cmd(&repo, &["log", "-r", "100"]).stdout
+    );
+    let clean_id = hg_cmd(&repo, &["id", "-r", "100"]).stdout;
+    assert_eq!(run_in(&mount.dir, &["id"]), clean_id);
+    std::fs::write(mount.dir.join("new-file"), b"x").unwrap();
+    assert_eq!(
+        run_in(&mount.dir, &["id"]),
+        clean_id,
+        "an unknown file does not make it dirty"
+    );
+    assert!(revfs_tests::revfs(&mount.dir, &["add", "new-file"])
+        .status
+        .success());
+    let mut dirty = clean_id[..12].to_vec();
+    dirty.push(b'+');
+    dirty.extend_from_slice(&clean_id[12..]);
+    assert_eq!(run_in(&mount.dir, &["id"]), dirty);
     // -R MOUNTPOINT works from anywhere.
     let elsewhere = std::env::temp_dir();
     let m = mount.dir.display().to_string();

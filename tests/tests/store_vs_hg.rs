@@ -160,6 +160,14 @@ fn log_matches_hg(name: &str) {
         same_as_hg(&mut hg, &repo, &args);
     }
     for args in [
+        vec!["parents"],
+        vec!["parents", "-r", "87"],
+        vec!["parents", "-r", "0"],
+        vec!["parents", "-T", "{rev}\n"],
+        vec!["id", "-r", "tip"],
+        vec!["id", "-r", "95"],
+        vec!["id", "-r", "42"],
+        vec!["id", "-r", "0"],
         vec!["files", "-r", "tip", "glob:*.txt"],
         vec!["files", "-r", "tip", "glob:**/*.h"],
         vec!["files", "-r", "tip", "re:.*\\.c$"],

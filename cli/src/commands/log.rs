@@ -262,15 +262,25 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
         bail!("limit must be positive");
     }
     let ws = super::open_workspace(cli)?;
-    let repo = &ws.repo;
     let mut revs = if args.rev.is_empty() {
-        (0..repo.changelog().len() as Rev).rev().collect()
+        (0..ws.repo.changelog().len() as Rev).rev().collect()
     } else {
         ws.resolve_revs(&args.rev)?
     };
     if let Some(limit) = args.limit {
         revs.truncate(limit as usize);
     }
+    show(&ws, &revs, style, template.as_ref())
+}
+
+/// Prints changesets in one of log's styles.
+fn show(
+    ws: &super::Workspace,
+    revs: &[Rev],
+    style: Style,
+    template: Option<&crate::template::Template>,
+) -> Result<u8> {
+    let repo = &ws.repo;
     let labels = Labels::load(repo)?;
     let mut out = Out::new();
     let mut result = Ok(());
@@ -304,5 +314,115 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
         result = out.write(b"\n]\n");
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;
+    Ok(0)
+}
+
+#[derive(Args, Debug)]
+pub struct ParentsArgs {
+    /// Show the parents of the specified revision
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
+    rev: Option<String>,
+    /// Display with template (`json`, or keywords and filters)
+    #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
+    template: Option<String>,
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+}
+
+/// `hg parents`: the working copy's parent (a mount's, or the dirstate's), or a revision's.
+pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let cl = ws.repo.changelog();
+    let mut revs = Vec::new();
+    match &args.rev {
+        Some(spec) => {
+            let rev = ws.resolve_single(Some(spec))?;
+            if rev != NULL_REV {
+                revs.extend(cl.parents(rev)?.into_iter().filter(|&p| p != NULL_REV));
+            }
+        }
+        None => {
+            revs.push(ws.resolve_single(Some("."))?);
+            if ws.socket.is_none() {
+                if let Some([_, p2]) = revfs_vfs::store::dirstate::parents(ws.repo.dot_hg())? {
+                    if let Some(r) = cl.rev_of(&p2).filter(|&r| r != NULL_REV) {
+                        revs.push(r);
+                    }
+                }
+            }
+            revs.retain(|&r| r != NULL_REV);
+        }
+    }
+    let style = match args.template.as_deref() {
+        None if args.quiet => Style::Quiet,
+        None if args.verbose => Style::Verbose,
+        None => Style::Default,
+        Some("json") => Style::Json {
+            verbose: args.verbose,
+            quiet: args.quiet,
+        },
+        Some(_) => Style::Template,
+    };
+    let template = match args.template.as_deref() {
+        Some(spec) if style == Style::Template => Some(crate::template::Template::parse(spec)?),
+        _ => None,
+    };
+    show(&ws, &revs, style, template.as_ref())
+}
+
+#[derive(Args, Debug)]
+pub struct IdArgs {
+    /// Identify the specified revision
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
+    rev: Option<String>,
+}
+
+/// `hg id`: short node (`+` when the working copy has changes), branch, tags, bookmarks.
+pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let repo = &ws.repo;
+    let rev = ws.resolve_single(Some(args.rev.as_deref().unwrap_or(".")))?;
+    let dirty = match (&args.rev, &ws.socket) {
+        (Some(_), _) => false,
+        (None, Some(_)) => super::wc::fetch_status(&ws, false, false, false)?
+            .iter()
+            .any(|(l, _)| matches!(l, 'M' | 'A' | 'R' | '!')),
+        (None, None) => {
+            bail!("revfs id without -r needs a revfs mount (it reads the mount's journal)")
+        }
+    };
+    let labels = Labels::load(repo)?;
+    let cs = repo.changeset(rev)?;
+    let mut line = repo.changelog().node(rev)?.short().into_bytes();
+    if dirty {
+        line.push(b'+');
+    }
+    if cs.branch() != b"default" {
+        line.extend_from_slice(b" (");
+        line.extend_from_slice(cs.branch());
+        line.push(b')');
+    }
+    for name in Labels::of(&labels.tags, rev)
+        .iter()
+        .chain(Labels::of(&labels.bookmarks, rev))
+    {
+        line.push(b' ');
+        line.extend_from_slice(name);
+    }
+    line.push(b'\n');
+    let mut out = Out::new();
+    ignore_broken_pipe(out.write(&line).and_then(|_| out.finish()))?;
     Ok(0)
 }
