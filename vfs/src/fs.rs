@@ -101,6 +101,14 @@ impl RevFs {
         }
     }
 
+    /// Answers a request that creates an entry (the kernel takes one reference to it).
+    fn reply_entry(&self, op: &str, result: Result<Attr, WcError>, reply: ReplyEntry) {
+        match result {
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(op, &e)),
+        }
+    }
+
     fn control_attr(&self, ino: u64) -> Option<FileAttr> {
         let (kind, perm, size) = if ino == CONTROL_DIR_INO {
             (EntryType::Dir, 0o555, 4096)
@@ -133,6 +141,14 @@ fn errno(op: &str, err: &WcError) -> Errno {
         _ => tracing::debug!("{op}: {err}"),
     }
     Errno::from_i32(err.errno())
+}
+
+/// Answers a request that returns nothing on success.
+fn reply_empty(op: &str, result: Result<(), WcError>, reply: ReplyEmpty) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(op, &e)),
+    }
 }
 
 fn control_entries() -> Vec<(u64, FileType, &'static str)> {
@@ -290,14 +306,17 @@ impl Filesystem for RevFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            // Devices, fifos and sockets cannot be committed to hg.
+        // Devices, fifos and sockets cannot be committed to hg.
+        if Self::is_control(parent.0)
+            || (mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0)
+        {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.create(parent.0, name.as_bytes(), mode & !umask) {
-            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("mknod", &e)),
-        }
+        self.reply_entry(
+            "mknod",
+            self.wc.create(parent.0, name.as_bytes(), mode & !umask),
+            reply,
+        )
     }
 
     fn mkdir(
@@ -312,30 +331,25 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.mkdir(parent.0, name.as_bytes(), mode & !umask) {
-            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("mkdir", &e)),
-        }
+        self.reply_entry(
+            "mkdir",
+            self.wc.mkdir(parent.0, name.as_bytes(), mode & !umask),
+            reply,
+        )
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.unlink(parent.0, name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("unlink", &e)),
-        }
+        reply_empty("unlink", self.wc.unlink(parent.0, name.as_bytes()), reply)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         if Self::is_control(parent.0) || (parent.0 == ROOT_INO && name == CONTROL_DIR) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.rmdir(parent.0, name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rmdir", &e)),
-        }
+        reply_empty("rmdir", self.wc.rmdir(parent.0, name.as_bytes()), reply)
     }
 
     fn symlink(
@@ -349,14 +363,12 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.symlink(
+        let result = self.wc.symlink(
             parent.0,
             link_name.as_bytes(),
             target.as_os_str().as_bytes(),
-        ) {
-            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("symlink", &e)),
-        }
+        );
+        self.reply_entry("symlink", result, reply)
     }
 
     fn rename(
@@ -382,16 +394,14 @@ impl Filesystem for RevFs {
         if !(flags & !(RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE)).is_empty() {
             return reply.error(Errno::EINVAL);
         }
-        match self.wc.rename(
+        let result = self.wc.rename(
             parent.0,
             name.as_bytes(),
             newparent.0,
             newname.as_bytes(),
             f,
-        ) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rename", &e)),
-        }
+        );
+        reply_empty("rename", result, reply)
     }
 
     fn link(
@@ -467,10 +477,7 @@ impl Filesystem for RevFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.wc.fsync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsync", &e)),
-        }
+        reply_empty("fsync", self.wc.fsync(ino.0), reply)
     }
 
     fn fsyncdir(
@@ -481,10 +488,7 @@ impl Filesystem for RevFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.wc.sync_journal() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsyncdir", &e)),
-        }
+        reply_empty("fsyncdir", self.wc.sync_journal(), reply)
     }
 
     fn fallocate(
@@ -497,10 +501,11 @@ impl Filesystem for RevFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.wc.fallocate(ino.0, offset, length, mode) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fallocate", &e)),
-        }
+        reply_empty(
+            "fallocate",
+            self.wc.fallocate(ino.0, offset, length, mode),
+            reply,
+        )
     }
 
     fn create(

@@ -21,6 +21,13 @@ pub struct LogArgs {
     /// Limit number of changes displayed
     #[arg(short = 'l', long = "limit", value_name = "NUM")]
     limit: Option<i64>,
+    #[command(flatten)]
+    display: DisplayArgs,
+}
+
+/// How changesets are shown: shared by `log` and `parents`.
+#[derive(Args, Debug)]
+pub struct DisplayArgs {
     /// Display with template (`json`, or keywords and filters such as `{rev}:{node|short}\n`)
     #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
     template: Option<String>,
@@ -32,13 +39,27 @@ pub struct LogArgs {
     quiet: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+impl DisplayArgs {
+    fn style(&self) -> Result<Style> {
+        Ok(match self.template.as_deref() {
+            None if self.quiet => Style::Quiet,
+            None if self.verbose => Style::Verbose,
+            None => Style::Default,
+            Some("json") => Style::Json {
+                verbose: self.verbose,
+                quiet: self.quiet,
+            },
+            Some(spec) => Style::Template(crate::template::Template::parse(spec)?),
+        })
+    }
+}
+
 enum Style {
     Default,
     Verbose,
     Quiet,
     Json { verbose: bool, quiet: bool },
-    Template,
+    Template(crate::template::Template),
 }
 
 /// Names attached to revisions, loaded once per command.
@@ -141,8 +162,8 @@ fn line(out: &mut Vec<u8>, label: &str, value: &[u8]) {
     out.push(b'\n');
 }
 
-fn render_text(e: &Entry, style: Style, out: &mut Vec<u8>) {
-    if style == Style::Quiet {
+fn render_text(e: &Entry, style: &Style, out: &mut Vec<u8>) {
+    if matches!(style, Style::Quiet) {
         out.extend_from_slice(format!("{}:{}\n", e.rev, e.node.short()).as_bytes());
         return;
     }
@@ -178,7 +199,7 @@ fn render_text(e: &Entry, style: Style, out: &mut Vec<u8>) {
         format_date(e.cs.time, e.cs.tz).as_bytes(),
     );
     let desc = e.cs.description.trim_ascii();
-    if style == Style::Verbose {
+    if matches!(style, Style::Verbose) {
         if !e.cs.files.is_empty() {
             line(out, "files:       ", &e.cs.files.join(&b' '));
         }
@@ -242,22 +263,7 @@ fn render_json(e: &Entry, verbose: bool, quiet: bool) -> Vec<u8> {
 }
 
 pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
-    let style = match args.template.as_deref() {
-        None => match (args.quiet, args.verbose) {
-            (true, _) => Style::Quiet,
-            (false, true) => Style::Verbose,
-            _ => Style::Default,
-        },
-        Some("json") => Style::Json {
-            verbose: args.verbose,
-            quiet: args.quiet,
-        },
-        Some(_) => Style::Template,
-    };
-    let template = match (style, args.template.as_deref()) {
-        (Style::Template, Some(spec)) => Some(crate::template::Template::parse(spec)?),
-        _ => None,
-    };
+    let style = args.display.style()?;
     if matches!(args.limit, Some(n) if n <= 0) {
         bail!("limit must be positive");
     }
@@ -270,16 +276,11 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
     if let Some(limit) = args.limit {
         revs.truncate(limit as usize);
     }
-    show(&ws, &revs, style, template.as_ref())
+    show(&ws, &revs, &style)
 }
 
 /// Prints changesets in one of log's styles.
-fn show(
-    ws: &super::Workspace,
-    revs: &[Rev],
-    style: Style,
-    template: Option<&crate::template::Template>,
-) -> Result<u8> {
+fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
     let repo = &ws.repo;
     let labels = Labels::load(repo)?;
     let mut out = Out::new();
@@ -299,13 +300,9 @@ fn show(
                 if i > 0 {
                     buf.extend_from_slice(b",\n");
                 }
-                buf.extend_from_slice(&render_json(&e, verbose, quiet));
+                buf.extend_from_slice(&render_json(&e, *verbose, *quiet));
             }
-            Style::Template => {
-                if let Some(t) = &template {
-                    t.render(&fields(&e), &mut buf);
-                }
-            }
+            Style::Template(t) => t.render(&fields(&e), &mut buf),
             _ => render_text(&e, style, &mut buf),
         }
         result = out.write(&buf);
@@ -327,13 +324,8 @@ pub struct ParentsArgs {
         allow_hyphen_values = true
     )]
     rev: Option<String>,
-    /// Display with template (`json`, or keywords and filters)
-    #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
-    template: Option<String>,
-    #[arg(short = 'v', long = "verbose")]
-    verbose: bool,
-    #[arg(short = 'q', long = "quiet")]
-    quiet: bool,
+    #[command(flatten)]
+    display: DisplayArgs,
 }
 
 /// `hg parents`: the working copy's parent (a mount's, or the dirstate's), or a revision's.
@@ -360,21 +352,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
             revs.retain(|&r| r != NULL_REV);
         }
     }
-    let style = match args.template.as_deref() {
-        None if args.quiet => Style::Quiet,
-        None if args.verbose => Style::Verbose,
-        None => Style::Default,
-        Some("json") => Style::Json {
-            verbose: args.verbose,
-            quiet: args.quiet,
-        },
-        Some(_) => Style::Template,
-    };
-    let template = match args.template.as_deref() {
-        Some(spec) if style == Style::Template => Some(crate::template::Template::parse(spec)?),
-        _ => None,
-    };
-    show(&ws, &revs, style, template.as_ref())
+    show(&ws, &revs, &args.display.style()?)
 }
 
 #[derive(Args, Debug)]
