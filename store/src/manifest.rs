@@ -229,6 +229,74 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// One path whose entry differs between two manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestChange {
+    pub path: Vec<u8>,
+    /// (node, flag) in the first manifest, if the path is there.
+    pub old: Option<(Node, FileFlag)>,
+    /// (node, flag) in the second manifest, if the path is there.
+    pub new: Option<(Node, FileFlag)>,
+}
+
+impl Manifest {
+    /// The paths whose node or flag differ from `self` to `other`, in path order: one merge
+    /// pass over both sorted texts.
+    pub fn diff(&self, other: &Manifest) -> Result<Vec<ManifestChange>> {
+        let mut out = Vec::new();
+        if self.node == other.node && !self.node.is_null() {
+            return Ok(out);
+        }
+        let mut a = self.iter();
+        let mut b = other.iter();
+        let mut x = a.next().transpose()?;
+        let mut y = b.next().transpose()?;
+        loop {
+            match (x, y) {
+                (None, None) => break,
+                (Some(e), None) => {
+                    out.push(change(e.path, Some(e), None));
+                    x = a.next().transpose()?;
+                }
+                (None, Some(f)) => {
+                    out.push(change(f.path, None, Some(f)));
+                    y = b.next().transpose()?;
+                }
+                (Some(e), Some(f)) => match e.path.cmp(f.path) {
+                    std::cmp::Ordering::Less => {
+                        out.push(change(e.path, Some(e), None));
+                        x = a.next().transpose()?;
+                    }
+                    std::cmp::Ordering::Greater => {
+                        out.push(change(f.path, None, Some(f)));
+                        y = b.next().transpose()?;
+                    }
+                    std::cmp::Ordering::Equal => {
+                        if e.node != f.node || e.flag != f.flag {
+                            out.push(change(e.path, Some(e), Some(f)));
+                        }
+                        x = a.next().transpose()?;
+                        y = b.next().transpose()?;
+                    }
+                },
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn change(
+    path: &[u8],
+    old: Option<ManifestEntry<'_>>,
+    new: Option<ManifestEntry<'_>>,
+) -> ManifestChange {
+    ManifestChange {
+        path: path.to_vec(),
+        old: old.map(|e| (e.node, e.flag)),
+        new: new.map(|e| (e.node, e.flag)),
+    }
+}
+
 /// Iterator over manifest entries.
 pub struct ManifestIter<'a> {
     manifest: &'a Manifest,
@@ -259,6 +327,37 @@ impl<'a> Iterator for ManifestIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn diff_lists_changed_added_and_removed_paths_in_order() {
+        let a = manifest(&[("a", ""), ("b", ""), ("d/x", "x")]);
+        let mut text = Vec::new();
+        for (p, n, f) in [("b", 9, ""), ("c", 3, "l"), ("d/x", 3, "")] {
+            text.extend_from_slice(p.as_bytes());
+            text.push(0);
+            text.extend_from_slice(format!("{n:040x}").as_bytes());
+            text.extend_from_slice(f.as_bytes());
+            text.push(b'\n');
+        }
+        let b = Manifest::new(Arc::from(text), Node([1; 20])).unwrap();
+        let d = a.diff(&b).unwrap();
+        let paths: Vec<(&[u8], bool, bool)> = d
+            .iter()
+            .map(|c| (c.path.as_slice(), c.old.is_some(), c.new.is_some()))
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                (&b"a"[..], true, false),
+                (&b"b"[..], true, true),
+                (&b"c"[..], false, true),
+                (&b"d/x"[..], true, true),
+            ]
+        );
+        assert_eq!(d[3].old.unwrap().1, FileFlag::Executable);
+        assert_eq!(d[3].new.unwrap().1, FileFlag::Regular);
+        assert!(a.diff(&a.clone()).unwrap().is_empty());
+    }
 
     fn manifest(paths: &[(&str, &str)]) -> Manifest {
         let mut text = Vec::new();

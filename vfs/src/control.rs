@@ -36,6 +36,17 @@ pub enum Request {
     Copy {
         copies: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     },
+    /// Commits the changes (all, or those of `paths`) and makes the new changeset the
+    /// working-copy parent.
+    Commit {
+        paths: Option<Vec<Vec<u8>>>,
+        user: Vec<u8>,
+        time: i64,
+        tz: i32,
+        message: Vec<u8>,
+    },
+    /// Switches the working copy to revision `node` (hex); `clean` discards changes.
+    Update { node: String, clean: bool },
 }
 
 /// What the daemon says about its mount.
@@ -63,6 +74,18 @@ pub enum Response {
         copies: Vec<(Vec<u8>, Vec<u8>)>,
     },
     Done,
+    Committed {
+        node: String,
+    },
+    NothingChanged,
+    Updated {
+        updated: usize,
+        removed: usize,
+    },
+    /// The update would overwrite changes to these paths.
+    Conflicts {
+        paths: Vec<Vec<u8>>,
+    },
     Error {
         message: String,
     },

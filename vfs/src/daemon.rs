@@ -2,6 +2,7 @@
 //! state, serves the tree over FUSE with several request threads, answers the control
 //! socket, and unmounts cleanly on SIGTERM or SIGINT.
 
+use crate::checkout::{CommitSpec, Invalidation};
 use crate::control::{self, MountInfo, Request, Response};
 use crate::fs::{ControlTargets, RevFs};
 use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
@@ -79,18 +80,53 @@ pub fn prepare_state(state_dir: &StateDir, req: &MountRequest) -> Result<MountSt
     Ok(state)
 }
 
+/// What the control handler works with.
+struct Ctx {
+    wc: Arc<WorkingCopy>,
+    notifier: fuser::Notifier,
+    state_dir: StateDir,
+    state: std::sync::Mutex<MountState>,
+    mountpoint: PathBuf,
+    repo: PathBuf,
+}
+
+impl Ctx {
+    fn info(&self) -> MountInfo {
+        let node = self.wc.base_node();
+        let rev = self
+            .wc
+            .repo()
+            .changelog()
+            .rev_of(&node)
+            .map_or(-1, |r| r as i64);
+        MountInfo {
+            pid: std::process::id(),
+            repo: self.repo.clone(),
+            mountpoint: self.mountpoint.clone(),
+            node: node.to_hex(),
+            rev,
+            inodes: self.wc.inode_count() as u64,
+        }
+    }
+
+    /// Follows a new working-copy parent in `mount.json` (the journal already names it).
+    fn save_parent(&self, node: Node) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.node = node.to_hex();
+        if let Err(e) = self.state_dir.save(&state) {
+            tracing::error!("saving the mount state: {e}");
+        }
+    }
+}
+
 /// Answers one control request.
-fn handle(
-    wc: &WorkingCopy,
-    notifier: &fuser::Notifier,
-    info: &dyn Fn() -> MountInfo,
-    req: Request,
-) -> Result<Response, WcError> {
+fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
+    let (wc, notifier) = (&*ctx.wc, &ctx.notifier);
     Ok(match req {
         Request::Ping => Response::Pong {
             pid: std::process::id(),
         },
-        Request::Info => Response::Info(info()),
+        Request::Info => Response::Info(ctx.info()),
         Request::Status {
             clean,
             ignored,
@@ -125,7 +161,73 @@ fn handle(
             }
             Response::Done
         }
+        Request::Commit {
+            paths,
+            user,
+            time,
+            tz,
+            message,
+        } => {
+            let spec = CommitSpec {
+                paths,
+                user,
+                time,
+                tz,
+                description: message,
+            };
+            match wc.commit(&spec) {
+                Ok(node) => {
+                    ctx.save_parent(node);
+                    tracing::info!(node = %node.to_hex(), "committed");
+                    Response::Committed {
+                        node: node.to_hex(),
+                    }
+                }
+                Err(WcError::NothingChanged) => Response::NothingChanged,
+                Err(e) => return Err(e),
+            }
+        }
+        Request::Update { node, clean } => {
+            let node = Node::from_hex(node.as_bytes())
+                .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
+            let repo = Arc::new(Repo::open(wc.repo().root())?);
+            match wc.update(repo, node, clean) {
+                Ok(outcome) => {
+                    ctx.save_parent(node);
+                    // After the lock is released: the kernel may call back into us.
+                    for inv in &outcome.invalidations {
+                        apply_invalidation(notifier, inv);
+                    }
+                    for p in &outcome.reverted {
+                        invalidate(wc, notifier, p);
+                    }
+                    tracing::info!(node = %node.to_hex(), updated = outcome.updated, removed = outcome.removed, invalidations = outcome.invalidations.len(), "updated");
+                    Response::Updated {
+                        updated: outcome.updated,
+                        removed: outcome.removed,
+                    }
+                }
+                Err(WcError::UncommittedChanges(paths)) => Response::Conflicts { paths },
+                Err(e) => return Err(e),
+            }
+        }
     })
+}
+
+fn apply_invalidation(notifier: &fuser::Notifier, inv: &Invalidation) {
+    use std::os::unix::ffi::OsStrExt;
+    let r = match inv {
+        Invalidation::Entry { parent, name } => {
+            notifier.inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name))
+        }
+        Invalidation::Inode(ino) => notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
+    };
+    if let Err(e) = r {
+        // ENOENT: the kernel did not know it, which is fine.
+        if e.raw_os_error() != Some(libc::ENOENT) {
+            tracing::debug!(?inv, "invalidation failed: {e}");
+        }
+    }
 }
 
 /// Tells the kernel to forget what it cached about `path` (its data and attributes, and
@@ -201,21 +303,6 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     )?);
 
     let pid = std::process::id();
-    let info = {
-        let wc = wc.clone();
-        let base = MountInfo {
-            pid,
-            repo: req.repo.clone(),
-            mountpoint: req.mountpoint.clone(),
-            node: state.node.clone(),
-            rev: rev as i64,
-            inodes: 0,
-        };
-        move || MountInfo {
-            inodes: wc.inode_count() as u64,
-            ..base.clone()
-        }
-    };
     let pid_file = state_dir.pid_file();
     std::fs::write(&pid_file, format!("{pid}\n")).map_err(|source| DaemonError::Io {
         path: pid_file.clone(),
@@ -252,11 +339,17 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let mut unmounter = session.unmount_callable();
     let notifier = session.notifier();
     {
-        let wc = wc.clone();
-        let info_fn = info;
+        let ctx = Ctx {
+            wc: wc.clone(),
+            notifier,
+            state_dir: state_dir.clone(),
+            state: std::sync::Mutex::new(state.clone()),
+            mountpoint: req.mountpoint.clone(),
+            repo: req.repo.clone(),
+        };
         control::serve(
             &state_dir.socket(),
-            Arc::new(move |r| match handle(&wc, &notifier, &info_fn, r) {
+            Arc::new(move |r| match handle(&ctx, r) {
                 Ok(resp) => resp,
                 Err(e) => Response::Error {
                     message: e.to_string(),

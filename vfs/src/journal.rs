@@ -95,6 +95,37 @@ pub enum Record {
         dest: Vec<u8>,
         source: Vec<u8>,
     },
+    /// Whatever is at `path` (a directory with everything below it) is gone; nothing
+    /// happens when nothing is there. Written when the journal is rewritten.
+    Remove {
+        path: Vec<u8>,
+    },
+    /// `path` holds exactly this entry (replacing a file there). Written when the journal is
+    /// rewritten after a commit or an update, to describe the working copy against its new
+    /// parent.
+    Put {
+        path: Vec<u8>,
+        entry: PutEntry,
+        mode: u32,
+        /// Modification time (seconds, nanoseconds) of an entry whose content is not in the
+        /// overlay; `None` means the checkout time.
+        mtime: Option<(i64, u32)>,
+    },
+}
+
+/// What a [`Record::Put`] puts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutEntry {
+    /// A new, empty directory.
+    Dir,
+    /// A file whose content is revision `node` of filelog `source`.
+    StoreFile { source: Vec<u8>, node: Node },
+    /// A file whose content is in overlay file `id`.
+    OverlayFile { id: u64 },
+    /// A symlink whose target is revision `node` of filelog `source`.
+    StoreLink { source: Vec<u8>, node: Node },
+    /// A symlink with this target.
+    LocalLink { target: Vec<u8> },
 }
 
 /// Errors reading or writing the journal.
@@ -187,6 +218,49 @@ impl Record {
                 put_bytes(&mut p, dest);
                 put_bytes(&mut p, source);
             }
+            Record::Remove { path } => {
+                p.push(13);
+                put_bytes(&mut p, path);
+            }
+            Record::Put {
+                path,
+                entry,
+                mode,
+                mtime,
+            } => {
+                p.push(14);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&mode.to_be_bytes());
+                match mtime {
+                    None => p.push(0),
+                    Some((secs, nanos)) => {
+                        p.push(1);
+                        p.extend_from_slice(&secs.to_be_bytes());
+                        p.extend_from_slice(&nanos.to_be_bytes());
+                    }
+                }
+                match entry {
+                    PutEntry::Dir => p.push(0),
+                    PutEntry::StoreFile { source, node } => {
+                        p.push(1);
+                        put_bytes(&mut p, source);
+                        p.extend_from_slice(&node.0);
+                    }
+                    PutEntry::OverlayFile { id } => {
+                        p.push(2);
+                        p.extend_from_slice(&id.to_be_bytes());
+                    }
+                    PutEntry::StoreLink { source, node } => {
+                        p.push(3);
+                        put_bytes(&mut p, source);
+                        p.extend_from_slice(&node.0);
+                    }
+                    PutEntry::LocalLink { target } => {
+                        p.push(4);
+                        put_bytes(&mut p, target);
+                    }
+                }
+            }
         }
         p
     }
@@ -242,14 +316,49 @@ impl Record {
                 dest: r.bytes()?,
                 source: r.bytes()?,
             },
+            13 => Record::Remove { path: r.bytes()? },
+            14 => {
+                let path = r.bytes()?;
+                let mode = r.u32()?;
+                let mtime = match r.u8()? {
+                    0 => None,
+                    1 => Some((r.u64()? as i64, r.u32()?)),
+                    _ => return None,
+                };
+                let entry = match r.u8()? {
+                    0 => PutEntry::Dir,
+                    1 => PutEntry::StoreFile {
+                        source: r.bytes()?,
+                        node: Node::from_slice(r.take(20)?)?,
+                    },
+                    2 => PutEntry::OverlayFile { id: r.u64()? },
+                    3 => PutEntry::StoreLink {
+                        source: r.bytes()?,
+                        node: Node::from_slice(r.take(20)?)?,
+                    },
+                    4 => PutEntry::LocalLink {
+                        target: r.bytes()?,
+                    },
+                    _ => return None,
+                };
+                Record::Put {
+                    path,
+                    entry,
+                    mode,
+                    mtime,
+                }
+            }
             _ => return None,
         };
         r.buf.is_empty().then_some(rec)
     }
 
     /// The paths this record changes (for the status dirty set).
+    /// The paths whose status the record may change (they go to the dirty set). A new
+    /// modification time changes no status.
     pub fn paths(&self) -> Vec<&[u8]> {
         match self {
+            Record::SetMtime { .. } => vec![],
             Record::Create { path, .. }
             | Record::Materialize { path, .. }
             | Record::Mkdir { path, .. }
@@ -257,13 +366,22 @@ impl Record {
             | Record::Unlink { path }
             | Record::Rmdir { path }
             | Record::SetMode { path, .. }
-            | Record::SetMtime { path, .. }
+            | Record::Remove { path }
+            | Record::Put { path, .. }
             | Record::Track { path, .. }
             | Record::Restore { path }
             | Record::Copy { dest: path, .. } => vec![path],
             Record::Rename { from, to, .. } => vec![from, to],
         }
     }
+}
+
+/// Appends `rec` to `buf` as a framed record (length, crc32, payload).
+fn frame(rec: &Record, buf: &mut Vec<u8>) {
+    let payload = rec.encode();
+    buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+    buf.extend_from_slice(&payload);
 }
 
 struct Reader<'a> {
@@ -403,12 +521,60 @@ impl Journal {
 
     /// Appends one record with a single write.
     pub fn append(&mut self, rec: &Record) -> Result<(), JournalError> {
-        let payload = rec.encode();
-        let mut buf = Vec::with_capacity(payload.len() + 8);
-        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        buf.extend_from_slice(&payload);
+        let mut buf = Vec::new();
+        frame(rec, &mut buf);
         self.file.write_all(&buf).map_err(Self::io(&self.path))
+    }
+
+    /// The base node named by the journal at `path`, if there is one.
+    pub fn peek_base(path: &Path) -> Result<Option<Node>, JournalError> {
+        let mut header = [0u8; HEADER_LEN];
+        let mut f = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Self::io(path)(e)),
+        };
+        match f.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(Self::io(path)(e)),
+        }
+        if &header[..8] != MAGIC {
+            return Err(JournalError::BadMagic {
+                path: path.to_owned(),
+            });
+        }
+        Ok(Node::from_slice(&header[12..32]))
+    }
+
+    /// Replaces this journal with one for `base` holding `records`, atomically: the new file
+    /// is written and synced beside the old one, then renamed over it. A crash leaves either
+    /// the old journal or the new one.
+    pub fn rewrite(&mut self, base: &Node, records: &[Record]) -> Result<(), JournalError> {
+        let tmp = self.path.with_extension("new");
+        let io = Self::io(&tmp);
+        let mut buf = Vec::with_capacity(HEADER_LEN + records.len() * 64);
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&JOURNAL_VERSION.to_be_bytes());
+        buf.extend_from_slice(&base.0);
+        for rec in records {
+            frame(rec, &mut buf);
+        }
+        let mut f = File::create(&tmp).map_err(io)?;
+        f.write_all(&buf).map_err(Self::io(&tmp))?;
+        f.sync_all().map_err(Self::io(&tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &self.path).map_err(Self::io(&self.path))?;
+        if let Some(dir) = self.path.parent() {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(Self::io(&self.path))?;
+        Ok(())
     }
 
     /// Makes every appended record durable.
@@ -467,7 +633,73 @@ mod tests {
             Record::Restore {
                 path: b"r".to_vec(),
             },
+            Record::Copy {
+                dest: b"c".to_vec(),
+                source: b"a".to_vec(),
+            },
+            Record::Remove {
+                path: b"gone/dir".to_vec(),
+            },
+            Record::Put {
+                path: b"d".to_vec(),
+                entry: PutEntry::Dir,
+                mode: 0o700,
+                mtime: None,
+            },
+            Record::Put {
+                path: b"d/f".to_vec(),
+                entry: PutEntry::StoreFile {
+                    source: b"old/f".to_vec(),
+                    node: Node([7; 20]),
+                },
+                mode: 0o755,
+                mtime: Some((-3, 5)),
+            },
+            Record::Put {
+                path: b"d/o".to_vec(),
+                entry: PutEntry::OverlayFile { id: 99 },
+                mode: 0o600,
+                mtime: None,
+            },
+            Record::Put {
+                path: b"d/l".to_vec(),
+                entry: PutEntry::StoreLink {
+                    source: b"l".to_vec(),
+                    node: Node([9; 20]),
+                },
+                mode: 0o777,
+                mtime: Some((1_700_000_000, 0)),
+            },
+            Record::Put {
+                path: b"d/m".to_vec(),
+                entry: PutEntry::LocalLink {
+                    target: b"../t".to_vec(),
+                },
+                mode: 0o777,
+                mtime: None,
+            },
         ]
+    }
+
+    #[test]
+    fn rewrite_replaces_the_journal_atomically_with_a_new_base() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("journal");
+        let (mut j, _) = Journal::open(&path, &Node([1; 20])).unwrap();
+        j.append(&all_records()[0]).unwrap();
+        let recs = all_records();
+        j.rewrite(&Node([2; 20]), &recs[3..]).unwrap();
+        j.append(&recs[0]).unwrap();
+        assert_eq!(Journal::peek_base(&path).unwrap(), Some(Node([2; 20])));
+        assert!(matches!(
+            Journal::open(&path, &Node([1; 20])),
+            Err(JournalError::WrongBase { .. })
+        ));
+        let (_, back) = Journal::open(&path, &Node([2; 20])).unwrap();
+        let mut want = recs[3..].to_vec();
+        want.push(recs[0].clone());
+        assert_eq!(back, want);
+        assert!(!path.with_extension("new").exists());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
 //! ([`daemon`]). It reads source-control objects only through `revfs-store`.
 
+pub mod checkout;
 pub mod control;
 pub mod daemon;
 pub mod fs;

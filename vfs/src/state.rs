@@ -8,6 +8,8 @@
 //!     daemon.log     the daemon's log (tracing)
 //!     control.sock   the daemon's control socket, while it runs
 //!     daemon.pid     the daemon's process id, while it runs
+//!     journal        the change journal (its header names the working-copy parent)
+//!     overlay/       content of changed files
 //! ```
 //! `mount.json` is written atomically (temporary file, fsync, rename) and checked on open:
 //! an unknown format version or a mismatched mountpoint is refused.
@@ -136,6 +138,18 @@ impl StateDir {
     }
     pub fn pid_file(&self) -> PathBuf {
         self.dir.join("daemon.pid")
+    }
+    pub fn journal_file(&self) -> PathBuf {
+        self.dir.join("journal")
+    }
+
+    /// The working-copy parent named by the journal, which is the authority on it (commit
+    /// and update rename a new journal into place before `mount.json` follows).
+    pub fn journal_parent(&self) -> Result<Option<revfs_store::Node>, StateError> {
+        crate::journal::Journal::peek_base(&self.journal_file()).map_err(|e| StateError::Corrupt {
+            path: self.journal_file(),
+            reason: e.to_string(),
+        })
     }
 
     /// Reads and checks `mount.json`; `Ok(None)` when there is none.

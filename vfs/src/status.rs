@@ -12,7 +12,7 @@ use crate::wc::{
     EntryType, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO,
 };
 use revfs_store::manifest::FileFlag;
-use revfs_store::Node;
+use revfs_store::{Node, Repo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -57,7 +57,7 @@ const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
 
 impl WorkingCopy {
     fn now_of(&self, inner: &mut Inner, path: &[u8]) -> Result<Now> {
-        let Some(ino) = inner.resolve(&self.base, path)? else {
+        let Some(ino) = inner.resolve(path)? else {
             return Ok(Now::Absent);
         };
         let Some(e) = inner.entries.get(&ino) else {
@@ -87,7 +87,7 @@ impl WorkingCopy {
         path: &[u8],
         out: &mut BTreeSet<Vec<u8>>,
     ) -> Result<()> {
-        let Some(ino) = inner.resolve(&self.base, path)? else {
+        let Some(ino) = inner.resolve(path)? else {
             return Ok(());
         };
         let mut stack = vec![(ino, path.to_vec())];
@@ -116,16 +116,17 @@ impl WorkingCopy {
         // is missing (`!`).
         let mut out: BTreeSet<Vec<u8>> = inner.tracking.keys().cloned().collect();
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        let base = inner.base.clone();
         for p in &dirty {
-            if self.base.find(p)?.is_some() {
+            if base.find(p)?.is_some() {
                 out.insert(p.clone());
             }
             let mut prefix = p.clone();
             prefix.push(b'/');
-            for e in self.base.iter_prefix(&prefix) {
+            for e in base.iter_prefix(&prefix) {
                 out.insert(e?.path.to_vec());
             }
-            match inner.resolve(&self.base, p)? {
+            match inner.resolve(p)? {
                 Some(ino) if ino == ROOT_INO => {}
                 Some(ino)
                     if matches!(
@@ -147,7 +148,7 @@ impl WorkingCopy {
     /// Computes status.
     pub fn status(&self, req: StatusRequest) -> Result<Vec<StatusEntry>> {
         // Capture the state of every candidate under the lock, compare outside it.
-        let (captured, tracking) = {
+        let (captured, tracking, base, repo) = {
             let mut inner = self.write();
             let candidates = self.candidates(&mut inner)?;
             let mut captured = Vec::with_capacity(candidates.len());
@@ -155,7 +156,12 @@ impl WorkingCopy {
                 let now = self.now_of(&mut inner, &p)?;
                 captured.push((p, now));
             }
-            (captured, inner.tracking.clone())
+            (
+                captured,
+                inner.tracking.clone(),
+                inner.base.clone(),
+                inner.repo.clone(),
+            )
         };
         // A broken .hgignore aborts status, as in hg.
         let ignore = if req.ignored || req.unknown {
@@ -169,7 +175,7 @@ impl WorkingCopy {
         let mut groups: BTreeMap<char, Vec<Vec<u8>>> = BTreeMap::new();
         let mut seen = BTreeSet::new();
         for (path, now) in captured {
-            let base = self.base.find(&path)?.map(|e| (e.node, e.flag));
+            let base = base.find(&path)?.map(|e| (e.node, e.flag));
             let track = tracking.get(&path).copied();
             let is_file = !matches!(now, Now::Absent | Now::Dir);
             let letter = match (base, track) {
@@ -177,7 +183,7 @@ impl WorkingCopy {
                 (Some((node, flag)), _) => {
                     if !is_file {
                         Some('!')
-                    } else if self.differs(node, flag, &path, &now)? {
+                    } else if self.differs(&repo, node, flag, &path, &now)? {
                         Some('M')
                     } else {
                         Some('C')
@@ -197,7 +203,7 @@ impl WorkingCopy {
         }
         if req.clean {
             let clean = groups.entry('C').or_default();
-            for e in self.base.iter() {
+            for e in base.iter() {
                 let e = e?;
                 if !seen.contains(e.path) && !matches!(tracking.get(e.path), Some(Track::Removed)) {
                     clean.push(e.path.to_vec());
@@ -224,9 +230,16 @@ impl WorkingCopy {
     }
 
     /// True when the working file differs from base file (`node`, `flag`).
-    fn differs(&self, node: Node, flag: FileFlag, path: &[u8], now: &Now) -> Result<bool> {
+    fn differs(
+        &self,
+        repo: &Repo,
+        node: Node,
+        flag: FileFlag,
+        path: &[u8],
+        now: &Now,
+    ) -> Result<bool> {
         let base_text = || -> Result<revfs_store::filelog::FileText> {
-            let fl = self.repo.filelog(path)?;
+            let fl = repo.filelog(path)?;
             Ok(fl.read(fl.rev_of(&node)?)?)
         };
         Ok(match now {
@@ -241,7 +254,7 @@ impl WorkingCopy {
                 } else if *n == node {
                     false
                 } else {
-                    let fl = self.repo.filelog(p)?;
+                    let fl = repo.filelog(p)?;
                     let ours = fl.read(fl.rev_of(n)?)?;
                     *ours != *base_text()?
                 }
@@ -250,7 +263,7 @@ impl WorkingCopy {
                 if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
                     true
                 } else {
-                    let fl = self.repo.filelog(path)?;
+                    let fl = repo.filelog(path)?;
                     let base_size = fl.size(fl.rev_of(&node)?)?;
                     if self.overlay.size(*id)? != base_size {
                         true
@@ -265,7 +278,7 @@ impl WorkingCopy {
                 } else if *n == node {
                     false
                 } else {
-                    let fl = self.repo.filelog(p)?;
+                    let fl = repo.filelog(p)?;
                     *fl.read(fl.rev_of(n)?)? != *base_text()?
                 }
             }

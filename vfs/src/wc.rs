@@ -8,7 +8,7 @@
 //! daemon runs. Entries come from the manifest only when their directory is first listed
 //! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
 
-use crate::journal::{Journal, JournalError, Record, Track};
+use crate::journal::{Journal, JournalError, PutEntry, Record, Track};
 use crate::overlay::Overlay;
 use revfs_store::manifest::{Child, FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
@@ -49,6 +49,11 @@ pub enum WcError {
     Journal(#[from] JournalError),
     #[error("{0}")]
     Ignore(String),
+    #[error("nothing changed")]
+    NothingChanged,
+    /// An update would overwrite these changed or untracked paths.
+    #[error("uncommitted changes")]
+    UncommittedChanges(Vec<Vec<u8>>),
     #[error("journal record {index} ({record}) cannot be applied: {cause}")]
     Replay {
         index: usize,
@@ -99,11 +104,25 @@ pub enum LinkData {
     Local(Box<[u8]>),
 }
 
+/// Where a directory that is not loaded yet takes its entries from: a directory of some
+/// manifest (the base's, or an older base's for a directory moved before an update).
+#[derive(Clone)]
+pub struct DirSource {
+    pub manifest: Arc<Manifest>,
+    pub path: Box<[u8]>,
+}
+
+impl std::fmt::Debug for DirSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DirSource({:?})", String::from_utf8_lossy(&self.path))
+    }
+}
+
 #[derive(Debug)]
 pub enum Kind {
     Dir {
-        /// The base manifest directory whose entries seed this one (None: a new directory).
-        source: Option<Box<[u8]>>,
+        /// The manifest directory whose entries seed this one (None: a new directory).
+        source: Option<DirSource>,
         /// Children by name, once loaded.
         children: Option<BTreeMap<Box<[u8]>, u64>>,
     },
@@ -156,22 +175,26 @@ pub(crate) struct Inner {
     pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
     /// Copy sources of copied or renamed files: destination -> source.
     pub(crate) copies: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The working-copy parent: its node and manifest, and the repository it is read from
+    /// (all three change together at commit and update).
+    pub(crate) base: Arc<Manifest>,
+    pub(crate) base_node: Node,
+    pub(crate) repo: Arc<Repo>,
 }
 
 /// The mutable working copy of one mount.
 pub struct WorkingCopy {
-    pub(crate) repo: Arc<Repo>,
-    pub(crate) base: Manifest,
-    base_node: Node,
     checkout_time: SystemTime,
     pub(crate) overlay: Overlay,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
     /// The compiled `.hgignore` (it knows the files it was compiled from).
     pub(crate) ignore_cache: Mutex<Option<Arc<crate::ignore::Ignore>>>,
+    /// Held by a commit or an update from start to end: one at a time.
+    transition: Mutex<()>,
 }
 
-fn perm_of_flag(flag: FileFlag) -> u32 {
+pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
     match flag {
         FileFlag::Executable => 0o755,
         FileFlag::Symlink => 0o777,
@@ -198,15 +221,15 @@ fn unsafe_manifest_name(name: &[u8]) -> Option<&'static str> {
 }
 
 impl Inner {
-    fn entry(&self, ino: u64) -> Result<&Entry> {
+    pub(crate) fn entry(&self, ino: u64) -> Result<&Entry> {
         self.entries.get(&ino).ok_or(WcError::NotFound)
     }
 
-    fn entry_mut(&mut self, ino: u64) -> Result<&mut Entry> {
+    pub(crate) fn entry_mut(&mut self, ino: u64) -> Result<&mut Entry> {
         self.entries.get_mut(&ino).ok_or(WcError::NotFound)
     }
 
-    fn alloc(&mut self, parent: u64, name: &[u8], kind: Kind, mode: u32) -> u64 {
+    pub(crate) fn alloc(&mut self, parent: u64, name: &[u8], kind: Kind, mode: u32) -> u64 {
         let ino = self.next_ino;
         self.next_ino += 1;
         self.entries.insert(
@@ -225,7 +248,7 @@ impl Inner {
     }
 
     /// Loads the children of directory `ino` from the base manifest if not done yet.
-    fn load(&mut self, base: &Manifest, ino: u64) -> Result<()> {
+    pub(crate) fn load(&mut self, ino: u64) -> Result<()> {
         let source = match &self.entry(ino)?.kind {
             Kind::Dir {
                 children: Some(_), ..
@@ -237,8 +260,12 @@ impl Inner {
             _ => return Err(WcError::NotDir),
         };
         let mut children = BTreeMap::new();
-        if let Some(source) = source {
-            for child in base.children(&source)? {
+        if let Some(DirSource {
+            manifest,
+            path: source,
+        }) = source
+        {
+            for child in manifest.children(&source)? {
                 let name = match child {
                     Child::File { name, .. } | Child::Dir { name } => name,
                 };
@@ -275,7 +302,10 @@ impl Inner {
                     },
                     Child::Dir { .. } => (
                         Kind::Dir {
-                            source: Some(path.into()),
+                            source: Some(DirSource {
+                                manifest: manifest.clone(),
+                                path: path.into(),
+                            }),
                             children: None,
                         },
                         0o755,
@@ -291,8 +321,8 @@ impl Inner {
         Ok(())
     }
 
-    fn children(&mut self, base: &Manifest, ino: u64) -> Result<&BTreeMap<Box<[u8]>, u64>> {
-        self.load(base, ino)?;
+    pub(crate) fn children(&mut self, ino: u64) -> Result<&BTreeMap<Box<[u8]>, u64>> {
+        self.load(ino)?;
         match &self.entry(ino)?.kind {
             Kind::Dir {
                 children: Some(c), ..
@@ -301,11 +331,11 @@ impl Inner {
         }
     }
 
-    fn child(&mut self, base: &Manifest, parent: u64, name: &[u8]) -> Result<Option<u64>> {
-        Ok(self.children(base, parent)?.get(name).copied())
+    pub(crate) fn child(&mut self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        Ok(self.children(parent)?.get(name).copied())
     }
 
-    fn children_mut(&mut self, ino: u64) -> Result<&mut BTreeMap<Box<[u8]>, u64>> {
+    pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut BTreeMap<Box<[u8]>, u64>> {
         match &mut self.entry_mut(ino)?.kind {
             Kind::Dir {
                 children: Some(c), ..
@@ -331,7 +361,7 @@ impl Inner {
     }
 
     /// The inode at `path`, loading directories on the way.
-    pub(crate) fn resolve(&mut self, base: &Manifest, path: &[u8]) -> Result<Option<u64>> {
+    pub(crate) fn resolve(&mut self, path: &[u8]) -> Result<Option<u64>> {
         let mut ino = ROOT_INO;
         if path.is_empty() {
             return Ok(Some(ino));
@@ -340,7 +370,7 @@ impl Inner {
             if !matches!(self.entry(ino)?.kind, Kind::Dir { .. }) {
                 return Ok(None);
             }
-            match self.child(base, ino, part)? {
+            match self.child(ino, part)? {
                 Some(c) => ino = c,
                 None => return Ok(None),
             }
@@ -349,12 +379,12 @@ impl Inner {
     }
 
     /// The directory that holds `path` and the last component.
-    fn resolve_parent<'p>(&mut self, base: &Manifest, path: &'p [u8]) -> Result<(u64, &'p [u8])> {
+    pub(crate) fn resolve_parent<'p>(&mut self, path: &'p [u8]) -> Result<(u64, &'p [u8])> {
         let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
             Some(i) => (&path[..i], &path[i + 1..]),
             None => (&b""[..], path),
         };
-        let parent = self.resolve(base, dir)?.ok_or(WcError::NotFound)?;
+        let parent = self.resolve(dir)?.ok_or(WcError::NotFound)?;
         if !matches!(self.entry(parent)?.kind, Kind::Dir { .. }) {
             return Err(WcError::NotDir);
         }
@@ -362,7 +392,7 @@ impl Inner {
     }
 
     /// True when directory `ino` is `ancestor` or below it.
-    fn is_within(&self, mut ino: u64, ancestor: u64) -> Result<bool> {
+    pub(crate) fn is_within(&self, mut ino: u64, ancestor: u64) -> Result<bool> {
         loop {
             if ino == ancestor {
                 return Ok(true);
@@ -374,14 +404,14 @@ impl Inner {
         }
     }
 
-    fn is_dir(&self, ino: u64) -> bool {
+    pub(crate) fn is_dir(&self, ino: u64) -> bool {
         matches!(
             self.entries.get(&ino).map(|e| &e.kind),
             Some(Kind::Dir { .. })
         )
     }
 
-    fn touch_dir(&mut self, ino: u64) {
+    pub(crate) fn touch_dir(&mut self, ino: u64) {
         if let Some(e) = self.entries.get_mut(&ino) {
             let now = Some(SystemTime::now());
             e.mtime = now;
@@ -390,16 +420,15 @@ impl Inner {
     }
 
     /// Adds a new child; fails if the name is taken.
-    fn link_new(
+    pub(crate) fn link_new(
         &mut self,
-        base: &Manifest,
         parent: u64,
         name: &[u8],
         kind: Kind,
         mode: u32,
     ) -> Result<u64> {
         check_name(name)?;
-        if self.child(base, parent, name)?.is_some() {
+        if self.child(parent, name)?.is_some() {
             return Err(WcError::Exists);
         }
         let ino = self.alloc(parent, name, kind, mode);
@@ -415,7 +444,7 @@ impl Inner {
 
     /// Detaches `ino` from its parent; frees it (and its overlay file) when the kernel
     /// holds no reference. Returns an overlay id to delete, if any.
-    fn detach(&mut self, ino: u64) -> Option<u64> {
+    pub(crate) fn detach(&mut self, ino: u64) -> Option<u64> {
         let (parent, name) = match self.entries.get(&ino) {
             Some(e) => (e.parent, e.name.clone()),
             None => return None,
@@ -433,8 +462,89 @@ impl Inner {
         None
     }
 
+    /// Detaches `ino` and, for a loaded directory, everything below it; returns the overlay
+    /// ids to delete.
+    pub(crate) fn detach_tree(&mut self, ino: u64) -> Vec<u64> {
+        let mut freed = Vec::new();
+        let mut stack = vec![ino];
+        let mut order = Vec::new();
+        while let Some(i) = stack.pop() {
+            order.push(i);
+            if let Some(Entry {
+                kind: Kind::Dir {
+                    children: Some(c), ..
+                },
+                ..
+            }) = self.entries.get(&i)
+            {
+                stack.extend(c.values().copied());
+            }
+        }
+        // Children before their directories.
+        for i in order.into_iter().rev() {
+            freed.extend(self.detach(i));
+        }
+        freed
+    }
+
+    /// Makes `path` hold `entry` (see [`Record::Put`]); returns an overlay id it replaced.
+    pub(crate) fn put(
+        &mut self,
+        path: &[u8],
+        entry: &PutEntry,
+        mode: u32,
+        mtime: Option<SystemTime>,
+    ) -> Result<Option<u64>> {
+        let (parent, name) = self.resolve_parent(path)?;
+        let kind = match entry {
+            PutEntry::Dir => Kind::Dir {
+                source: None,
+                children: Some(BTreeMap::new()),
+            },
+            PutEntry::StoreFile { source, node } => Kind::File(FileData::Store {
+                path: source.as_slice().into(),
+                node: *node,
+                size: OnceLock::new(),
+            }),
+            PutEntry::OverlayFile { id } => Kind::File(FileData::Overlay { id: *id }),
+            PutEntry::StoreLink { source, node } => Kind::Symlink(LinkData::Store {
+                path: source.as_slice().into(),
+                node: *node,
+            }),
+            PutEntry::LocalLink { target } => Kind::Symlink(LinkData::Local(target.as_slice().into())),
+        };
+        let is_dir = matches!(entry, PutEntry::Dir);
+        let mut freed = None;
+        match self.child(parent, name)? {
+            Some(ino) => {
+                let was_dir = self.is_dir(ino);
+                let e = self.entry_mut(ino)?;
+                match (was_dir, is_dir) {
+                    (true, true) => {}
+                    (true, false) => return Err(WcError::IsDir),
+                    (false, true) => return Err(WcError::Exists),
+                    (false, false) => {
+                        let old = std::mem::replace(&mut e.kind, kind);
+                        if let Kind::File(FileData::Overlay { id }) = old {
+                            if !matches!(entry, PutEntry::OverlayFile { id: new } if *new == id) {
+                                freed = Some(id);
+                            }
+                        }
+                    }
+                }
+                e.mode = mode;
+                e.mtime = mtime;
+            }
+            None => {
+                let ino = self.link_new(parent, name, kind, mode)?;
+                self.entry_mut(ino)?.mtime = mtime;
+            }
+        }
+        Ok(freed)
+    }
+
     /// Frees an unlinked inode with no kernel references.
-    fn free(&mut self, ino: u64) -> Option<u64> {
+    pub(crate) fn free(&mut self, ino: u64) -> Option<u64> {
         let e = self.entries.remove(&ino)?;
         match e.kind {
             Kind::File(FileData::Overlay { id }) => Some(id),
@@ -461,6 +571,7 @@ impl WorkingCopy {
         state: &Path,
         checkout_time: SystemTime,
     ) -> Result<WorkingCopy> {
+        let base = Arc::new(base);
         let overlay = Overlay::open(&state.join("overlay"))?;
         let (journal, records) = Journal::open(&state.join("journal"), &base_node)?;
         let mut entries = HashMap::new();
@@ -471,7 +582,10 @@ impl WorkingCopy {
                 name: Box::from(&b""[..]),
                 nlookup: 1,
                 kind: Kind::Dir {
-                    source: Some(Box::from(&b""[..])),
+                    source: Some(DirSource {
+                        manifest: base.clone(),
+                        path: Box::from(&b""[..]),
+                    }),
                     children: None,
                 },
                 mode: 0o755,
@@ -481,9 +595,6 @@ impl WorkingCopy {
         );
         let on_disk = overlay.ids()?;
         let wc = WorkingCopy {
-            repo,
-            base,
-            base_node,
             checkout_time,
             overlay,
             inner: RwLock::new(Inner {
@@ -493,9 +604,13 @@ impl WorkingCopy {
                 dirty: BTreeSet::new(),
                 tracking: BTreeMap::new(),
                 copies: BTreeMap::new(),
+                base,
+                base_node,
+                repo,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
+            transition: Mutex::new(()),
         };
         {
             let mut inner = wc.write();
@@ -505,7 +620,13 @@ impl WorkingCopy {
                     record: format!("{rec:?}"),
                     cause: Box::new(cause),
                 })?;
-                if let Record::Create { id, .. } | Record::Materialize { id, .. } = rec {
+                if let Record::Create { id, .. }
+                | Record::Materialize { id, .. }
+                | Record::Put {
+                    entry: PutEntry::OverlayFile { id },
+                    ..
+                } = rec
+                {
                     inner.next_id = inner.next_id.max(id + 1);
                 }
             }
@@ -533,19 +654,26 @@ impl WorkingCopy {
         Ok(wc)
     }
 
-    pub fn repo(&self) -> &Arc<Repo> {
-        &self.repo
+    /// The repository the working copy reads from (a fresh one after commit and update).
+    pub fn repo(&self) -> Arc<Repo> {
+        self.read().repo.clone()
     }
 
+    /// The working-copy parent.
     pub fn base_node(&self) -> Node {
-        self.base_node
+        self.read().base_node
+    }
+
+    /// The working-copy parent's manifest.
+    pub fn base_manifest(&self) -> Arc<Manifest> {
+        self.read().base.clone()
     }
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -554,7 +682,11 @@ impl WorkingCopy {
         self.read().entries.len()
     }
 
-    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+    pub(crate) fn transition_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.transition.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -569,12 +701,10 @@ impl WorkingCopy {
 
     /// Applies a journal record during replay.
     fn apply(&self, inner: &mut Inner, rec: &Record) -> Result<()> {
-        let base = &self.base;
         match rec {
             Record::Create { path, id, mode } => {
-                let (parent, name) = inner.resolve_parent(base, path)?;
+                let (parent, name) = inner.resolve_parent(path)?;
                 inner.link_new(
-                    base,
                     parent,
                     name,
                     Kind::File(FileData::Overlay { id: *id }),
@@ -582,21 +712,20 @@ impl WorkingCopy {
                 )?;
             }
             Record::Materialize { path, id } => {
-                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id: *id });
             }
             Record::Mkdir { path, mode } => {
-                let (parent, name) = inner.resolve_parent(base, path)?;
+                let (parent, name) = inner.resolve_parent(path)?;
                 let dir = Kind::Dir {
                     source: None,
                     children: Some(BTreeMap::new()),
                 };
-                inner.link_new(base, parent, name, dir, *mode)?;
+                inner.link_new(parent, name, dir, *mode)?;
             }
             Record::Symlink { path, target } => {
-                let (parent, name) = inner.resolve_parent(base, path)?;
+                let (parent, name) = inner.resolve_parent(path)?;
                 inner.link_new(
-                    base,
                     parent,
                     name,
                     Kind::Symlink(LinkData::Local(target.as_slice().into())),
@@ -604,30 +733,51 @@ impl WorkingCopy {
                 )?;
             }
             Record::Unlink { path } | Record::Rmdir { path } => {
-                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 if let Some(id) = inner.detach(ino) {
                     let _ = self.overlay.remove(id);
                 }
             }
             Record::Rename { from, to, flags } => {
-                let (sp, sn) = inner.resolve_parent(base, from)?;
-                let (dp, dn) = inner.resolve_parent(base, to)?;
+                let (sp, sn) = inner.resolve_parent(from)?;
+                let (dp, dn) = inner.resolve_parent(to)?;
                 if let Some(id) = self.do_rename(inner, sp, sn, dp, dn, *flags)? {
                     let _ = self.overlay.remove(id);
                 }
             }
             Record::SetMode { path, mode } => {
-                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 inner.entry_mut(ino)?.mode = *mode;
             }
             Record::SetMtime { path, secs, nanos } => {
-                let ino = inner.resolve(base, path)?.ok_or(WcError::NotFound)?;
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 inner.entry_mut(ino)?.mtime = Some(system_time(*secs, *nanos));
             }
             Record::Track { path, track } => set_track(inner, path, *track),
             Record::Copy { dest, source } => set_copy(inner, dest, source),
             Record::Restore { path } => {
                 if let Some(id) = self.do_restore(inner, path)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::Remove { path } => {
+                if let Some(ino) = inner.resolve(path)? {
+                    if ino == ROOT_INO {
+                        return Err(WcError::Invalid);
+                    }
+                    for id in inner.detach_tree(ino) {
+                        let _ = self.overlay.remove(id);
+                    }
+                }
+            }
+            Record::Put {
+                path,
+                entry,
+                mode,
+                mtime,
+            } => {
+                let mtime = mtime.map(|(s, n)| system_time(s, n));
+                if let Some(id) = inner.put(path, entry, *mode, mtime)? {
                     let _ = self.overlay.remove(id);
                 }
             }
@@ -648,14 +798,14 @@ impl WorkingCopy {
             Kind::Dir { .. } => (EntryType::Dir, 4096, mtime),
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
             Kind::Symlink(LinkData::Store { path, node }) => {
-                let fl = self.repo.filelog(path)?;
+                let fl = inner.repo.filelog(path)?;
                 (EntryType::Symlink, fl.size(fl.rev_of(node)?)?, mtime)
             }
             Kind::File(FileData::Store { path, node, size }) => {
                 let s = match size.get() {
                     Some(s) => *s,
                     None => {
-                        let fl = self.repo.filelog(path)?;
+                        let fl = inner.repo.filelog(path)?;
                         let s = fl.size(fl.rev_of(node)?)?;
                         let _ = size.set(s);
                         s
@@ -696,7 +846,7 @@ impl WorkingCopy {
     /// Looks up `name` in `parent`; a found entry gains one kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
         let mut inner = self.write();
-        let Some(ino) = inner.child(&self.base, parent, name)? else {
+        let Some(ino) = inner.child(parent, name)? else {
             return Ok(None);
         };
         let attr = self.attr_of(&inner, ino)?;
@@ -730,7 +880,7 @@ impl WorkingCopy {
         ino: u64,
     ) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
         let children: Vec<(Box<[u8]>, u64)> = inner
-            .children(&self.base, ino)?
+            .children(ino)?
             .iter()
             .map(|(n, i)| (n.clone(), *i))
             .collect();
@@ -750,19 +900,24 @@ impl WorkingCopy {
 
     /// Reads file content.
     pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
-        let store = {
+        let (path, node, repo) = {
             let inner = self.read();
             match &inner.entry(ino)?.kind {
-                Kind::File(FileData::Overlay { id }) => Some(Err(*id)),
-                Kind::File(FileData::Store { path, node, .. }) => Some(Ok((path.clone(), *node))),
+                // Read under the (shared) lock: commit may drop an overlay file once its
+                // content is in the store, and does so under the exclusive lock.
+                Kind::File(FileData::Overlay { id }) => {
+                    return Ok(self.overlay.read(*id, offset, size)?)
+                }
+                Kind::File(FileData::Store { path, node, .. }) => {
+                    (path.clone(), *node, inner.repo.clone())
+                }
                 Kind::Dir { .. } => return Err(WcError::IsDir),
-                Kind::Symlink(_) => None,
+                Kind::Symlink(_) => return Err(WcError::Invalid),
             }
         };
-        match store {
-            Some(Err(id)) => Ok(self.overlay.read(id, offset, size)?),
-            Some(Ok((path, node))) => {
-                let fl = self.repo.filelog(&path)?;
+        {
+            {
+                let fl = repo.filelog(&path)?;
                 let text = fl.read(fl.rev_of(&node)?)?;
                 let start = usize::try_from(offset)
                     .unwrap_or(usize::MAX)
@@ -770,7 +925,6 @@ impl WorkingCopy {
                 let end = start.saturating_add(size).min(text.len());
                 Ok(text[start..end].to_vec())
             }
-            None => Err(WcError::Invalid),
         }
     }
 
@@ -780,7 +934,7 @@ impl WorkingCopy {
         match &inner.entry(ino)?.kind {
             Kind::Symlink(LinkData::Local(t)) => Ok(t.to_vec()),
             Kind::Symlink(LinkData::Store { path, node }) => {
-                let fl = self.repo.filelog(path)?;
+                let fl = inner.repo.filelog(path)?;
                 Ok(fl.read(fl.rev_of(node)?)?.to_vec())
             }
             _ => Err(WcError::Invalid),
@@ -800,14 +954,13 @@ impl WorkingCopy {
     pub fn create(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
         let mut inner = self.write();
         check_name(name)?;
-        if inner.child(&self.base, parent, name)?.is_some() {
+        if inner.child(parent, name)?.is_some() {
             return Err(WcError::Exists);
         }
         let path = child_path(&inner, parent, name)?;
         let id = self.new_overlay(&mut inner, b"")?;
         let mode = mode & 0o7777;
         let ino = inner.link_new(
-            &self.base,
             parent,
             name,
             Kind::File(FileData::Overlay { id }),
@@ -826,7 +979,7 @@ impl WorkingCopy {
             source: None,
             children: Some(BTreeMap::new()),
         };
-        let ino = inner.link_new(&self.base, parent, name, dir, mode)?;
+        let ino = inner.link_new(parent, name, dir, mode)?;
         self.record(&mut inner, Record::Mkdir { path, mode })?;
         inner.entry_mut(ino)?.nlookup += 1;
         self.attr_of(&inner, ino)
@@ -836,7 +989,6 @@ impl WorkingCopy {
         let mut inner = self.write();
         let path = child_path(&inner, parent, name)?;
         let ino = inner.link_new(
-            &self.base,
             parent,
             name,
             Kind::Symlink(LinkData::Local(target.into())),
@@ -863,14 +1015,13 @@ impl WorkingCopy {
 
     fn remove_entry(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
         let mut inner = self.write();
-        let ino = inner
-            .child(&self.base, parent, name)?
+        let ino = inner.child(parent, name)?
             .ok_or(WcError::NotFound)?;
         match (dir, inner.is_dir(ino)) {
             (false, true) => return Err(WcError::IsDir),
             (true, false) => return Err(WcError::NotDir),
             (true, true) => {
-                if !inner.children(&self.base, ino)?.is_empty() {
+                if !inner.children(ino)?.is_empty() {
                     return Err(WcError::NotEmpty);
                 }
             }
@@ -923,17 +1074,16 @@ impl WorkingCopy {
         newname: &[u8],
         flags: u32,
     ) -> Result<Option<u64>> {
-        let base = &self.base;
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
             || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
         {
             return Err(WcError::Invalid);
         }
-        let src = inner.child(base, parent, name)?.ok_or(WcError::NotFound)?;
+        let src = inner.child(parent, name)?.ok_or(WcError::NotFound)?;
         if !inner.is_dir(newparent) {
             return Err(WcError::NotDir);
         }
-        let dst = inner.child(base, newparent, newname)?;
+        let dst = inner.child(newparent, newname)?;
         if dst == Some(src) {
             return Ok(None);
         }
@@ -960,7 +1110,7 @@ impl WorkingCopy {
                 match (inner.is_dir(src), inner.is_dir(dst)) {
                     (true, false) => return Err(WcError::NotDir),
                     (false, true) => return Err(WcError::IsDir),
-                    (true, true) if !inner.children(base, dst)?.is_empty() => {
+                    (true, true) if !inner.children(dst)?.is_empty() => {
                         return Err(WcError::NotEmpty)
                     }
                     _ => {}
@@ -994,7 +1144,7 @@ impl WorkingCopy {
             Kind::Symlink(_) => return Err(WcError::Invalid),
         };
         let content = if keep {
-            let fl = self.repo.filelog(&path)?;
+            let fl = inner.repo.filelog(&path)?;
             fl.read(fl.rev_of(&node)?)?.to_vec()
         } else {
             Vec::new()
@@ -1009,10 +1159,30 @@ impl WorkingCopy {
         Ok(id)
     }
 
+    /// Runs `op` on the overlay file of `ino`, copying the file up first if needed. The
+    /// working-copy lock is held (shared) while `op` runs, so that commit, which turns
+    /// committed overlay files back into store files under the exclusive lock, never races
+    /// with a write.
+    fn with_overlay<T>(
+        &self,
+        ino: u64,
+        keep: bool,
+        op: impl Fn(u64) -> std::io::Result<T>,
+    ) -> Result<T> {
+        loop {
+            {
+                let inner = self.read();
+                if let Kind::File(FileData::Overlay { id }) = inner.entry(ino)?.kind {
+                    return Ok(op(id)?);
+                }
+            }
+            self.materialize(ino, keep)?;
+        }
+    }
+
     /// Writes file content; returns the number of bytes written.
     pub fn write_file(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
-        let id = self.materialize(ino, true)?;
-        self.overlay.write(id, offset, data)?;
+        self.with_overlay(ino, true, |id| self.overlay.write(id, offset, data))?;
         Ok(data.len() as u32)
     }
 
@@ -1021,8 +1191,7 @@ impl WorkingCopy {
         if mode != 0 {
             return Err(WcError::NotSupported);
         }
-        let id = self.materialize(ino, true)?;
-        Ok(self.overlay.allocate(id, offset, len)?)
+        self.with_overlay(ino, true, |id| self.overlay.allocate(id, offset, len))
     }
 
     /// chmod / truncate / utimens.
@@ -1034,8 +1203,7 @@ impl WorkingCopy {
         mtime: Option<SystemTime>,
     ) -> Result<Attr> {
         if let Some(size) = size {
-            let id = self.materialize(ino, size != 0)?;
-            self.overlay.truncate(id, size)?;
+            self.with_overlay(ino, size != 0, |id| self.overlay.truncate(id, size))?;
         }
         let mut inner = self.write();
         let path = inner.path_of(ino);
@@ -1122,7 +1290,7 @@ impl WorkingCopy {
     /// Restores `path` to the base revision's content and mode; returns whether it did.
     pub fn restore(&self, path: &[u8]) -> Result<bool> {
         let mut inner = self.write();
-        if self.base.find(path)?.is_none() {
+        if inner.base.find(path)?.is_none() {
             return Ok(false);
         }
         if let Some(id) = self.do_restore(&mut inner, path)? {
@@ -1138,7 +1306,7 @@ impl WorkingCopy {
     }
 
     fn do_restore(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<u64>> {
-        let Some(entry) = self.base.find(path)? else {
+        let Some(entry) = inner.base.find(path)? else {
             return Ok(None);
         };
         let (node, flag) = (entry.node, entry.flag);
@@ -1147,7 +1315,7 @@ impl WorkingCopy {
         let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
         let mut freed = None;
         for part in &parts[..parts.len() - 1] {
-            dir = match inner.child(&self.base, dir, part)? {
+            dir = match inner.child(dir, part)? {
                 Some(c) if inner.is_dir(c) => c,
                 other => {
                     if let Some(c) = other {
@@ -1157,7 +1325,7 @@ impl WorkingCopy {
                         source: None,
                         children: Some(BTreeMap::new()),
                     };
-                    inner.link_new(&self.base, dir, part, d, 0o755)?
+                    inner.link_new(dir, part, d, 0o755)?
                 }
             };
         }
@@ -1173,7 +1341,7 @@ impl WorkingCopy {
                 size: OnceLock::new(),
             }),
         };
-        if let Some(existing) = inner.child(&self.base, dir, name)? {
+        if let Some(existing) = inner.child(dir, name)? {
             if inner.is_dir(existing) {
                 return Err(WcError::IsDir);
             }
@@ -1186,7 +1354,7 @@ impl WorkingCopy {
                 freed = Some(id);
             }
         } else {
-            let ino = inner.link_new(&self.base, dir, name, kind, perm_of_flag(flag))?;
+            let ino = inner.link_new(dir, name, kind, perm_of_flag(flag))?;
             inner.entry_mut(ino)?.mode = perm_of_flag(flag);
         }
         Ok(freed)
@@ -1195,7 +1363,7 @@ impl WorkingCopy {
     /// The inode of a linked path, if any (for the filesystem layer after restore).
     pub fn ino_of(&self, path: &[u8]) -> Result<Option<u64>> {
         let mut inner = self.write();
-        inner.resolve(&self.base, path)
+        inner.resolve(path)
     }
 }
 
@@ -1231,7 +1399,7 @@ fn child_path(inner: &Inner, parent: u64, name: &[u8]) -> Result<Vec<u8>> {
     Ok(p)
 }
 
-fn unix_time(t: SystemTime) -> (i64, u32) {
+pub(crate) fn unix_time(t: SystemTime) -> (i64, u32) {
     match t.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(e) => {
@@ -1245,7 +1413,7 @@ fn unix_time(t: SystemTime) -> (i64, u32) {
     }
 }
 
-fn system_time(secs: i64, nanos: u32) -> SystemTime {
+pub(crate) fn system_time(secs: i64, nanos: u32) -> SystemTime {
     let base = if secs >= 0 {
         SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64)
     } else {

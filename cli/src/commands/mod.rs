@@ -1,6 +1,7 @@
 //! One module per command. Shared here: opening the repository and resolving revisions.
 
 pub mod cat;
+pub mod commit;
 pub mod files;
 pub mod log;
 pub mod mount;
@@ -36,8 +37,12 @@ fn mount_at(dir: &Path) -> Result<Option<Workspace>> {
     let state = state_dir
         .load()?
         .ok_or_else(|| anyhow!("{}: mount state is missing", state_dir.path().display()))?;
-    let node = Node::from_hex(state.node.as_bytes())
-        .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?;
+    // The journal names the working-copy parent; mount.json follows it.
+    let node = match state_dir.journal_parent()? {
+        Some(node) => node,
+        None => Node::from_hex(state.node.as_bytes())
+            .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?,
+    };
     Ok(Some(Workspace {
         repo: Repo::open(&repo_root)
             .with_context(|| format!("repository of mount {}", dir.display()))?,

@@ -135,8 +135,14 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         }
         None => match state_dir.load()?.filter(|s| s.repo == repo_root) {
             // A remount resumes the working copy it had.
-            Some(saved) => Node::from_hex(saved.node.as_bytes())
-                .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?,
+            // The journal is the authority on the working-copy parent (a commit or an update
+            // cut short may have left mount.json behind it).
+            Some(saved) => match state_dir.journal_parent()? {
+                Some(node) if repo.changelog().rev_of(&node).is_some() || node.is_null() => node,
+                _ => Node::from_hex(saved.node.as_bytes()).ok_or_else(|| {
+                    anyhow!("{}: bad node", state_dir.state_file().display())
+                })?,
+            },
             None => {
                 let rev = names::branch_tip(&repo, b"default")?.unwrap_or(repo.changelog().tip());
                 repo.changelog().node(rev)?

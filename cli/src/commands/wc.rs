@@ -174,7 +174,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
 pub struct PathArgs {
     /// Files or directories
     #[arg(value_name = "FILE")]
-    files: Vec<String>,
+    pub files: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -1,0 +1,346 @@
+//! `revfs commit` and `revfs update`: the daemon of the mount does the work (it holds the
+//! working copy); this side chooses the files, finds the user and the date, and prints what
+//! hg prints.
+
+use super::Workspace;
+use crate::paths::{Matcher, PathContext};
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use revfs_vfs::control::{Request, Response};
+use revfs_vfs::store::commit::stripdesc;
+use revfs_vfs::store::{Node, Repo, Rev};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Args, Debug)]
+pub struct CommitArgs {
+    /// Use text as commit message
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    message: Option<String>,
+    /// Read commit message from file
+    #[arg(short = 'l', long = "logfile", value_name = "FILE")]
+    logfile: Option<std::path::PathBuf>,
+    /// Record the specified user as committer
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Record the specified date as commit date
+    #[arg(short = 'd', long = "date", value_name = "DATE")]
+    date: Option<String>,
+    /// Mark new/missing files as added/removed before committing
+    #[arg(short = 'A', long = "addremove")]
+    addremove: bool,
+    /// Say what is committed
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// Say nothing
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+    /// Files or directories to commit (default: every change)
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// Discard uncommitted changes (no backup)
+    #[arg(short = 'C', long = "clean")]
+    clean: bool,
+    /// Revision
+    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    rev: Option<String>,
+    /// Say nothing
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+    /// Revision (as with -r)
+    #[arg(value_name = "REV", conflicts_with = "rev")]
+    target: Option<String>,
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn mount_only(ws: &Workspace) -> Result<()> {
+    if ws.socket.is_none() {
+        bail!(
+            "{} is not a revfs mount (commit and update run inside a mount, or with -R MOUNTPOINT)",
+            ws.root.display()
+        );
+    }
+    Ok(())
+}
+
+fn working_parent(ws: &Workspace) -> Node {
+    ws.scope.working_parent.unwrap_or(Node::NULL)
+}
+
+/// hg's branch heads: open revisions of `branch` without a child on the same branch,
+/// oldest first.
+fn branch_heads(repo: &Repo, branch: &[u8]) -> Result<Vec<Rev>> {
+    let cl = repo.changelog();
+    let mut on_branch = vec![false; cl.len()];
+    let mut has_child = vec![false; cl.len()];
+    for rev in 0..cl.len() as Rev {
+        if repo.changeset(rev)?.branch() == branch {
+            on_branch[rev as usize] = true;
+            for p in cl.parents(rev)? {
+                if p >= 0 {
+                    has_child[p as usize] = true;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for rev in 0..cl.len() as Rev {
+        if on_branch[rev as usize]
+            && !has_child[rev as usize]
+            && !repo.changeset(rev)?.closes_branch()
+        {
+            out.push(rev);
+        }
+    }
+    Ok(out)
+}
+
+fn branch_of(repo: &Repo, node: &Node) -> Result<Vec<u8>> {
+    Ok(match repo.changelog().rev_of(node) {
+        Some(rev) if !node.is_null() => repo.changeset(rev)?.branch().to_vec(),
+        _ => b"default".to_vec(),
+    })
+}
+
+/// True when `anc` is `rev` or one of its ancestors.
+fn is_ancestor(repo: &Repo, anc: Rev, rev: Rev) -> Result<bool> {
+    if anc < 0 {
+        return Ok(true);
+    }
+    let cl = repo.changelog();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![rev];
+    while let Some(r) = stack.pop() {
+        if r == anc {
+            return Ok(true);
+        }
+        if r < anc || !seen.insert(r) {
+            continue;
+        }
+        stack.extend(cl.parents(r)?.into_iter().filter(|&p| p >= 0));
+    }
+    Ok(false)
+}
+
+pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    mount_only(&ws)?;
+    let message = match (&args.message, &args.logfile) {
+        (Some(_), Some(_)) => bail!("options --message and --logfile are mutually exclusive"),
+        (Some(m), None) => m.clone().into_bytes(),
+        (None, Some(f)) if f.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
+            buf
+        }
+        (None, Some(f)) => std::fs::read(f)
+            .map_err(|e| anyhow!("can't read commit message '{}': {e}", f.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let description = stripdesc(&message);
+    if description.is_empty() {
+        bail!("empty commit message");
+    }
+    let user = identity::resolve_user(args.user.as_deref(), ws.repo.root())
+        .map_err(|e| anyhow!("{e}"))?;
+    let (time, tz) = match &args.date {
+        Some(d) => identity::parse_date(d).map_err(|e| anyhow!("{e}"))?,
+        None => identity::now(),
+    };
+    if args.addremove {
+        let paths = super::wc::PathArgs {
+            files: args.files.clone(),
+        };
+        super::wc::addremove(cli, &paths)?;
+    }
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let status = super::wc::fetch(&ws, false, false, !args.files.is_empty())?;
+    let letters: BTreeMap<&[u8], char> = status
+        .entries
+        .iter()
+        .map(|(l, p)| (p.as_slice(), *l))
+        .collect();
+    // Files named explicitly must be tracked, and there.
+    for arg in matcher.args() {
+        match letters.get(arg.as_slice()) {
+            Some('?') => bail!("{}: file not tracked!", lossy(&ctx.display(arg))),
+            Some('!') => bail!("{}: file not found!", lossy(&ctx.display(arg))),
+            _ => {}
+        }
+    }
+    let chosen: Vec<Vec<u8>> = status
+        .entries
+        .iter()
+        .filter(|(l, p)| matches!(l, 'M' | 'A' | 'R') && matcher.matches(p))
+        .map(|(_, p)| p.clone())
+        .collect();
+    if chosen.is_empty() {
+        if !args.quiet {
+            println!("nothing changed");
+        }
+        return Ok(1);
+    }
+    let p1 = working_parent(&ws);
+    let branch = branch_of(&ws.repo, &p1)?;
+    let heads_before = branch_heads(&ws.repo, &branch)?;
+    let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
+    let node = match ws.request(&Request::Commit {
+        paths: Some(chosen.clone()),
+        user: user.into_bytes(),
+        time,
+        tz,
+        message: description,
+    })? {
+        Response::Committed { node } => {
+            Node::from_hex(node.as_bytes()).ok_or_else(|| anyhow!("bad node from the daemon"))?
+        }
+        Response::NothingChanged => {
+            if !args.quiet {
+                println!("nothing changed");
+            }
+            return Ok(1);
+        }
+        other => bail!("unexpected answer from the daemon: {other:?}"),
+    };
+    if args.verbose && !args.quiet {
+        println!("committing files:");
+        for p in chosen
+            .iter()
+            .filter(|p| letters.get(p.as_slice()) != Some(&'R'))
+        {
+            println!("{}", lossy(p));
+        }
+        println!("committing manifest");
+        println!("committing changelog");
+    }
+    if !args.quiet
+        && !heads_before.is_empty()
+        && !p1rev.is_some_and(|r| heads_before.contains(&r))
+    {
+        println!("created new head");
+    }
+    if args.verbose && !args.quiet {
+        let repo = Repo::open(ws.repo.root())?;
+        let rev = repo.changelog().rev_of(&node).map_or(-1, |r| r as i64);
+        println!("committed changeset {rev}:{}", &node.to_hex()[..12]);
+    }
+    Ok(0)
+}
+
+pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    mount_only(&ws)?;
+    let spec = args.rev.as_deref().or(args.target.as_deref());
+    let p1 = working_parent(&ws);
+    let (rev, announce) = match spec {
+        Some(s) => (ws.resolve_single(Some(s))?, false),
+        None => {
+            // hg's default: the tipmost head of the current branch that descends from the
+            // working-copy parent.
+            let branch = branch_of(&ws.repo, &p1)?;
+            let p1rev = ws
+                .repo
+                .changelog()
+                .rev_of(&p1)
+                .filter(|_| !p1.is_null())
+                .unwrap_or(-1);
+            let mut dest = if p1.is_null() { -1 } else { p1rev };
+            for h in branch_heads(&ws.repo, &branch)? {
+                if h > dest && is_ancestor(&ws.repo, p1rev, h)? {
+                    dest = h;
+                }
+            }
+            (dest, true)
+        }
+    };
+    let node = if rev < 0 {
+        Node::NULL
+    } else {
+        ws.repo.changelog().node(rev)?
+    };
+    match ws.request(&Request::Update {
+        node: node.to_hex(),
+        clean: args.clean,
+    })? {
+        Response::Updated { updated, removed } => {
+            if !args.quiet {
+                println!(
+                    "{updated} files updated, 0 files merged, {removed} files removed, 0 files unresolved"
+                );
+            }
+        }
+        Response::Conflicts { paths } => {
+            tracing_conflicts(&paths);
+            bail!(UncommittedChanges);
+        }
+        other => bail!("unexpected answer from the daemon: {other:?}"),
+    }
+    if announce && !args.quiet && rev >= 0 {
+        let branch = branch_of(&ws.repo, &node)?;
+        let others = branch_heads(&ws.repo, &branch)?
+            .into_iter()
+            .filter(|&h| h != rev)
+            .count();
+        if others > 0 {
+            let cs = ws.repo.changeset(rev)?;
+            let summary = cs
+                .description
+                .split(|&b| b == b'\n')
+                .next()
+                .unwrap_or_default();
+            println!("updated to \"{}: {}\"", &node.to_hex()[..12], lossy(summary));
+            println!("{others} other heads for branch \"{}\"", lossy(&branch));
+        }
+    }
+    Ok(0)
+}
+
+/// The paths that stopped an update, for `REVFS_DEBUG` users.
+fn tracing_conflicts(paths: &[Vec<u8>]) {
+    if std::env::var_os("REVFS_DEBUG").is_some() {
+        for p in paths {
+            eprintln!("conflicting change: {}", lossy(p));
+        }
+    }
+}
+
+/// hg's abort for an update over overlapping changes, with its hint.
+#[derive(Debug)]
+struct UncommittedChanges;
+
+impl std::fmt::Display for UncommittedChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uncommitted changes\n(commit or update --clean to discard changes)")
+    }
+}
+
+impl std::error::Error for UncommittedChanges {}
+
+/// TEMPORARY: replaced by crate::hgconfig / crate::hgdate.
+mod identity {
+    pub fn resolve_user(u: Option<&str>, _root: &std::path::Path) -> Result<String, String> {
+        u.map(str::to_owned)
+            .or_else(|| std::env::var("HGUSER").ok())
+            .ok_or_else(|| "no username supplied".to_owned())
+    }
+    pub fn parse_date(d: &str) -> Result<(i64, i32), String> {
+        let mut it = d.split_whitespace();
+        match (it.next().and_then(|a| a.parse().ok()), it.next().and_then(|b| b.parse().ok())) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(format!("invalid date: '{d}'")),
+        }
+    }
+    pub fn now() -> (i64, i32) {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        (t, 0)
+    }
+}

@@ -1,0 +1,360 @@
+//! `revfs commit` and `revfs update` against real hg: random edit/commit/update cycles on
+//! a mount, each commit read back by hg (`log -T json`, `cat` of every file, `status
+//! --change`), each update compared with hg's view of the target revision, `hg verify`
+//! at the end; commits from hg and revfs racing on one repository; a process reading a
+//! file sees the new content as soon as `revfs update` returns.
+//!
+//! `REVFS_CYCLES` (default 500) sets the number of cycles, `REVFS_SEED` the seed.
+
+use revfs_tests::hg::HgServer;
+use revfs_tests::mount::{snapshot, Mount, Snap};
+use revfs_tests::{hg_cmd, scratch_dir};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn text(&mut self) -> Vec<u8> {
+        let lines: [&[u8]; 5] = [b"alpha\n", b"beta\n", b"gamma gamma\n", b"\n", b"\x00bin\x01"];
+        let n = self.below(12);
+        (0..n).flat_map(|_| lines[self.below(5)].to_vec()).collect()
+    }
+}
+
+fn s(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A repository made by hg: files in nested directories, an executable, a symlink.
+fn make_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    assert!(hg_cmd(dir, &["init", "repo"]).status.success());
+    for i in 0..24 {
+        let p = repo.join(format!("d{}/sub{}/f{i}.txt", i % 3, i % 2));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("file {i}\nline\n")).unwrap();
+    }
+    std::fs::write(repo.join("top.sh"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(repo.join("top.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("d0/sub0/f0.txt", repo.join("link")).unwrap();
+    let out = hg_cmd(&repo, &["commit", "-qAm", "base", "-d", "0 0"]);
+    assert!(out.status.success(), "{}", s(&out.stderr));
+    repo
+}
+
+/// Tracked paths and letters of `revfs status`.
+fn status(m: &Mount, extra: &[&str]) -> Vec<(char, String)> {
+    let mut args = vec!["-R", m.dir.to_str().unwrap(), "status"];
+    args.extend_from_slice(extra);
+    let out = m.revfs(&args);
+    assert!(out.status.success(), "status: {}", s(&out.stderr));
+    s(&out.stdout)
+        .lines()
+        .map(|l| (l.chars().next().unwrap(), l[2..].to_owned()))
+        .collect()
+}
+
+fn rv(m: &Mount, args: &[&str]) -> std::process::Output {
+    let mut full = vec!["-R", m.dir.to_str().unwrap()];
+    full.extend_from_slice(args);
+    m.revfs(&full)
+}
+
+/// What a committed file should be: content and flag (`x`, `l` or empty).
+type Expected = BTreeMap<String, (Vec<u8>, &'static str)>;
+
+fn mount_files(root: &Path) -> Expected {
+    snapshot(root)
+        .into_iter()
+        .filter_map(|(p, snap)| {
+            let p = p.to_string_lossy().into_owned();
+            match snap {
+                Snap::Dir => None,
+                Snap::File { data, exec } => Some((p, (data, if exec { "x" } else { "" }))),
+                Snap::Link(t) => Some((p, (t, "l"))),
+            }
+        })
+        .collect()
+}
+
+/// Every file of revision `rev` as hg sees it.
+fn hg_files(hg: &mut HgServer, rev: &str, scratch: &Path) -> Expected {
+    let out_dir = scratch.join(format!("cat-{rev}"));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let manifest = hg.run(&["manifest", "--debug", "-r", rev]);
+    assert_eq!(manifest.code, 0, "{}", s(&manifest.stderr));
+    let pattern = format!("{}/%p", out_dir.display());
+    let cat = hg.run(&["cat", "-r", rev, "-o", &pattern, "glob:**"]);
+    assert!(cat.code == 0 || s(&manifest.stdout).is_empty(), "{}", s(&cat.stderr));
+    let mut out = Expected::new();
+    for line in s(&manifest.stdout).lines() {
+        // NODE PERM [*@] PATH
+        let mut parts = line.splitn(3, ' ');
+        let (_node, perm, rest) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let (flag, path) = if let Some(p) = rest.strip_prefix("@ ") {
+            ("l", p)
+        } else if let Some(p) = rest.strip_prefix("* ") {
+            ("x", p)
+        } else {
+            (if perm == "755" { "x" } else { "" }, rest.trim_start_matches(' '))
+        };
+        let data = std::fs::read(out_dir.join(path)).unwrap();
+        out.insert(path.to_owned(), (data, flag));
+    }
+    out
+}
+
+/// One random change to the mount, recorded with revfs commands where hg would need one.
+fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
+    let files: Vec<String> = mount_files(&m.dir).into_keys().collect();
+    let pick = |rng: &mut Rng| files[rng.below(files.len())].clone();
+    let root = &m.dir;
+    match rng.below(10) {
+        0..=3 if !files.is_empty() => {
+            let f = pick(rng);
+            let p = root.join(&f);
+            if std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+                return;
+            }
+            let data = rng.text();
+            if rng.below(2) == 0 {
+                std::fs::write(&p, &data).unwrap();
+            } else {
+                use std::io::Write;
+                let mut fh = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+                fh.write_all(&data).unwrap();
+            }
+            log.push(format!("write {f}"));
+        }
+        4 | 5 => {
+            let f = format!("d{}/new{}.txt", rng.below(4), rng.below(30));
+            let p = root.join(&f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, rng.text()).unwrap();
+            let out = rv(m, &["add", &format!("path:{f}")]);
+            assert!(out.status.success(), "add: {}", s(&out.stderr));
+            log.push(format!("create+add {f}"));
+        }
+        6 if !files.is_empty() => {
+            let f = pick(rng);
+            let out = rv(m, &["remove", "-f", &format!("path:{f}")]);
+            let untracked = s(&out.stderr).contains("file is untracked");
+            assert!(out.status.success() || untracked, "remove: {}", s(&out.stderr));
+            log.push(format!("remove {f}"));
+        }
+        7 if !files.is_empty() => {
+            let f = pick(rng);
+            let p = root.join(&f);
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if !meta.file_type().is_symlink() {
+                let mode = meta.permissions().mode() ^ 0o111;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+                log.push(format!("chmod {f}"));
+            }
+        }
+        8 if !files.is_empty() => {
+            let f = pick(rng);
+            let to = format!("moved/{}", f.replace('/', "_"));
+            std::fs::create_dir_all(root.join("moved")).unwrap();
+            if std::fs::rename(root.join(&f), root.join(&to)).is_ok() {
+                let out = rv(m, &["addremove", &format!("path:{f}"), &format!("path:{to}")]);
+                assert!(out.status.success(), "addremove: {}", s(&out.stderr));
+                log.push(format!("mv {f} {to}"));
+            }
+        }
+        _ => {
+            let f = format!("l{}", rng.below(5));
+            let p = root.join(&f);
+            if std::fs::symlink_metadata(&p).is_err() {
+                std::os::unix::fs::symlink(format!("target{}", rng.below(9)), &p).unwrap();
+                let out = rv(m, &["add", &format!("path:{f}")]);
+                assert!(out.status.success(), "add: {}", s(&out.stderr));
+                log.push(format!("symlink {f}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
+    let cycles: usize = std::env::var("REVFS_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let seed: u64 = std::env::var("REVFS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_c0de);
+    let tmp = scratch_dir();
+    let repo = make_repo(tmp.path());
+    let m = Mount::new(&repo, None);
+    let mut hg = HgServer::start(&repo);
+    let mut rng = Rng(seed | 1);
+    let mut log: Vec<String> = Vec::new();
+    let mut commits = 0;
+    let mut updates = 0;
+    for cycle in 0..cycles {
+        for _ in 0..1 + rng.below(3) {
+            random_edit(&mut rng, &m, &mut log);
+        }
+        let ctx = |log: &[String]| {
+            format!(
+                "seed {seed} cycle {cycle}; last operations:\n{}",
+                log[log.len().saturating_sub(12)..].join("\n")
+            )
+        };
+        if rng.below(10) < 7 {
+            // Commit everything, or only some of the changed files.
+            let st: Vec<(char, String)> = status(&m, &[])
+                .into_iter()
+                .filter(|(l, _)| matches!(l, 'M' | 'A' | 'R'))
+                .collect();
+            let p1 = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
+            let partial = st.len() > 1 && rng.below(4) == 0;
+            let mut chosen: Vec<(char, String)> = if partial {
+                st.iter().filter(|_| rng.below(2) == 0).cloned().collect()
+            } else {
+                st.clone()
+            };
+            let partial = partial && !chosen.is_empty();
+            if !partial {
+                chosen = st.clone();
+            }
+            let mut expected: Expected = if p1.starts_with("0000000") {
+                Expected::new()
+            } else {
+                hg_files(&mut hg, &p1, tmp.path())
+            };
+            let now = mount_files(&m.dir);
+            for (l, p) in &chosen {
+                if *l == 'R' {
+                    expected.remove(p);
+                } else {
+                    expected.insert(p.clone(), now[p].clone());
+                }
+            }
+            let user = format!("user{} <u@example.org>", rng.below(5));
+            let date = format!("{} {}", 1_000_000 + cycle * 100, [0, -3600, 7200][rng.below(3)]);
+            let msg = format!("cycle {cycle}\n\nbody {}", rng.below(100));
+            let mut args = vec!["commit", "-m", &msg, "-u", &user, "-d", &date];
+            let pats: Vec<String> = chosen.iter().map(|(_, p)| format!("path:{p}")).collect();
+            if partial {
+                args.extend(pats.iter().map(String::as_str));
+            }
+            let out = rv(&m, &args);
+            if chosen.is_empty() {
+                assert_eq!(out.status.code(), Some(1), "{}", ctx(&log));
+                assert_eq!(s(&out.stdout), "nothing changed\n");
+                continue;
+            }
+            assert!(out.status.success(), "commit: {}\n{}", s(&out.stderr), ctx(&log));
+            commits += 1;
+            log.push(format!("commit {}", chosen.len()));
+            let node = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
+            assert_ne!(node, p1, "{}", ctx(&log));
+            // hg reads back what revfs committed.
+            let j = hg.run(&["log", "-r", &node, "-T", "{p1node}|{author}|{date|hgdate}|{desc}|{join(files, ',')}"]);
+            assert_eq!(j.code, 0, "{}", s(&j.stderr));
+            let mut files: Vec<&str> = chosen.iter().map(|(_, p)| p.as_str()).collect();
+            files.sort();
+            let (secs, tz) = date.split_once(' ').unwrap();
+            let tz_west = -tz.parse::<i64>().unwrap();
+            let _ = tz_west;
+            assert_eq!(
+                s(&j.stdout),
+                format!(
+                    "{p1}|{user}|{secs} {tz}|{msg}|{}",
+                    files.join(",")
+                ),
+                "{}",
+                ctx(&log)
+            );
+            let stc = hg.run(&["status", "--change", &node]);
+            let mut want: Vec<String> = chosen.iter().map(|(l, p)| format!("{l} {p}")).collect();
+            want.sort_by_key(|l| ("MAR".find(&l[..1]).unwrap(), l[2..].to_owned()));
+            assert_eq!(s(&stc.stdout), want.iter().map(|l| format!("{l}\n")).collect::<String>(), "{}", ctx(&log));
+            let got = hg_files(&mut hg, &node, tmp.path());
+            assert!(got == expected, "hg cat differs from what was committed\n{}\nonly in hg: {:?}\nonly expected: {:?}", ctx(&log),
+                got.iter().filter(|(k, v)| expected.get(*k) != Some(v)).map(|(k, _)| k).collect::<Vec<_>>(),
+                expected.iter().filter(|(k, v)| got.get(*k) != Some(v)).map(|(k, _)| k).collect::<Vec<_>>());
+            // The committed paths are clean now; the others are still changes.
+            let after = status(&m, &[]);
+            for (l, p) in &st {
+                let still = after.iter().any(|(_, q)| q == p);
+                let committed = chosen.iter().any(|(_, q)| q == p);
+                assert_eq!(still, !committed, "{l} {p} after commit\n{}", ctx(&log));
+            }
+        } else {
+            let revs: usize = s(&hg.run(&["log", "-r", "tip", "-T", "{rev}"]).stdout)
+                .parse()
+                .unwrap();
+            let target = rng.below(revs + 1).to_string();
+            let clean = rng.below(2) == 0;
+            let before = status(&m, &[]);
+            let mut args = vec!["update", "-r", &target];
+            if clean {
+                args.push("-C");
+            }
+            let out = rv(&m, &args);
+            log.push(format!("update {target} clean={clean}"));
+            if !out.status.success() {
+                assert!(!clean, "update -C failed: {}\n{}", s(&out.stderr), ctx(&log));
+                assert_eq!(
+                    s(&out.stderr),
+                    "abort: uncommitted changes\n(commit or update --clean to discard changes)\n"
+                );
+                assert_eq!(status(&m, &[]), before, "a refused update changed nothing");
+                continue;
+            }
+            updates += 1;
+            let node = s(&hg.run(&["log", "-r", &target, "-T", "{node}"]).stdout);
+            assert_eq!(s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout), node);
+            let after = status(&m, &[]);
+            let changed: Vec<&String> = after.iter().filter(|(l, _)| *l != '?').map(|(_, p)| p).collect();
+            if clean {
+                assert!(changed.is_empty(), "changes left after update -C: {after:?}\n{}", ctx(&log));
+            } else {
+                // Local changes are carried over.
+                assert_eq!(after, before, "{}", ctx(&log));
+            }
+            // Every file hg has in the target that has no local change is identical.
+            let want = hg_files(&mut hg, &node, tmp.path());
+            let have = mount_files(&m.dir);
+            for (p, v) in &want {
+                if changed.contains(&p) {
+                    continue;
+                }
+                assert_eq!(have.get(p), Some(v), "{p} after update to {target}\n{}", ctx(&log));
+            }
+            for p in have.keys() {
+                let tracked_or_unknown = want.contains_key(p) || after.iter().any(|(_, q)| q == p);
+                assert!(tracked_or_unknown, "{p} should not be there after update\n{}", ctx(&log));
+            }
+        }
+        if cycle % 97 == 96 {
+            // The working copy survives a remount at any point.
+            let before = status(&m, &["-A"]);
+            let files = mount_files(&m.dir);
+            m.unmount();
+            m.remount(&repo, None);
+            assert_eq!(status(&m, &["-A"]), before, "status after remount\n{}", ctx(&log));
+            assert!(mount_files(&m.dir) == files, "files after remount\n{}", ctx(&log));
+        }
+    }
+    assert!(commits >= cycles / 3, "only {commits} commits");
+    assert!(updates >= cycles / 10, "only {updates} updates");
+    let v = hg_cmd(&repo, &["verify", "-q"]);
+    assert!(v.status.success(), "hg verify: {}{}", s(&v.stdout), s(&v.stderr));
+}

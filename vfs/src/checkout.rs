@@ -1,0 +1,880 @@
+//! Moving a working copy to a new parent revision without a checkout: `commit` (the new
+//! changeset becomes the parent and the committed changes stop being changes) and `update`
+//! (the tree becomes another revision's, in place, with the local changes carried over).
+//!
+//! Both work in time proportional to what changed: commit reads only the committed paths,
+//! update walks the manifest diff and touches only the inodes on it (unchanged files keep
+//! their inodes and the kernel's caches). Both end by rewriting the journal against the new
+//! parent ([`WorkingCopy::rebase_journal`]): the rewritten journal describes, with `Remove`,
+//! `Put`, `SetMode`, `SetMtime`, `Track` and `Copy` records, exactly how the working copy
+//! differs from the new parent, so a remount (or a daemon killed afterwards) finds it again.
+//! The journal's header is the authority on the working-copy parent: it is renamed into place
+//! in one step, after the store has the new changeset.
+
+use crate::journal::{PutEntry, Record, Track};
+use crate::status::StatusRequest;
+use crate::wc::{
+    perm_of_flag, unix_time, DirSource, FileData, Inner, Kind, LinkData, Result, WcError,
+    WorkingCopy, ROOT_INO,
+};
+use revfs_store::commit::{Change, CommitRequest};
+use revfs_store::manifest::{FileFlag, Manifest};
+use revfs_store::{Node, Repo, StoreError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+/// What the kernel must forget after revfs changed the tree behind its back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    /// Name `name` in directory `parent` (negative entries included).
+    Entry { parent: u64, name: Box<[u8]> },
+    /// The data, attributes and (for a directory) cached listing of an inode.
+    Inode(u64),
+}
+
+/// What a commit is made of, besides the changes.
+#[derive(Debug, Clone)]
+pub struct CommitSpec {
+    /// Paths to commit (those that are M, A or R); `None` commits every change.
+    pub paths: Option<Vec<Vec<u8>>>,
+    pub user: Vec<u8>,
+    /// Seconds since the epoch.
+    pub time: i64,
+    /// Seconds west of UTC.
+    pub tz: i32,
+    pub description: Vec<u8>,
+}
+
+/// What an update did.
+#[derive(Debug, Default)]
+pub struct UpdateOutcome {
+    /// Files written (added or changed), as hg counts "files updated".
+    pub updated: usize,
+    /// Files removed.
+    pub removed: usize,
+    /// Inodes and names the kernel must forget.
+    pub invalidations: Vec<Invalidation>,
+    /// Paths reverted by `--clean` (invalidated by path).
+    pub reverted: Vec<Vec<u8>>,
+}
+
+/// A committed path as it was read for the commit.
+#[derive(Debug)]
+enum Captured {
+    File { data: Vec<u8>, exec: bool },
+    Link(Vec<u8>),
+}
+
+/// A working-copy path as the journal rewrite sees it.
+enum Cur {
+    Absent,
+    Dir { mode: u32 },
+    Item {
+        entry: PutEntry,
+        mode: u32,
+        mtime: Option<SystemTime>,
+        /// The store revision the content is, when it comes from the store.
+        store: Option<Node>,
+        link: bool,
+    },
+}
+
+/// What the new parent's manifest has at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Absent,
+    Dir,
+    File(Node, FileFlag),
+}
+
+fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
+    if path.is_empty() {
+        return Ok(Target::Dir);
+    }
+    if let Some(e) = m.find(path)? {
+        return Ok(Target::File(e.node, e.flag));
+    }
+    let mut prefix = path.to_vec();
+    prefix.push(b'/');
+    Ok(if m.iter_prefix(&prefix).next().is_some() {
+        Target::Dir
+    } else {
+        Target::Absent
+    })
+}
+
+/// The proper ancestors of `path` ("a", "a/b" for "a/b/c").
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'/')
+        .map(move |(i, _)| &path[..i])
+}
+
+fn under_any(set: &BTreeSet<Vec<u8>>, path: &[u8]) -> bool {
+    !set.is_empty() && ancestors(path).any(|a| set.contains(a))
+}
+
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    parts.join(&b'/')
+}
+
+impl WorkingCopy {
+    fn cur_at(&self, inner: &mut Inner, path: &[u8]) -> Result<Cur> {
+        let Some(ino) = inner.resolve(path)? else {
+            return Ok(Cur::Absent);
+        };
+        let e = inner.entry(ino)?;
+        let mode = e.mode;
+        let mtime = e.mtime;
+        Ok(match &e.kind {
+            Kind::Dir { .. } => Cur::Dir { mode },
+            Kind::File(FileData::Store { path, node, .. }) => Cur::Item {
+                entry: PutEntry::StoreFile {
+                    source: path.to_vec(),
+                    node: *node,
+                },
+                mode,
+                mtime,
+                store: Some(*node),
+                link: false,
+            },
+            Kind::File(FileData::Overlay { id }) => Cur::Item {
+                entry: PutEntry::OverlayFile { id: *id },
+                mode,
+                mtime: None,
+                store: None,
+                link: false,
+            },
+            Kind::Symlink(LinkData::Store { path, node }) => Cur::Item {
+                entry: PutEntry::StoreLink {
+                    source: path.to_vec(),
+                    node: *node,
+                },
+                mode,
+                mtime,
+                store: Some(*node),
+                link: true,
+            },
+            Kind::Symlink(LinkData::Local(t)) => Cur::Item {
+                entry: PutEntry::LocalLink { target: t.to_vec() },
+                mode,
+                mtime,
+                store: None,
+                link: true,
+            },
+        })
+    }
+
+    /// Every path (files and directories) below directory `ino`, loading as it goes.
+    fn subtree(&self, inner: &mut Inner, ino: u64, path: &[u8], out: &mut BTreeSet<Vec<u8>>) {
+        let mut stack = vec![(ino, path.to_vec())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let Ok((_, children)) = self.readdir_locked(inner, dir) else {
+                continue;
+            };
+            for (name, child, kind) in children {
+                let mut p = prefix.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(&name);
+                if kind == crate::wc::EntryType::Dir {
+                    stack.push((child, p.clone()));
+                }
+                out.insert(p);
+            }
+        }
+    }
+
+    /// Rewrites the journal so that it describes the working copy against `inner.base`
+    /// (already the new parent), and rebuilds the dirty set from it. `committed` paths
+    /// lose their tracking overrides and copy sources.
+    pub(crate) fn rebase_journal(
+        &self,
+        inner: &mut Inner,
+        committed: &BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let base = inner.base.clone();
+        // The paths that may differ from the new parent: the dirty ones, their ancestors,
+        // everything below dirty directories, here and in the new parent.
+        let mut cands: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        for d in &dirty {
+            if d.is_empty() {
+                continue;
+            }
+            for a in ancestors(d) {
+                cands.insert(a.to_vec());
+            }
+            cands.insert(d.clone());
+            if let Some(ino) = inner.resolve(d)? {
+                if inner.is_dir(ino) {
+                    self.subtree(inner, ino, d, &mut cands);
+                }
+            }
+            let mut prefix = d.clone();
+            prefix.push(b'/');
+            for e in base.iter_prefix(&prefix) {
+                let e = e?;
+                for a in ancestors(e.path).filter(|a| a.len() > d.len()) {
+                    cands.insert(a.to_vec());
+                }
+                cands.insert(e.path.to_vec());
+            }
+        }
+        let mut records = Vec::new();
+        if let Ok(root) = inner.entry(ROOT_INO) {
+            if root.mode != 0o755 {
+                records.push(Record::SetMode {
+                    path: Vec::new(),
+                    mode: root.mode,
+                });
+            }
+        }
+        // Subtrees already described (nothing below them needs a record) and directories
+        // that are new (nothing below them is in the parent).
+        let mut done: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut fresh: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut put_paths: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in cands {
+            if under_any(&done, &p) {
+                continue;
+            }
+            let target = if under_any(&fresh, &p) {
+                Target::Absent
+            } else {
+                target_at(&base, &p)?
+            };
+            match self.cur_at(inner, &p)? {
+                Cur::Absent => {
+                    if target != Target::Absent {
+                        records.push(Record::Remove { path: p.clone() });
+                    }
+                    done.insert(p);
+                }
+                Cur::Dir { mode } => match target {
+                    Target::Dir => {
+                        if mode != 0o755 {
+                            records.push(Record::SetMode { path: p, mode });
+                        }
+                    }
+                    Target::File(..) | Target::Absent => {
+                        if target != Target::Absent {
+                            records.push(Record::Remove { path: p.clone() });
+                        }
+                        records.push(Record::Put {
+                            path: p.clone(),
+                            entry: PutEntry::Dir,
+                            mode,
+                            mtime: None,
+                        });
+                        fresh.insert(p);
+                    }
+                },
+                Cur::Item {
+                    entry,
+                    mode,
+                    mtime,
+                    store,
+                    link,
+                } => {
+                    let same = match target {
+                        Target::File(node, flag) => {
+                            store == Some(node)
+                                && link == (flag == FileFlag::Symlink)
+                                && (link || mode == perm_of_flag(flag))
+                        }
+                        _ => false,
+                    };
+                    if !same {
+                        if target == Target::Dir {
+                            records.push(Record::Remove { path: p.clone() });
+                        }
+                        records.push(Record::Put {
+                            path: p.clone(),
+                            entry,
+                            mode,
+                            mtime: mtime.map(unix_time),
+                        });
+                        put_paths.insert(p.clone());
+                    }
+                    done.insert(p);
+                }
+            }
+        }
+        // Modification times of store files that are not otherwise described (files an
+        // update changed, files a commit took from the overlay): they change no status.
+        let mut mtimes: Vec<(u64, SystemTime)> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.parent != 0
+                    && matches!(
+                        e.kind,
+                        Kind::File(FileData::Store { .. }) | Kind::Symlink(LinkData::Store { .. })
+                    )
+            })
+            .filter_map(|(ino, e)| e.mtime.map(|t| (*ino, t)))
+            .collect();
+        mtimes.sort_unstable_by_key(|(ino, _)| *ino);
+        for (ino, t) in mtimes {
+            if let Some(path) = inner.path_of(ino) {
+                if !put_paths.contains(&path) {
+                    let (secs, nanos) = unix_time(t);
+                    records.push(Record::SetMtime { path, secs, nanos });
+                }
+            }
+        }
+        // Tracking overrides that still mean something against the new parent.
+        let mut tracking = BTreeMap::new();
+        for (p, t) in std::mem::take(&mut inner.tracking) {
+            let in_base = base.find(&p)?.is_some();
+            let keep = !committed.contains(&p)
+                && match t {
+                    Track::Added => !in_base,
+                    Track::Removed => in_base,
+                    Track::Default => false,
+                };
+            if keep {
+                records.push(Record::Track {
+                    path: p.clone(),
+                    track: t,
+                });
+                tracking.insert(p, t);
+            }
+        }
+        inner.tracking = tracking;
+        let copies: BTreeMap<Vec<u8>, Vec<u8>> = std::mem::take(&mut inner.copies)
+            .into_iter()
+            .filter(|(dest, _)| !committed.contains(dest))
+            .collect();
+        for (dest, source) in &copies {
+            records.push(Record::Copy {
+                dest: dest.clone(),
+                source: source.clone(),
+            });
+        }
+        inner.copies = copies;
+        self.journal().rewrite(&inner.base_node, &records)?;
+        inner.dirty = records
+            .iter()
+            .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
+            .collect();
+        tracing::info!(
+            records = records.len(),
+            changed = inner.dirty.len(),
+            parent = %inner.base_node.to_hex(),
+            "journal rewritten"
+        );
+        Ok(())
+    }
+
+    fn capture(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<Captured>> {
+        let Some(ino) = inner.resolve(path)? else {
+            return Ok(None);
+        };
+        let e = inner.entry(ino)?;
+        let exec = e.mode & 0o100 != 0;
+        let read_store = |p: &[u8], n: &Node| -> Result<Vec<u8>> {
+            let fl = inner.repo.filelog(p)?;
+            Ok(fl.read(fl.rev_of(n)?)?.to_vec())
+        };
+        Ok(Some(match &e.kind {
+            Kind::Dir { .. } => return Ok(None),
+            Kind::File(FileData::Overlay { id }) => Captured::File {
+                data: self.overlay.read_all(*id)?,
+                exec,
+            },
+            Kind::File(FileData::Store { path, node, .. }) => Captured::File {
+                data: read_store(path, node)?,
+                exec,
+            },
+            Kind::Symlink(LinkData::Local(t)) => Captured::Link(t.to_vec()),
+            Kind::Symlink(LinkData::Store { path, node }) => Captured::Link(read_store(path, node)?),
+        }))
+    }
+
+    /// Commits the working copy's changes (all, or `spec.paths`) as a child of its parent,
+    /// makes the new changeset the parent and returns its node. A write that races with the
+    /// commit is either in it or still a change afterwards: the committed overlay copies are
+    /// only dropped when their content is still what was committed.
+    pub fn commit(&self, spec: &CommitSpec) -> Result<Node> {
+        let _one = self.transition_lock();
+        let status = self.status(StatusRequest::default())?;
+        let wanted: Option<BTreeSet<&[u8]>> = spec
+            .paths
+            .as_ref()
+            .map(|v| v.iter().map(Vec::as_slice).collect());
+        let chosen: Vec<(char, Vec<u8>)> = status
+            .into_iter()
+            .filter(|e| matches!(e.letter, 'M' | 'A' | 'R'))
+            .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(e.path.as_slice())))
+            .map(|e| (e.letter, e.path))
+            .collect();
+        if chosen.is_empty() {
+            return Err(WcError::NothingChanged);
+        }
+        let (p1, repo, base, files, captured) = {
+            let mut inner = self.write();
+            let (p1, repo, base) = (inner.base_node, inner.repo.clone(), inner.base.clone());
+            let mut files = BTreeMap::new();
+            let mut captured = BTreeMap::new();
+            for (letter, path) in chosen {
+                if letter == 'R' {
+                    files.insert(path, Change::Remove);
+                    continue;
+                }
+                let Some(cap) = self.capture(&mut inner, &path)? else {
+                    continue;
+                };
+                let copy_from = inner
+                    .copies
+                    .get(&path)
+                    .filter(|src| matches!(base.find(src), Ok(Some(_))))
+                    .cloned();
+                let (data, flag) = match &cap {
+                    Captured::File { data, exec } => (
+                        data.clone(),
+                        if *exec {
+                            FileFlag::Executable
+                        } else {
+                            FileFlag::Regular
+                        },
+                    ),
+                    Captured::Link(t) => (t.clone(), FileFlag::Symlink),
+                };
+                files.insert(
+                    path.clone(),
+                    Change::Set {
+                        data,
+                        flag,
+                        copy_from,
+                    },
+                );
+                captured.insert(path, cap);
+            }
+            (p1, repo, base, files, captured)
+        };
+        drop(base);
+        if files.is_empty() {
+            return Err(WcError::NothingChanged);
+        }
+        let branch = match repo.changelog().rev_of(&p1) {
+            Some(rev) if !p1.is_null() => {
+                let b = repo.changeset(rev)?.branch().to_vec();
+                (b != b"default").then_some(b)
+            }
+            _ => None,
+        };
+        let req = CommitRequest {
+            p1,
+            p2: Node::NULL,
+            files,
+            user: spec.user.clone(),
+            time: spec.time,
+            tz: spec.tz,
+            description: spec.description.clone(),
+            branch,
+        };
+        let node = revfs_store::commit::commit(&repo, &req)?;
+        let repo = Arc::new(Repo::open(repo.root())?);
+        let rev = repo
+            .changelog()
+            .rev_of(&node)
+            .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
+        let new_base = Arc::new(repo.manifest_of(rev)?);
+
+        let mut freed = Vec::new();
+        let mut inner = self.write();
+        for (path, cap) in &captured {
+            let Some(ino) = inner.resolve(path)? else {
+                continue;
+            };
+            let Some(me) = new_base.find(path)? else {
+                continue;
+            };
+            let (mnode, mflag) = (me.node, me.flag);
+            let e = inner.entry(ino)?;
+            let exec = e.mode & 0o100 != 0;
+            let read_store = |p: &[u8], n: &Node| -> Result<Vec<u8>> {
+                let fl = repo.filelog(p)?;
+                Ok(fl.read(fl.rev_of(n)?)?.to_vec())
+            };
+            let (same, mtime) = match (&e.kind, cap) {
+                (Kind::File(FileData::Overlay { id }), Captured::File { data, exec: x }) => (
+                    exec == *x
+                        && self.overlay.size(*id)? == data.len() as u64
+                        && self.overlay.read_all(*id)? == *data,
+                    self.overlay.mtime(*id).ok(),
+                ),
+                (Kind::File(FileData::Store { path, node, .. }), Captured::File { data, exec: x }) => {
+                    (exec == *x && read_store(path, node)? == *data, e.mtime)
+                }
+                (Kind::Symlink(LinkData::Local(t)), Captured::Link(x)) => (**t == **x, e.mtime),
+                (Kind::Symlink(LinkData::Store { path, node }), Captured::Link(x)) => {
+                    (read_store(path, node)? == *x, e.mtime)
+                }
+                _ => (false, None),
+            };
+            if !same {
+                continue;
+            }
+            let kind = if mflag == FileFlag::Symlink {
+                Kind::Symlink(LinkData::Store {
+                    path: path.as_slice().into(),
+                    node: mnode,
+                })
+            } else {
+                Kind::File(FileData::Store {
+                    path: path.as_slice().into(),
+                    node: mnode,
+                    size: OnceLock::new(),
+                })
+            };
+            let e = inner.entry_mut(ino)?;
+            if let Kind::File(FileData::Overlay { id }) = std::mem::replace(&mut e.kind, kind) {
+                freed.push(id);
+            }
+            e.mtime = mtime.or(Some(SystemTime::now()));
+        }
+        inner.base = new_base;
+        inner.base_node = node;
+        inner.repo = repo;
+        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
+        self.rebase_journal(&mut inner, &committed)?;
+        drop(inner);
+        for id in freed {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(node)
+    }
+
+    /// Switches the working copy to revision `node` of `repo` (a fresh handle that knows
+    /// it). Local changes are kept when the update does not touch them; otherwise it stops
+    /// with [`WcError::UncommittedChanges`] and changes nothing, unless `clean`, which
+    /// first reverts every change (added files become unknown, as in hg).
+    pub fn update(&self, repo: Arc<Repo>, node: Node, clean: bool) -> Result<UpdateOutcome> {
+        let _one = self.transition_lock();
+        let target = Arc::new(if node.is_null() {
+            Manifest::empty()
+        } else {
+            let rev = repo
+                .changelog()
+                .rev_of(&node)
+                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
+            repo.manifest_of(rev)?
+        });
+        let mut out = UpdateOutcome::default();
+        let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
+        if clean {
+            for e in self.status(StatusRequest::default())? {
+                match e.letter {
+                    'A' => self.set_tracking(&e.path, Track::Default)?,
+                    _ => {
+                        if e.letter == 'R' {
+                            self.set_tracking(&e.path, Track::Default)?;
+                        }
+                        self.restore(&e.path)?;
+                        reverted.insert(e.path);
+                    }
+                }
+            }
+            for dest in self.copies().into_keys() {
+                self.set_copy(&dest, None)?;
+            }
+        }
+        let local: BTreeMap<Vec<u8>, char> = self
+            .status(StatusRequest {
+                unknown: true,
+                ignored: true,
+                clean: false,
+            })?
+            .into_iter()
+            .map(|e| (e.path, e.letter))
+            .collect();
+
+        let mut inner = self.write();
+        let base = inner.base.clone();
+        let diff = base.diff(&target)?;
+        // Refuse before changing anything.
+        let mut conflicts: Vec<Vec<u8>> = Vec::new();
+        let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for c in &diff {
+            let p = &c.path;
+            let mut dir_prefix = p.clone();
+            dir_prefix.push(b'/');
+            let below = local
+                .range(dir_prefix.clone()..)
+                .next()
+                .is_some_and(|(q, _)| q.starts_with(&dir_prefix));
+            let above: Vec<&[u8]> = ancestors(p).filter(|a| local.contains_key(*a)).collect();
+            match local.get(p) {
+                Some('?' | 'I') if c.new.is_some() => {
+                    if clean || self.same_as(&mut inner, &repo, p, c.new)? {
+                        replace.insert(p.clone());
+                    } else {
+                        conflicts.push(p.clone());
+                    }
+                }
+                Some(_) => conflicts.push(p.clone()),
+                None if below => conflicts.push(p.clone()),
+                None if !above.is_empty() => {
+                    if clean && c.new.is_some() && above.iter().all(|a| matches!(local.get(*a), Some('?' | 'I'))) {
+                        replace.extend(above.iter().map(|a| a.to_vec()));
+                    } else {
+                        conflicts.push(p.clone());
+                    }
+                }
+                None => {
+                    if c.new.is_some()
+                        && target_at(&base, p)? != Target::Dir
+                        && self.dir_in_the_way(&mut inner, p)?
+                    {
+                        conflicts.push(p.clone());
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(WcError::UncommittedChanges(conflicts));
+        }
+
+        let now = SystemTime::now();
+        let mut freed = Vec::new();
+        let mut touched: BTreeSet<u64> = BTreeSet::new();
+        let mut emptied: BTreeSet<u64> = BTreeSet::new();
+        let mut updated: BTreeSet<Vec<u8>> = reverted.clone();
+        for c in &diff {
+            match c.new {
+                Some(_) => {
+                    updated.insert(c.path.clone());
+                }
+                None => out.removed += 1,
+            }
+            let parts: Vec<&[u8]> = c.path.split(|&b| b == b'/').collect();
+            let (last, dirs) = match parts.split_last() {
+                Some(x) => x,
+                None => continue,
+            };
+            let mut dir = ROOT_INO;
+            let mut reached = true;
+            for (i, part) in dirs.iter().enumerate() {
+                if self.retarget(&mut inner, dir, &join(&parts[..i]), &target, &mut out)? {
+                    reached = false;
+                    break;
+                }
+                match inner.child(dir, part)? {
+                    Some(child) if inner.is_dir(child) => dir = child,
+                    other => {
+                        if c.new.is_none() {
+                            reached = false;
+                            break;
+                        }
+                        if let Some(file) = other {
+                            // An untracked file where the target has a directory (--clean).
+                            freed.extend(inner.detach_tree(file));
+                        }
+                        let source = DirSource {
+                            manifest: target.clone(),
+                            path: join(&parts[..=i]).into(),
+                        };
+                        let kind = Kind::Dir {
+                            source: Some(source),
+                            children: None,
+                        };
+                        inner.link_new(dir, part, kind, 0o755)?;
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*part).into(),
+                        });
+                        touched.insert(dir);
+                        reached = false;
+                        break;
+                    }
+                }
+            }
+            if !reached
+                || self.retarget(&mut inner, dir, &join(dirs), &target, &mut out)?
+            {
+                continue;
+            }
+            let existing = inner.child(dir, last)?;
+            match (c.new, existing) {
+                (None, Some(ino)) => {
+                    if !inner.is_dir(ino) {
+                        freed.extend(inner.detach(ino));
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                        emptied.insert(dir);
+                    }
+                }
+                (None, None) => {}
+                (Some((fnode, flag)), existing) => {
+                    let kind = if flag == FileFlag::Symlink {
+                        Kind::Symlink(LinkData::Store {
+                            path: c.path.as_slice().into(),
+                            node: fnode,
+                        })
+                    } else {
+                        Kind::File(FileData::Store {
+                            path: c.path.as_slice().into(),
+                            node: fnode,
+                            size: OnceLock::new(),
+                        })
+                    };
+                    let same_type = existing.is_some_and(|ino| {
+                        matches!(
+                            (&inner.entries.get(&ino).map(|e| &e.kind), flag),
+                            (Some(Kind::Symlink(_)), FileFlag::Symlink)
+                        ) || matches!(
+                            (&inner.entries.get(&ino).map(|e| &e.kind), flag),
+                            (Some(Kind::File(_)), FileFlag::Regular | FileFlag::Executable)
+                        )
+                    });
+                    if let (true, Some(ino)) = (same_type, existing) {
+                        let e = inner.entry_mut(ino)?;
+                        if let Kind::File(FileData::Overlay { id }) =
+                            std::mem::replace(&mut e.kind, kind)
+                        {
+                            freed.push(id);
+                        }
+                        e.mode = perm_of_flag(flag);
+                        e.mtime = Some(now);
+                        e.ctime = Some(now);
+                        out.invalidations.push(Invalidation::Inode(ino));
+                    } else {
+                        if let Some(ino) = existing {
+                            freed.extend(inner.detach_tree(ino));
+                        }
+                        let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
+                        inner.entry_mut(ino)?.mtime = Some(now);
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                    }
+                }
+            }
+        }
+        // Directories left empty by removals go too, as hg removes them.
+        for mut dir in emptied {
+            while dir != ROOT_INO {
+                let empty = matches!(
+                    inner.entries.get(&dir).map(|e| &e.kind),
+                    Some(Kind::Dir { children: Some(c), .. }) if c.is_empty()
+                );
+                let Some(e) = inner.entries.get(&dir).filter(|e| e.parent != 0 && empty) else {
+                    break;
+                };
+                let (parent, name) = (e.parent, e.name.clone());
+                freed.extend(inner.detach(dir));
+                out.invalidations.push(Invalidation::Entry { parent, name });
+                touched.insert(parent);
+                dir = parent;
+            }
+        }
+        out.invalidations
+            .extend(touched.into_iter().map(Invalidation::Inode));
+        out.updated = updated.len();
+        out.reverted = reverted.into_iter().collect();
+
+        inner.base = target;
+        inner.base_node = node;
+        inner.repo = repo;
+        self.rebase_journal(&mut inner, &BTreeSet::new())?;
+        drop(inner);
+        for id in freed {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(out)
+    }
+
+    /// For an update: when `dir` is not loaded yet, makes it take its entries from the
+    /// target (or drops it when the target has no such directory) and returns true: nothing
+    /// below it needs more work.
+    fn retarget(
+        &self,
+        inner: &mut Inner,
+        dir: u64,
+        dir_path: &[u8],
+        target: &Arc<Manifest>,
+        out: &mut UpdateOutcome,
+    ) -> Result<bool> {
+        let exists = target_at(target, dir_path)? == Target::Dir;
+        let e = inner.entry_mut(dir)?;
+        let Kind::Dir {
+            source: Some(source),
+            children: None,
+        } = &mut e.kind
+        else {
+            return Ok(false);
+        };
+        if Arc::ptr_eq(&source.manifest, target) {
+            return Ok(true);
+        }
+        if *source.path != *dir_path {
+            // A directory moved before it was ever listed: its entries are local changes
+            // (the conflict check keeps the update away from them).
+            return Ok(true);
+        }
+        if exists || dir == ROOT_INO {
+            source.manifest = target.clone();
+        } else {
+            let (parent, name) = (e.parent, e.name.clone());
+            let freed = inner.detach_tree(dir);
+            debug_assert!(freed.is_empty());
+            out.invalidations.push(Invalidation::Entry { parent, name });
+            out.invalidations.push(Invalidation::Inode(parent));
+        }
+        Ok(true)
+    }
+
+    /// True when an untracked file at `path` has the target's content and flags already.
+    fn same_as(
+        &self,
+        inner: &mut Inner,
+        repo: &Repo,
+        path: &[u8],
+        new: Option<(Node, FileFlag)>,
+    ) -> Result<bool> {
+        let Some((node, flag)) = new else {
+            return Ok(false);
+        };
+        let Some(cap) = self.capture(inner, path)? else {
+            return Ok(false);
+        };
+        let fl = repo.filelog(path)?;
+        let want = fl.read(fl.rev_of(&node)?)?;
+        Ok(match cap {
+            Captured::File { data, exec } => {
+                flag != FileFlag::Symlink && exec == (flag == FileFlag::Executable) && data == *want
+            }
+            Captured::Link(t) => flag == FileFlag::Symlink && t == *want,
+        })
+    }
+
+    /// True when a directory stands where the target puts a file (a directory that status
+    /// does not show, because nothing tracked or untracked is in it).
+    fn dir_in_the_way(&self, inner: &mut Inner, path: &[u8]) -> Result<bool> {
+        // Only loaded directories can differ from the parent; do not load anything here.
+        let mut ino = ROOT_INO;
+        for part in path.split(|&b| b == b'/') {
+            match &inner.entry(ino)?.kind {
+                Kind::Dir {
+                    children: Some(c), ..
+                } => match c.get(part) {
+                    Some(&child) => ino = child,
+                    None => return Ok(false),
+                },
+                _ => return Ok(false),
+            }
+        }
+        Ok(inner.is_dir(ino))
+    }
+}
