@@ -352,31 +352,47 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
 
     let mut manifest = m1.clone();
     let mut new_fncache: Vec<Vec<u8>> = Vec::new();
-    for (path, change) in &req.files {
-        match change {
-            Change::Remove => {
-                manifest.remove(path);
-            }
+    // File revisions are hashed, diffed and compressed in parallel, in memory; then
+    // journaled and appended one by one.
+    let sets: Vec<(&Vec<u8>, &Vec<u8>, FileFlag, Option<&[u8]>)> = req
+        .files
+        .iter()
+        .filter_map(|(path, change)| match change {
             Change::Set {
                 data,
                 flag,
                 copy_from,
-            } => {
-                let node = write_file(
+            } => Some((path, data, *flag, copy_from.as_deref())),
+            Change::Remove => None,
+        })
+        .collect();
+    let prepared: Vec<Result<PreparedFile>> = {
+        use rayon::prelude::*;
+        let tr: &Transaction = tr;
+        sets.par_iter()
+            .map(|(path, data, _, copy_from)| {
+                prepare_file(
                     repo,
                     tr,
                     path,
                     data,
-                    copy_from.as_deref(),
+                    *copy_from,
                     &m1,
                     &m2,
                     linkrev,
                     generaldelta,
                     compression,
-                    &mut new_fncache,
-                )?;
-                manifest.insert(path.clone(), (node, *flag));
-            }
+                )
+            })
+            .collect()
+    };
+    for ((path, _, flag, _), prepared) in sets.iter().zip(prepared) {
+        let node = append_file(tr, prepared?, &mut new_fncache)?;
+        manifest.insert((*path).clone(), (node, *flag));
+    }
+    for (path, change) in &req.files {
+        if let Change::Remove = change {
+            manifest.remove(path);
         }
     }
     // Changed = every path whose manifest entry (node or flag) differs from p1's.
@@ -460,12 +476,56 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
     Ok(node)
 }
 
-/// Writes one file revision (or reuses an existing one) and returns its filenode, following
-/// `commit._filecommit`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn write_file(
-    repo: &Repo,
+/// A file revision ready to be appended (or an existing one to reuse).
+pub(crate) enum PreparedFile {
+    Reused(Node),
+    New {
+        stem: Vec<u8>,
+        writer: RevlogWriter,
+        node: Node,
+        raw_len: u64,
+        was_new: bool,
+    },
+}
+
+/// Journals and appends a prepared file revision; returns its node.
+pub(crate) fn append_file(
     tr: &mut Transaction,
+    prepared: PreparedFile,
+    new_fncache: &mut Vec<Vec<u8>>,
+) -> Result<Node> {
+    let (stem, w, node, raw_len, was_new) = match prepared {
+        PreparedFile::Reused(node) => return Ok(node),
+        PreparedFile::New {
+            stem,
+            writer,
+            node,
+            raw_len,
+            was_new,
+        } => (stem, writer, node, raw_len, was_new),
+    };
+    journal_revlog(tr, &stem, &w, raw_len + 65)?;
+    let split = w.finish()?;
+    if was_new {
+        let mut i = stem.clone();
+        i.extend_from_slice(b".i");
+        new_fncache.push(i);
+    }
+    if split {
+        let mut d = stem.clone();
+        d.extend_from_slice(b".d");
+        new_fncache.push(d);
+    }
+    Ok(node)
+}
+
+/// The first half of `commit._filecommit`: everything of a file revision that needs no lock on the transaction: parents, copy
+/// metadata, reuse of an identical parent, and the new revision in memory (hashed, diffed,
+/// compressed).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_file(
+    repo: &Repo,
+    tr: &Transaction,
     path: &[u8],
     data: &[u8],
     copy_from: Option<&[u8]>,
@@ -474,8 +534,7 @@ pub(crate) fn write_file(
     linkrev: Rev,
     generaldelta: bool,
     compression: Compression,
-    new_fncache: &mut Vec<Vec<u8>>,
-) -> Result<Node> {
+) -> Result<PreparedFile> {
     let flog = repo.filelog_uncached(path)?;
     let mut fparent1 = m1.get(path).map_or(Node::NULL, |e| e.0);
     let mut fparent2 = m2.get(path).map_or(Node::NULL, |e| e.0);
@@ -518,7 +577,7 @@ pub(crate) fn write_file(
     if meta.is_empty() && fparent2.is_null() && !fparent1.is_null() {
         let r1 = flog.rev_of(&fparent1)?;
         if flog.revlog().revision_uncached(r1)?.as_ref() == raw.as_slice() {
-            return Ok(fparent1);
+            return Ok(PreparedFile::Reused(fparent1));
         }
     }
     let mut stem = b"data/".to_vec();
@@ -539,21 +598,15 @@ pub(crate) fn write_file(
     let before = w.len();
     let (_, node) = w.add(&raw, fp1, fp2, linkrev, false)?;
     if w.len() == before {
-        return Ok(node);
+        return Ok(PreparedFile::Reused(node));
     }
-    journal_revlog(tr, &stem, &w, raw.len() as u64 + 65)?;
-    let split = w.finish()?;
-    if was_new {
-        let mut i = stem.clone();
-        i.extend_from_slice(b".i");
-        new_fncache.push(i);
-    }
-    if split {
-        let mut d = stem.clone();
-        d.extend_from_slice(b".d");
-        new_fncache.push(d);
-    }
-    Ok(node)
+    Ok(PreparedFile::New {
+        stem,
+        writer: w,
+        node,
+        raw_len: raw.len() as u64,
+        was_new,
+    })
 }
 
 /// Adds `entries` (unencoded store paths) to `store/fncache`, atomically.

@@ -389,7 +389,7 @@ fn rollback(store: &Path, encoding: PathEncoding) -> Result<()> {
 mod tests {
     use super::*;
     use crate::commit::tests::{hg, hg_available, pseudo_random, request, set, tip, tree, verify};
-    use crate::commit::{commit, compression_of, manifest_map, update_fncache, write_file};
+    use crate::commit::{append_file, commit, compression_of, manifest_map, prepare_file, update_fncache};
     use crate::lock::RepoLocks;
     use crate::manifest::FileFlag;
 
@@ -433,9 +433,9 @@ mod tests {
             (b"new.txt", b"new\n".to_vec()),
             (b"grow.txt", pseudo_random(8, 100_000)),
         ] {
-            write_file(
+            let prepared = prepare_file(
                 &repo,
-                &mut tr,
+                &tr,
                 path,
                 &data,
                 None,
@@ -444,9 +444,9 @@ mod tests {
                 linkrev,
                 true,
                 compression_of(&repo),
-                &mut fncache,
             )
             .unwrap();
+            append_file(&mut tr, prepared, &mut fncache).unwrap();
         }
         assert!(
             fncache.contains(&b"data/grow.txt.d".to_vec()),

@@ -358,3 +358,121 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
     let v = hg_cmd(&repo, &["verify", "-q"]);
     assert!(v.status.success(), "hg verify: {}{}", s(&v.stdout), s(&v.stderr));
 }
+
+#[test]
+fn a_reader_sees_the_new_content_as_soon_as_update_returns() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let tmp = scratch_dir();
+    let repo = tmp.path().join("repo");
+    assert!(hg_cmd(tmp.path(), &["init", "repo"]).status.success());
+    std::fs::create_dir_all(repo.join("dir")).unwrap();
+    std::fs::write(repo.join("changed"), b"old content\n").unwrap();
+    std::fs::write(repo.join("same"), b"same\n").unwrap();
+    std::fs::write(repo.join("dir/gone"), b"gone\n").unwrap();
+    assert!(hg_cmd(&repo, &["commit", "-qAm", "0", "-d", "0 0"]).status.success());
+    std::fs::write(repo.join("changed"), b"new content, longer\n").unwrap();
+    std::fs::write(repo.join("born"), b"born\n").unwrap();
+    std::fs::create_dir_all(repo.join("newdir")).unwrap();
+    std::fs::write(repo.join("newdir/f"), b"f\n").unwrap();
+    assert!(hg_cmd(&repo, &["rm", "-q", "dir/gone"]).status.success());
+    assert!(hg_cmd(&repo, &["commit", "-qAm", "1", "-d", "0 0"]).status.success());
+
+    let m = Mount::new(&repo, Some("0"));
+    let root = &m.dir;
+    // Fill the kernel's caches: data, attributes, negative entries.
+    let fh = std::fs::File::open(root.join("changed")).unwrap();
+    let mut buf = vec![0u8; 64];
+    let n = fh.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"old content\n");
+    assert_eq!(std::fs::read(root.join("changed")).unwrap(), b"old content\n");
+    let same_ino = std::fs::metadata(root.join("same")).unwrap().ino();
+    let same_mtime = std::fs::metadata(root.join("same")).unwrap().mtime();
+    let changed_mtime = std::fs::metadata(root.join("changed")).unwrap().mtime();
+    assert!(std::fs::metadata(root.join("born")).is_err());
+    assert!(std::fs::metadata(root.join("newdir/f")).is_err());
+    assert_eq!(std::fs::read(root.join("dir/gone")).unwrap(), b"gone\n");
+    let listing: Vec<_> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(listing.len(), 3);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+
+    let out = rv(&m, &["update", "1"]);
+    assert!(out.status.success(), "{}", s(&out.stderr));
+    assert_eq!(
+        s(&out.stdout),
+        "3 files updated, 0 files merged, 1 files removed, 0 files unresolved\n"
+    );
+    // Immediately: through the open descriptor, a new open, stat, lookups and listings.
+    let n = fh.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"new content, longer\n");
+    assert_eq!(std::fs::read(root.join("changed")).unwrap(), b"new content, longer\n");
+    assert_eq!(std::fs::metadata(root.join("changed")).unwrap().len(), 20);
+    assert!(std::fs::metadata(root.join("changed")).unwrap().mtime() > changed_mtime);
+    assert_eq!(std::fs::read(root.join("born")).unwrap(), b"born\n");
+    assert_eq!(std::fs::read(root.join("newdir/f")).unwrap(), b"f\n");
+    assert!(std::fs::metadata(root.join("dir/gone")).is_err());
+    assert!(std::fs::metadata(root.join("dir")).is_err(), "the emptied directory goes");
+    let mut listing: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listing.sort();
+    assert_eq!(listing, ["born", "changed", "newdir", "same"]);
+    // The unchanged file kept its inode and its time.
+    let meta = std::fs::metadata(root.join("same")).unwrap();
+    assert_eq!((meta.ino(), meta.mtime()), (same_ino, same_mtime));
+    // And back.
+    let out = rv(&m, &["update", "0"]);
+    assert!(out.status.success(), "{}", s(&out.stderr));
+    assert_eq!(
+        s(&out.stdout),
+        "2 files updated, 0 files merged, 2 files removed, 0 files unresolved\n"
+    );
+    let n = fh.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"old content\n");
+    assert!(std::fs::metadata(root.join("born")).is_err());
+    assert!(std::fs::metadata(root.join("newdir")).is_err());
+    assert_eq!(std::fs::read(root.join("dir/gone")).unwrap(), b"gone\n");
+}
+
+#[test]
+fn revfs_and_hg_commit_to_one_repository_at_the_same_time() {
+    let rounds: usize = std::env::var("REVFS_CONCURRENT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let tmp = scratch_dir();
+    let repo = make_repo(tmp.path());
+    let m = Mount::new(&repo, None);
+    let hg_side = {
+        let repo = repo.clone();
+        std::thread::spawn(move || {
+            for i in 0..rounds {
+                std::fs::write(repo.join("d0/sub0/f0.txt"), format!("hg {i}\n")).unwrap();
+                let out = hg_cmd(&repo, &["commit", "-m", &format!("hg {i}"), "-d", "0 0"]);
+                assert!(out.status.success(), "hg commit {i}: {}", s(&out.stderr));
+            }
+        })
+    };
+    for i in 0..rounds {
+        std::fs::write(m.dir.join("d1/sub1/f1.txt"), format!("revfs {i}\n")).unwrap();
+        let out = rv(&m, &["commit", "-m", &format!("revfs {i}"), "-d", "0 0"]);
+        assert!(out.status.success(), "revfs commit {i}: {}", s(&out.stderr));
+    }
+    hg_side.join().unwrap();
+    let log = hg_cmd(&repo, &["log", "-T", "{desc}\n"]);
+    let descs: std::collections::BTreeSet<String> = s(&log.stdout).lines().map(str::to_owned).collect();
+    for i in 0..rounds {
+        assert!(descs.contains(&format!("hg {i}")), "hg {i} lost");
+        assert!(descs.contains(&format!("revfs {i}")), "revfs {i} lost");
+    }
+    assert_eq!(descs.len(), 2 * rounds + 1);
+    let v = hg_cmd(&repo, &["verify", "-q"]);
+    assert!(v.status.success(), "hg verify: {}{}", s(&v.stdout), s(&v.stderr));
+    // Each side's working copy is where its last commit left it.
+    assert_eq!(status(&m, &[]), vec![]);
+    assert_eq!(s(&hg_cmd(&repo, &["status"]).stdout), "");
+    assert_eq!(
+        s(&rv(&m, &["log", "-r", ".", "-T", "{desc}"]).stdout),
+        format!("revfs {}", rounds - 1)
+    );
+}
