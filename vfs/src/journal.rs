@@ -1,7 +1,8 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 1), described in docs/FORMATS.md:
+//! File format (version 2; version 1 lacks the `Remove` and `Put` records and is still
+//! read), described in docs/FORMATS.md:
 //! ```text
 //! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
 //! record:  payload length u32 BE | crc32 of payload u32 BE | payload
@@ -19,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 1;
+pub const JOURNAL_VERSION: u32 = 2;
+/// The oldest journal format version this code reads.
+pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
 /// Records longer than this are corrupt, not real.
 const MAX_RECORD: usize = 64 << 20;
@@ -139,7 +142,7 @@ pub enum JournalError {
     },
     #[error("{}: not a revfs journal", path.display())]
     BadMagic { path: PathBuf },
-    #[error("{}: journal format version {found} is not supported (this revfs reads version {JOURNAL_VERSION})", path.display())]
+    #[error("{}: journal format version {found} is not supported (this revfs reads versions {JOURNAL_MIN_VERSION} to {JOURNAL_VERSION})", path.display())]
     Version { path: PathBuf, found: u32 },
     #[error("{}: journal is for base {found}, the mount expects {expected}; run `revfs doctor`", path.display())]
     WrongBase {
@@ -463,7 +466,7 @@ impl Journal {
             });
         }
         let version = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if version != JOURNAL_VERSION {
+        if !(JOURNAL_MIN_VERSION..=JOURNAL_VERSION).contains(&version) {
             return Err(JournalError::Version {
                 path: path.to_owned(),
                 found: version,
