@@ -241,48 +241,79 @@ pub struct ManifestChange {
 
 impl Manifest {
     /// The paths whose node or flag differ from `self` to `other`, in path order: one merge
-    /// pass over both sorted texts.
+    /// pass over both sorted texts that skips identical runs of lines with plain memory
+    /// comparisons and parses only the lines that differ.
     pub fn diff(&self, other: &Manifest) -> Result<Vec<ManifestChange>> {
         let mut out = Vec::new();
         if self.node == other.node && !self.node.is_null() {
             return Ok(out);
         }
-        let mut a = self.iter();
-        let mut b = other.iter();
-        let mut x = a.next().transpose()?;
-        let mut y = b.next().transpose()?;
+        let (ta, tb) = (&*self.text, &*other.text);
+        let (mut i, mut j) = (0usize, 0usize);
         loop {
+            // Both positions are at line starts: skip the common run of whole lines.
+            let common = common_prefix_len(&ta[i..], &tb[j..]);
+            let back = ta[i..i + common]
+                .iter()
+                .rposition(|&c| c == b'\n')
+                .map_or(0, |p| p + 1);
+            i += back;
+            j += back;
+            let x = if i < ta.len() {
+                Some(self.line_at(i)?)
+            } else {
+                None
+            };
+            let y = if j < tb.len() {
+                Some(other.line_at(j)?)
+            } else {
+                None
+            };
             match (x, y) {
                 (None, None) => break,
-                (Some(e), None) => {
+                (Some((e, next)), None) => {
                     out.push(change(e.path, Some(e), None));
-                    x = a.next().transpose()?;
+                    i = next;
                 }
-                (None, Some(f)) => {
+                (None, Some((f, next))) => {
                     out.push(change(f.path, None, Some(f)));
-                    y = b.next().transpose()?;
+                    j = next;
                 }
-                (Some(e), Some(f)) => match e.path.cmp(f.path) {
+                (Some((e, ni)), Some((f, nj))) => match e.path.cmp(f.path) {
                     std::cmp::Ordering::Less => {
                         out.push(change(e.path, Some(e), None));
-                        x = a.next().transpose()?;
+                        i = ni;
                     }
                     std::cmp::Ordering::Greater => {
                         out.push(change(f.path, None, Some(f)));
-                        y = b.next().transpose()?;
+                        j = nj;
                     }
                     std::cmp::Ordering::Equal => {
                         if e.node != f.node || e.flag != f.flag {
                             out.push(change(e.path, Some(e), Some(f)));
                         }
-                        x = a.next().transpose()?;
-                        y = b.next().transpose()?;
+                        i = ni;
+                        j = nj;
                     }
                 },
             }
         }
         Ok(out)
     }
+}
+
+/// Length of the common prefix of two byte strings, compared a block at a time.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let n = a.len().min(b.len());
+    let mut k = 0;
+    while k + BLOCK <= n && a[k..k + BLOCK] == b[k..k + BLOCK] {
+        k += BLOCK;
+    }
+    while k < n && a[k] == b[k] {
+        k += 1;
+    }
+    k
 }
 
 fn change(

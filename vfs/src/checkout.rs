@@ -557,6 +557,7 @@ impl WorkingCopy {
     /// first reverts every change (added files become unknown, as in hg).
     pub fn update(&self, repo: Arc<Repo>, node: Node, clean: bool) -> Result<UpdateOutcome> {
         let _one = self.transition_lock();
+        let t0 = std::time::Instant::now();
         let target = Arc::new(if node.is_null() {
             Manifest::empty()
         } else {
@@ -585,6 +586,7 @@ impl WorkingCopy {
                 self.set_copy(&dest, None)?;
             }
         }
+        let t_manifest = t0.elapsed();
         let local: BTreeMap<Vec<u8>, char> = self
             .status(StatusRequest {
                 unknown: true,
@@ -597,7 +599,9 @@ impl WorkingCopy {
 
         let mut inner = self.write();
         let base = inner.base.clone();
+        let t_status = t0.elapsed();
         let diff = base.diff(&target)?;
+        let t_diff = t0.elapsed();
         // Refuse before changing anything.
         let mut conflicts: Vec<Vec<u8>> = Vec::new();
         let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
@@ -787,7 +791,16 @@ impl WorkingCopy {
         inner.base = target;
         inner.base_node = node;
         inner.repo = repo;
+        let t_apply = t0.elapsed();
         self.rebase_journal(&mut inner, &BTreeSet::new())?;
+        tracing::debug!(
+            ?t_manifest,
+            ?t_status,
+            ?t_diff,
+            ?t_apply,
+            total = ?t0.elapsed(),
+            "update timings"
+        );
         drop(inner);
         for id in freed {
             let _ = self.overlay.remove(id);
@@ -806,6 +819,13 @@ impl WorkingCopy {
         target: &Arc<Manifest>,
         out: &mut UpdateOutcome,
     ) -> Result<bool> {
+        match &inner.entry(dir)?.kind {
+            Kind::Dir {
+                source: Some(_),
+                children: None,
+            } => {}
+            _ => return Ok(false),
+        }
         let exists = target_at(target, dir_path)? == Target::Dir;
         let e = inner.entry_mut(dir)?;
         let Kind::Dir {

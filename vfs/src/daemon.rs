@@ -190,7 +190,14 @@ fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
         Request::Update { node, clean } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
-            let repo = Arc::new(Repo::open(wc.repo().root())?);
+            // The current handle (warm caches) when it knows the target; a fresh one when hg
+            // added revisions since.
+            let current = wc.repo();
+            let repo = if node.is_null() || current.changelog().rev_of(&node).is_some() {
+                current
+            } else {
+                Arc::new(Repo::open(current.root())?)
+            };
             match wc.update(repo, node, clean) {
                 Ok(outcome) => {
                     ctx.save_parent(node);
