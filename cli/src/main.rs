@@ -5,6 +5,8 @@
 
 mod commands;
 mod diff;
+mod hgconfig;
+mod hgdate;
 mod paths;
 mod template;
 mod ui;
@@ -64,6 +66,21 @@ enum Command {
     /// Identify the working copy or a revision
     #[command(alias = "identify")]
     Id(commands::log::IdArgs),
+    /// Mark files as copied for the next commit
+    #[command(alias = "cp")]
+    Copy(commands::copy::CopyArgs),
+    /// Rename files; equivalent of copy + remove
+    #[command(aliases = ["move", "mv"])]
+    Rename(commands::copy::CopyArgs),
+    /// Print the author and date a commit would record (for tests)
+    #[command(hide = true)]
+    Debugidentity(hgconfig::DebugIdentityArgs),
+    /// Commit the specified files or all outstanding changes
+    #[command(alias = "ci")]
+    Commit(commands::commit::CommitArgs),
+    /// Update the working copy to another revision
+    #[command(visible_aliases = ["up", "checkout", "co"])]
+    Update(commands::commit::UpdateArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +110,11 @@ fn main() -> ExitCode {
         Command::Recover => commands::repo::recover(&cli),
         Command::Parents(args) => commands::log::parents(&cli, args),
         Command::Id(args) => commands::log::id(&cli, args),
+        Command::Copy(args) => commands::copy::copy(&cli, args),
+        Command::Rename(args) => commands::copy::rename(&cli, args),
+        Command::Debugidentity(args) => hgconfig::debug_identity(&cli, args),
+        Command::Commit(args) => commands::commit::commit(&cli, args),
+        Command::Update(args) => commands::commit::update(&cli, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

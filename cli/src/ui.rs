@@ -3,14 +3,33 @@
 
 use std::io::{self, Write};
 
-/// Prints `abort: <message>` for an error, with its causes, as hg does.
+/// Prints `abort: <message>` for an error, with its causes, as hg does. Errors that hg
+/// words differently (configuration and date parse errors) print hg's own text.
 pub fn abort(err: &anyhow::Error) {
+    if let Some(text) = hg_text(err) {
+        eprint!("{text}");
+        return;
+    }
     let mut msg = err.to_string();
     for cause in err.chain().skip(1) {
         msg.push_str(": ");
         msg.push_str(&cause.to_string());
     }
     eprintln!("abort: {msg}");
+}
+
+/// The complete stderr text of the typed errors that carry hg's wording.
+fn hg_text(err: &anyhow::Error) -> Option<String> {
+    if let Some(e) = err.downcast_ref::<crate::hgconfig::IdentityError>() {
+        return Some(e.hg_message());
+    }
+    if let Some(e) = err.downcast_ref::<crate::hgconfig::ConfigError>() {
+        return Some(e.hg_message());
+    }
+    if let Some(e) = err.downcast_ref::<crate::hgdate::DateError>() {
+        return Some(e.hg_message());
+    }
+    None
 }
 
 /// Formats a changeset date as hg's `{date|date}`: `Tue Nov 14 22:20:00 2023 +0000`.

@@ -354,7 +354,8 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
     let mut new_fncache: Vec<Vec<u8>> = Vec::new();
     // File revisions are hashed, diffed and compressed in parallel, in memory; then
     // journaled and appended one by one.
-    let sets: Vec<(&Vec<u8>, &Vec<u8>, FileFlag, Option<&[u8]>)> = req
+    type Set<'a> = (&'a Vec<u8>, &'a Vec<u8>, FileFlag, Option<&'a [u8]>);
+    let sets: Vec<Set> = req
         .files
         .iter()
         .filter_map(|(path, change)| match change {
@@ -481,7 +482,7 @@ pub(crate) enum PreparedFile {
     Reused(Node),
     New {
         stem: Vec<u8>,
-        writer: RevlogWriter,
+        writer: Box<RevlogWriter>,
         node: Node,
         raw_len: u64,
         was_new: bool,
@@ -602,7 +603,7 @@ pub(crate) fn prepare_file(
     }
     Ok(PreparedFile::New {
         stem,
-        writer: w,
+        writer: Box::new(w),
         node,
         raw_len: raw.len() as u64,
         was_new,

@@ -469,7 +469,7 @@ mod tests {
     #[test]
     fn malformed_manifests_are_errors() {
         assert!(Manifest::new(Arc::from(&b"a\0"[..]), Node::NULL).is_err());
-        let m = Manifest::new(Arc::from(&b"a\0123\n"[..]), Node::NULL).unwrap();
+        let m = Manifest::new(Arc::from(&b"a\x00123\n"[..]), Node::NULL).unwrap();
         assert!(m.iter().next().unwrap().is_err());
         assert!(m.find(b"a").is_err());
     }

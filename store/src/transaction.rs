@@ -389,7 +389,9 @@ fn rollback(store: &Path, encoding: PathEncoding) -> Result<()> {
 mod tests {
     use super::*;
     use crate::commit::tests::{hg, hg_available, pseudo_random, request, set, tip, tree, verify};
-    use crate::commit::{append_file, commit, compression_of, manifest_map, prepare_file, update_fncache};
+    use crate::commit::{
+        append_file, commit, compression_of, manifest_map, prepare_file, update_fncache,
+    };
     use crate::lock::RepoLocks;
     use crate::manifest::FileFlag;
 

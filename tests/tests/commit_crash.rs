@@ -57,20 +57,29 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
             std::fs::write(&f, format!("round {round} edit {i}\n")).unwrap();
         }
         std::fs::write(m.dir.join(format!("new{round}.txt")), b"new\n").unwrap();
-        assert!(rv(&m, &["add", &format!("path:new{round}.txt")]).status.success());
+        assert!(rv(&m, &["add", &format!("path:new{round}.txt")])
+            .status
+            .success());
         let before = snapshot(&m.dir);
         let status_before = s(&rv(&m, &["status"]).stdout);
         let parent_before = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
 
         let kill_daemon = round % 5 != 4;
         let delay = Duration::from_nanos(rng % (commit_time.as_nanos() as u64 * 3 / 2 + 1));
-        let mut child = revfs_tests::hg_env(&mut std::process::Command::new(revfs_tests::revfs_bin()))
-            .args(["-R", m.dir.to_str().unwrap(), "commit", "-m", &format!("round {round}")])
-            .env("REVFS_STATE_DIR", &m.state_root)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child =
+            revfs_tests::hg_env(&mut std::process::Command::new(revfs_tests::revfs_bin()))
+                .args([
+                    "-R",
+                    m.dir.to_str().unwrap(),
+                    "commit",
+                    "-m",
+                    &format!("round {round}"),
+                ])
+                .env("REVFS_STATE_DIR", &m.state_root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
         let started = Instant::now();
         std::thread::sleep(delay);
         if kill_daemon {
@@ -114,14 +123,23 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
             s(&v.stderr)
         );
         // No working-copy change is lost, whether the commit landed or not.
-        assert!(snapshot(&m.dir) == before, "round {round}: files changed by the crash");
+        assert!(
+            snapshot(&m.dir) == before,
+            "round {round}: files changed by the crash"
+        );
         let parent = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
         let status = s(&rv(&m, &["status"]).stdout);
         if parent == parent_before {
-            assert_eq!(status, status_before, "round {round}: not committed, changes kept");
+            assert_eq!(
+                status, status_before,
+                "round {round}: not committed, changes kept"
+            );
         } else {
             landed += 1;
-            assert_eq!(status, "", "round {round}: committed, nothing left to commit");
+            assert_eq!(
+                status, "",
+                "round {round}: committed, nothing left to commit"
+            );
             let log = hg_cmd(&repo, &["log", "-r", &parent, "-T", "{desc}"]);
             assert_eq!(s(&log.stdout), format!("round {round}"));
         }
@@ -131,5 +149,8 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
             assert!(out.status.success(), "round {round}: {}", s(&out.stderr));
         }
     }
-    assert!(landed > 0 && landed < rounds, "kills should hit before and after the commit point ({landed} of {rounds} landed)");
+    assert!(
+        landed > 0 && landed < rounds,
+        "kills should hit before and after the commit point ({landed} of {rounds} landed)"
+    );
 }

@@ -26,7 +26,13 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
     fn text(&mut self) -> Vec<u8> {
-        let lines: [&[u8]; 5] = [b"alpha\n", b"beta\n", b"gamma gamma\n", b"\n", b"\x00bin\x01"];
+        let lines: [&[u8]; 5] = [
+            b"alpha\n",
+            b"beta\n",
+            b"gamma gamma\n",
+            b"\n",
+            b"\x00bin\x01",
+        ];
         let n = self.below(12);
         (0..n).flat_map(|_| lines[self.below(5)].to_vec()).collect()
     }
@@ -97,18 +103,29 @@ fn hg_files(hg: &mut HgServer, rev: &str, scratch: &Path) -> Expected {
     assert_eq!(manifest.code, 0, "{}", s(&manifest.stderr));
     let pattern = format!("{}/%p", out_dir.display());
     let cat = hg.run(&["cat", "-r", rev, "-o", &pattern, "glob:**"]);
-    assert!(cat.code == 0 || s(&manifest.stdout).is_empty(), "{}", s(&cat.stderr));
+    assert!(
+        cat.code == 0 || s(&manifest.stdout).is_empty(),
+        "{}",
+        s(&cat.stderr)
+    );
     let mut out = Expected::new();
     for line in s(&manifest.stdout).lines() {
         // NODE PERM [*@] PATH
         let mut parts = line.splitn(3, ' ');
-        let (_node, perm, rest) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let (_node, perm, rest) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
         let (flag, path) = if let Some(p) = rest.strip_prefix("@ ") {
             ("l", p)
         } else if let Some(p) = rest.strip_prefix("* ") {
             ("x", p)
         } else {
-            (if perm == "755" { "x" } else { "" }, rest.trim_start_matches(' '))
+            (
+                if perm == "755" { "x" } else { "" },
+                rest.trim_start_matches(' '),
+            )
         };
         let data = std::fs::read(out_dir.join(path)).unwrap();
         out.insert(path.to_owned(), (data, flag));
@@ -125,7 +142,11 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
         0..=3 if !files.is_empty() => {
             let f = pick(rng);
             let p = root.join(&f);
-            if std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+            if std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+            {
                 return;
             }
             let data = rng.text();
@@ -151,7 +172,11 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
             let f = pick(rng);
             let out = rv(m, &["remove", "-f", &format!("path:{f}")]);
             let untracked = s(&out.stderr).contains("file is untracked");
-            assert!(out.status.success() || untracked, "remove: {}", s(&out.stderr));
+            assert!(
+                out.status.success() || untracked,
+                "remove: {}",
+                s(&out.stderr)
+            );
             log.push(format!("remove {f}"));
         }
         7 if !files.is_empty() => {
@@ -169,7 +194,10 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
             let to = format!("moved/{}", f.replace('/', "_"));
             std::fs::create_dir_all(root.join("moved")).unwrap();
             if std::fs::rename(root.join(&f), root.join(&to)).is_ok() {
-                let out = rv(m, &["addremove", &format!("path:{f}"), &format!("path:{to}")]);
+                let out = rv(
+                    m,
+                    &["addremove", &format!("path:{f}"), &format!("path:{to}")],
+                );
                 assert!(out.status.success(), "addremove: {}", s(&out.stderr));
                 log.push(format!("mv {f} {to}"));
             }
@@ -246,7 +274,11 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
                 }
             }
             let user = format!("user{} <u@example.org>", rng.below(5));
-            let date = format!("{} {}", 1_000_000 + cycle * 100, [0, -3600, 7200][rng.below(3)]);
+            let date = format!(
+                "{} {}",
+                1_000_000 + cycle * 100,
+                [0, -3600, 7200][rng.below(3)]
+            );
             let msg = format!("cycle {cycle}\n\nbody {}", rng.below(100));
             let mut args = vec!["commit", "-m", &msg, "-u", &user, "-d", &date];
             let pats: Vec<String> = chosen.iter().map(|(_, p)| format!("path:{p}")).collect();
@@ -259,13 +291,24 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
                 assert_eq!(s(&out.stdout), "nothing changed\n");
                 continue;
             }
-            assert!(out.status.success(), "commit: {}\n{}", s(&out.stderr), ctx(&log));
+            assert!(
+                out.status.success(),
+                "commit: {}\n{}",
+                s(&out.stderr),
+                ctx(&log)
+            );
             commits += 1;
             log.push(format!("commit {}", chosen.len()));
             let node = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
             assert_ne!(node, p1, "{}", ctx(&log));
             // hg reads back what revfs committed.
-            let j = hg.run(&["log", "-r", &node, "-T", "{p1node}|{author}|{date|hgdate}|{desc}|{join(files, ',')}"]);
+            let j = hg.run(&[
+                "log",
+                "-r",
+                &node,
+                "-T",
+                "{p1node}|{author}|{date|hgdate}|{desc}|{join(files, ',')}",
+            ]);
             assert_eq!(j.code, 0, "{}", s(&j.stderr));
             let mut files: Vec<&str> = chosen.iter().map(|(_, p)| p.as_str()).collect();
             files.sort();
@@ -274,21 +317,34 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
             let _ = tz_west;
             assert_eq!(
                 s(&j.stdout),
-                format!(
-                    "{p1}|{user}|{secs} {tz}|{msg}|{}",
-                    files.join(",")
-                ),
+                format!("{p1}|{user}|{secs} {tz}|{msg}|{}", files.join(",")),
                 "{}",
                 ctx(&log)
             );
             let stc = hg.run(&["status", "--change", &node]);
             let mut want: Vec<String> = chosen.iter().map(|(l, p)| format!("{l} {p}")).collect();
             want.sort_by_key(|l| ("MAR".find(&l[..1]).unwrap(), l[2..].to_owned()));
-            assert_eq!(s(&stc.stdout), want.iter().map(|l| format!("{l}\n")).collect::<String>(), "{}", ctx(&log));
+            assert_eq!(
+                s(&stc.stdout),
+                want.iter().map(|l| format!("{l}\n")).collect::<String>(),
+                "{}",
+                ctx(&log)
+            );
             let got = hg_files(&mut hg, &node, tmp.path());
-            assert!(got == expected, "hg cat differs from what was committed\n{}\nonly in hg: {:?}\nonly expected: {:?}", ctx(&log),
-                got.iter().filter(|(k, v)| expected.get(*k) != Some(v)).map(|(k, _)| k).collect::<Vec<_>>(),
-                expected.iter().filter(|(k, v)| got.get(*k) != Some(v)).map(|(k, _)| k).collect::<Vec<_>>());
+            assert!(
+                got == expected,
+                "hg cat differs from what was committed\n{}\nonly in hg: {:?}\nonly expected: {:?}",
+                ctx(&log),
+                got.iter()
+                    .filter(|(k, v)| expected.get(*k) != Some(v))
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>(),
+                expected
+                    .iter()
+                    .filter(|(k, v)| got.get(*k) != Some(v))
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>()
+            );
             // The committed paths are clean now; the others are still changes.
             let after = status(&m, &[]);
             for (l, p) in &st {
@@ -310,7 +366,12 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
             let out = rv(&m, &args);
             log.push(format!("update {target} clean={clean}"));
             if !out.status.success() {
-                assert!(!clean, "update -C failed: {}\n{}", s(&out.stderr), ctx(&log));
+                assert!(
+                    !clean,
+                    "update -C failed: {}\n{}",
+                    s(&out.stderr),
+                    ctx(&log)
+                );
                 assert_eq!(
                     s(&out.stderr),
                     "abort: uncommitted changes\n(commit or update --clean to discard changes)\n"
@@ -322,9 +383,17 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
             let node = s(&hg.run(&["log", "-r", &target, "-T", "{node}"]).stdout);
             assert_eq!(s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout), node);
             let after = status(&m, &[]);
-            let changed: Vec<&String> = after.iter().filter(|(l, _)| *l != '?').map(|(_, p)| p).collect();
+            let changed: Vec<&String> = after
+                .iter()
+                .filter(|(l, _)| *l != '?')
+                .map(|(_, p)| p)
+                .collect();
             if clean {
-                assert!(changed.is_empty(), "changes left after update -C: {after:?}\n{}", ctx(&log));
+                assert!(
+                    changed.is_empty(),
+                    "changes left after update -C: {after:?}\n{}",
+                    ctx(&log)
+                );
             } else {
                 // Local changes are carried over.
                 assert_eq!(after, before, "{}", ctx(&log));
@@ -336,11 +405,20 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
                 if changed.contains(&p) {
                     continue;
                 }
-                assert_eq!(have.get(p), Some(v), "{p} after update to {target}\n{}", ctx(&log));
+                assert_eq!(
+                    have.get(p),
+                    Some(v),
+                    "{p} after update to {target}\n{}",
+                    ctx(&log)
+                );
             }
             for p in have.keys() {
                 let tracked_or_unknown = want.contains_key(p) || after.iter().any(|(_, q)| q == p);
-                assert!(tracked_or_unknown, "{p} should not be there after update\n{}", ctx(&log));
+                assert!(
+                    tracked_or_unknown,
+                    "{p} should not be there after update\n{}",
+                    ctx(&log)
+                );
             }
         }
         if cycle % 97 == 96 {
@@ -349,14 +427,28 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
             let files = mount_files(&m.dir);
             m.unmount();
             m.remount(&repo, None);
-            assert_eq!(status(&m, &["-A"]), before, "status after remount\n{}", ctx(&log));
-            assert!(mount_files(&m.dir) == files, "files after remount\n{}", ctx(&log));
+            assert_eq!(
+                status(&m, &["-A"]),
+                before,
+                "status after remount\n{}",
+                ctx(&log)
+            );
+            assert!(
+                mount_files(&m.dir) == files,
+                "files after remount\n{}",
+                ctx(&log)
+            );
         }
     }
     assert!(commits >= cycles / 3, "only {commits} commits");
     assert!(updates >= cycles / 10, "only {updates} updates");
     let v = hg_cmd(&repo, &["verify", "-q"]);
-    assert!(v.status.success(), "hg verify: {}{}", s(&v.stdout), s(&v.stderr));
+    assert!(
+        v.status.success(),
+        "hg verify: {}{}",
+        s(&v.stdout),
+        s(&v.stderr)
+    );
 }
 
 #[test]
@@ -369,13 +461,17 @@ fn a_reader_sees_the_new_content_as_soon_as_update_returns() {
     std::fs::write(repo.join("changed"), b"old content\n").unwrap();
     std::fs::write(repo.join("same"), b"same\n").unwrap();
     std::fs::write(repo.join("dir/gone"), b"gone\n").unwrap();
-    assert!(hg_cmd(&repo, &["commit", "-qAm", "0", "-d", "0 0"]).status.success());
+    assert!(hg_cmd(&repo, &["commit", "-qAm", "0", "-d", "0 0"])
+        .status
+        .success());
     std::fs::write(repo.join("changed"), b"new content, longer\n").unwrap();
     std::fs::write(repo.join("born"), b"born\n").unwrap();
     std::fs::create_dir_all(repo.join("newdir")).unwrap();
     std::fs::write(repo.join("newdir/f"), b"f\n").unwrap();
     assert!(hg_cmd(&repo, &["rm", "-q", "dir/gone"]).status.success());
-    assert!(hg_cmd(&repo, &["commit", "-qAm", "1", "-d", "0 0"]).status.success());
+    assert!(hg_cmd(&repo, &["commit", "-qAm", "1", "-d", "0 0"])
+        .status
+        .success());
 
     let m = Mount::new(&repo, Some("0"));
     let root = &m.dir;
@@ -384,14 +480,20 @@ fn a_reader_sees_the_new_content_as_soon_as_update_returns() {
     let mut buf = vec![0u8; 64];
     let n = fh.read_at(&mut buf, 0).unwrap();
     assert_eq!(&buf[..n], b"old content\n");
-    assert_eq!(std::fs::read(root.join("changed")).unwrap(), b"old content\n");
+    assert_eq!(
+        std::fs::read(root.join("changed")).unwrap(),
+        b"old content\n"
+    );
     let same_ino = std::fs::metadata(root.join("same")).unwrap().ino();
     let same_mtime = std::fs::metadata(root.join("same")).unwrap().mtime();
     let changed_mtime = std::fs::metadata(root.join("changed")).unwrap().mtime();
     assert!(std::fs::metadata(root.join("born")).is_err());
     assert!(std::fs::metadata(root.join("newdir/f")).is_err());
     assert_eq!(std::fs::read(root.join("dir/gone")).unwrap(), b"gone\n");
-    let listing: Vec<_> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let listing: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(listing.len(), 3);
     std::thread::sleep(std::time::Duration::from_millis(1100));
 
@@ -404,13 +506,19 @@ fn a_reader_sees_the_new_content_as_soon_as_update_returns() {
     // Immediately: through the open descriptor, a new open, stat, lookups and listings.
     let n = fh.read_at(&mut buf, 0).unwrap();
     assert_eq!(&buf[..n], b"new content, longer\n");
-    assert_eq!(std::fs::read(root.join("changed")).unwrap(), b"new content, longer\n");
+    assert_eq!(
+        std::fs::read(root.join("changed")).unwrap(),
+        b"new content, longer\n"
+    );
     assert_eq!(std::fs::metadata(root.join("changed")).unwrap().len(), 20);
     assert!(std::fs::metadata(root.join("changed")).unwrap().mtime() > changed_mtime);
     assert_eq!(std::fs::read(root.join("born")).unwrap(), b"born\n");
     assert_eq!(std::fs::read(root.join("newdir/f")).unwrap(), b"f\n");
     assert!(std::fs::metadata(root.join("dir/gone")).is_err());
-    assert!(std::fs::metadata(root.join("dir")).is_err(), "the emptied directory goes");
+    assert!(
+        std::fs::metadata(root.join("dir")).is_err(),
+        "the emptied directory goes"
+    );
     let mut listing: Vec<String> = std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -460,14 +568,20 @@ fn revfs_and_hg_commit_to_one_repository_at_the_same_time() {
     }
     hg_side.join().unwrap();
     let log = hg_cmd(&repo, &["log", "-T", "{desc}\n"]);
-    let descs: std::collections::BTreeSet<String> = s(&log.stdout).lines().map(str::to_owned).collect();
+    let descs: std::collections::BTreeSet<String> =
+        s(&log.stdout).lines().map(str::to_owned).collect();
     for i in 0..rounds {
         assert!(descs.contains(&format!("hg {i}")), "hg {i} lost");
         assert!(descs.contains(&format!("revfs {i}")), "revfs {i} lost");
     }
     assert_eq!(descs.len(), 2 * rounds + 1);
     let v = hg_cmd(&repo, &["verify", "-q"]);
-    assert!(v.status.success(), "hg verify: {}{}", s(&v.stdout), s(&v.stderr));
+    assert!(
+        v.status.success(),
+        "hg verify: {}{}",
+        s(&v.stdout),
+        s(&v.stderr)
+    );
     // Each side's working copy is where its last commit left it.
     assert_eq!(status(&m, &[]), vec![]);
     assert_eq!(s(&hg_cmd(&repo, &["status"]).stdout), "");

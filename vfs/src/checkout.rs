@@ -69,7 +69,9 @@ enum Captured {
 /// A working-copy path as the journal rewrite sees it.
 enum Cur {
     Absent,
-    Dir { mode: u32 },
+    Dir {
+        mode: u32,
+    },
     Item {
         entry: PutEntry,
         mode: u32,
@@ -392,7 +394,9 @@ impl WorkingCopy {
                 exec,
             },
             Kind::Symlink(LinkData::Local(t)) => Captured::Link(t.to_vec()),
-            Kind::Symlink(LinkData::Store { path, node }) => Captured::Link(read_store(path, node)?),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                Captured::Link(read_store(path, node)?)
+            }
         }))
     }
 
@@ -410,7 +414,11 @@ impl WorkingCopy {
         let chosen: Vec<(char, Vec<u8>)> = status
             .into_iter()
             .filter(|e| matches!(e.letter, 'M' | 'A' | 'R'))
-            .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(e.path.as_slice())))
+            .filter(|e| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|w| w.contains(e.path.as_slice()))
+            })
             .map(|e| (e.letter, e.path))
             .collect();
         if chosen.is_empty() {
@@ -509,9 +517,10 @@ impl WorkingCopy {
                         && self.overlay.read_all(*id)? == *data,
                     self.overlay.mtime(*id).ok(),
                 ),
-                (Kind::File(FileData::Store { path, node, .. }), Captured::File { data, exec: x }) => {
-                    (exec == *x && read_store(path, node)? == *data, e.mtime)
-                }
+                (
+                    Kind::File(FileData::Store { path, node, .. }),
+                    Captured::File { data, exec: x },
+                ) => (exec == *x && read_store(path, node)? == *data, e.mtime),
                 (Kind::Symlink(LinkData::Local(t)), Captured::Link(x)) => (**t == **x, e.mtime),
                 (Kind::Symlink(LinkData::Store { path, node }), Captured::Link(x)) => {
                     (read_store(path, node)? == *x, e.mtime)
@@ -625,7 +634,12 @@ impl WorkingCopy {
                 Some(_) => conflicts.push(p.clone()),
                 None if below => conflicts.push(p.clone()),
                 None if !above.is_empty() => {
-                    if clean && c.new.is_some() && above.iter().all(|a| matches!(local.get(*a), Some('?' | 'I'))) {
+                    if clean
+                        && c.new.is_some()
+                        && above
+                            .iter()
+                            .all(|a| matches!(local.get(*a), Some('?' | 'I')))
+                    {
                         replace.extend(above.iter().map(|a| a.to_vec()));
                     } else {
                         conflicts.push(p.clone());
@@ -699,9 +713,7 @@ impl WorkingCopy {
                     }
                 }
             }
-            if !reached
-                || self.retarget(&mut inner, dir, &join(dirs), &target, &mut out)?
-            {
+            if !reached || self.retarget(&mut inner, dir, &join(dirs), &target, &mut out)? {
                 continue;
             }
             let existing = inner.child(dir, last)?;
@@ -737,7 +749,10 @@ impl WorkingCopy {
                             (Some(Kind::Symlink(_)), FileFlag::Symlink)
                         ) || matches!(
                             (&inner.entries.get(&ino).map(|e| &e.kind), flag),
-                            (Some(Kind::File(_)), FileFlag::Regular | FileFlag::Executable)
+                            (
+                                Some(Kind::File(_)),
+                                FileFlag::Regular | FileFlag::Executable
+                            )
                         )
                     });
                     if let (true, Some(ino)) = (same_type, existing) {

@@ -46,7 +46,10 @@ pub enum Request {
         message: Vec<u8>,
     },
     /// Switches the working copy to revision `node` (hex); `clean` discards changes.
-    Update { node: String, clean: bool },
+    Update {
+        node: String,
+        clean: bool,
+    },
 }
 
 /// What the daemon says about its mount.

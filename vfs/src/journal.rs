@@ -339,9 +339,7 @@ impl Record {
                         source: r.bytes()?,
                         node: Node::from_slice(r.take(20)?)?,
                     },
-                    4 => PutEntry::LocalLink {
-                        target: r.bytes()?,
-                    },
+                    4 => PutEntry::LocalLink { target: r.bytes()? },
                     _ => return None,
                 };
                 Record::Put {

@@ -146,6 +146,9 @@ pub struct Entry {
     pub ctime: Option<SystemTime>,
 }
 
+/// A directory listing: the parent's inode (`..`), then (name, inode, type) by name.
+pub type Listing = (u64, Vec<(Box<[u8]>, u64, EntryType)>);
+
 /// What an inode is, for attributes and directory entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryType {
@@ -511,7 +514,9 @@ impl Inner {
                 path: source.as_slice().into(),
                 node: *node,
             }),
-            PutEntry::LocalLink { target } => Kind::Symlink(LinkData::Local(target.as_slice().into())),
+            PutEntry::LocalLink { target } => {
+                Kind::Symlink(LinkData::Local(target.as_slice().into()))
+            }
         };
         let is_dir = matches!(entry, PutEntry::Dir);
         let mut freed = None;
@@ -869,16 +874,12 @@ impl WorkingCopy {
     }
 
     /// The entries of directory `ino`, sorted by name, with `..`'s inode.
-    pub fn readdir(&self, ino: u64) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
+    pub fn readdir(&self, ino: u64) -> Result<Listing> {
         self.readdir_locked(&mut self.write(), ino)
     }
 
     /// [`WorkingCopy::readdir`] with the lock already held.
-    pub(crate) fn readdir_locked(
-        &self,
-        inner: &mut Inner,
-        ino: u64,
-    ) -> Result<(u64, Vec<(Box<[u8]>, u64, EntryType)>)> {
+    pub(crate) fn readdir_locked(&self, inner: &mut Inner, ino: u64) -> Result<Listing> {
         let children: Vec<(Box<[u8]>, u64)> = inner
             .children(ino)?
             .iter()
@@ -960,12 +961,7 @@ impl WorkingCopy {
         let path = child_path(&inner, parent, name)?;
         let id = self.new_overlay(&mut inner, b"")?;
         let mode = mode & 0o7777;
-        let ino = inner.link_new(
-            parent,
-            name,
-            Kind::File(FileData::Overlay { id }),
-            mode,
-        )?;
+        let ino = inner.link_new(parent, name, Kind::File(FileData::Overlay { id }), mode)?;
         self.record(&mut inner, Record::Create { path, id, mode })?;
         inner.entry_mut(ino)?.nlookup += 1;
         self.attr_of(&inner, ino)
@@ -1015,15 +1011,12 @@ impl WorkingCopy {
 
     fn remove_entry(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
         let mut inner = self.write();
-        let ino = inner.child(parent, name)?
-            .ok_or(WcError::NotFound)?;
+        let ino = inner.child(parent, name)?.ok_or(WcError::NotFound)?;
         match (dir, inner.is_dir(ino)) {
             (false, true) => return Err(WcError::IsDir),
             (true, false) => return Err(WcError::NotDir),
-            (true, true) => {
-                if !inner.children(ino)?.is_empty() {
-                    return Err(WcError::NotEmpty);
-                }
+            (true, true) if !inner.children(ino)?.is_empty() => {
+                return Err(WcError::NotEmpty);
             }
             _ => {}
         }

@@ -147,11 +147,26 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     if description.is_empty() {
         bail!("empty commit message");
     }
-    let user = identity::resolve_user(args.user.as_deref(), ws.repo.root())
-        .map_err(|e| anyhow!("{e}"))?;
-    let (time, tz) = match &args.date {
-        Some(d) => identity::parse_date(d).map_err(|e| anyhow!("{e}"))?,
-        None => identity::now(),
+    // hg's order: configuration errors, then the date, then the user.
+    let cfg = crate::hgconfig::Config::load(Some(ws.repo.root()))?;
+    let (time, tz) = crate::hgdate::commit_date(args.date.as_deref())?;
+    let user = match cfg.commit_user(
+        args.user.as_deref(),
+        &crate::hgconfig::Env::from_process(),
+        &mut crate::hgconfig::StdConsole,
+    ) {
+        Ok(u) => u,
+        Err(e) => {
+            if matches!(
+                e,
+                crate::hgconfig::IdentityError::Empty
+                    | crate::hgconfig::IdentityError::NewlineInCommit(_)
+            ) {
+                // hg finds these inside its transaction.
+                eprintln!("transaction abort!\nrollback completed");
+            }
+            return Err(e.into());
+        }
     };
     if args.addremove {
         let paths = super::wc::PathArgs {
@@ -220,9 +235,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         println!("committing manifest");
         println!("committing changelog");
     }
-    if !args.quiet
-        && !heads_before.is_empty()
-        && !p1rev.is_some_and(|r| heads_before.contains(&r))
+    if !args.quiet && !heads_before.is_empty() && !p1rev.is_some_and(|r| heads_before.contains(&r))
     {
         println!("created new head");
     }
@@ -295,7 +308,11 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
                 .split(|&b| b == b'\n')
                 .next()
                 .unwrap_or_default();
-            println!("updated to \"{}: {}\"", &node.to_hex()[..12], lossy(summary));
+            println!(
+                "updated to \"{}: {}\"",
+                &node.to_hex()[..12],
+                lossy(summary)
+            );
             println!("{others} other heads for branch \"{}\"", lossy(&branch));
         }
     }
@@ -317,30 +334,11 @@ struct UncommittedChanges;
 
 impl std::fmt::Display for UncommittedChanges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "uncommitted changes\n(commit or update --clean to discard changes)")
+        write!(
+            f,
+            "uncommitted changes\n(commit or update --clean to discard changes)"
+        )
     }
 }
 
 impl std::error::Error for UncommittedChanges {}
-
-/// TEMPORARY: replaced by crate::hgconfig / crate::hgdate.
-mod identity {
-    pub fn resolve_user(u: Option<&str>, _root: &std::path::Path) -> Result<String, String> {
-        u.map(str::to_owned)
-            .or_else(|| std::env::var("HGUSER").ok())
-            .ok_or_else(|| "no username supplied".to_owned())
-    }
-    pub fn parse_date(d: &str) -> Result<(i64, i32), String> {
-        let mut it = d.split_whitespace();
-        match (it.next().and_then(|a| a.parse().ok()), it.next().and_then(|b| b.parse().ok())) {
-            (Some(a), Some(b)) => Ok((a, b)),
-            _ => Err(format!("invalid date: '{d}'")),
-        }
-    }
-    pub fn now() -> (i64, i32) {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        (t, 0)
-    }
-}

@@ -85,7 +85,7 @@ impl Labels {
         })
     }
 
-    fn of<'a>(map: &'a HashMap<Rev, Vec<Vec<u8>>>, rev: Rev) -> &'a [Vec<u8>] {
+    fn of(map: &HashMap<Rev, Vec<Vec<u8>>>, rev: Rev) -> &[Vec<u8>] {
         map.get(&rev).map(Vec::as_slice).unwrap_or(&[])
     }
 

@@ -2,6 +2,7 @@
 
 pub mod cat;
 pub mod commit;
+pub mod copy;
 pub mod files;
 pub mod log;
 pub mod mount;

@@ -139,9 +139,8 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
             // cut short may have left mount.json behind it).
             Some(saved) => match state_dir.journal_parent()? {
                 Some(node) if repo.changelog().rev_of(&node).is_some() || node.is_null() => node,
-                _ => Node::from_hex(saved.node.as_bytes()).ok_or_else(|| {
-                    anyhow!("{}: bad node", state_dir.state_file().display())
-                })?,
+                _ => Node::from_hex(saved.node.as_bytes())
+                    .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?,
             },
             None => {
                 let rev = names::branch_tip(&repo, b"default")?.unwrap_or(repo.changelog().tip());

@@ -136,7 +136,7 @@ impl Layout {
 
     /// Checks a split index and returns its number of entries.
     pub fn split_len(bytes: &[u8]) -> Result<usize, String> {
-        if bytes.len() % ENTRY_SIZE != 0 {
+        if !bytes.len().is_multiple_of(ENTRY_SIZE) {
             return Err(format!(
                 "index size {} is not a multiple of {ENTRY_SIZE}",
                 bytes.len()
