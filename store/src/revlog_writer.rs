@@ -511,19 +511,11 @@ impl RevlogWriter {
                 index.extend_from_slice(&p.entry);
             }
             if !data.is_empty() {
-                let mut d = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.data_path)
-                    .map_err(io_d)?;
+                let mut d = open_append(&self.data_path).map_err(io_d)?;
                 d.write_all(&data).map_err(io_d)?;
                 d.flush().map_err(io_d)?;
             }
-            let mut i = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.index_path)
-                .map_err(io_i)?;
+            let mut i = open_append(&self.index_path).map_err(io_i)?;
             i.write_all(&index).map_err(io_i)?;
             return Ok(false);
         }
@@ -533,11 +525,7 @@ impl RevlogWriter {
                 buf.extend_from_slice(&p.entry);
                 buf.extend_from_slice(&p.chunk);
             }
-            let mut i = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.index_path)
-                .map_err(io_i)?;
+            let mut i = open_append(&self.index_path).map_err(io_i)?;
             i.write_all(&buf).map_err(io_i)?;
             return Ok(false);
         }
@@ -587,6 +575,24 @@ impl RevlogWriter {
         std::fs::rename(&tmp, &self.index_path).map_err(io_i)?;
         Ok(true)
     }
+}
+
+/// Opens `path` for appending. A file with other hard links (a local `hg clone` shares its
+/// store files with the source) is first replaced by a private copy, as hg does, so that
+/// appending here never changes another repository.
+fn open_append(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.nlink() > 1 {
+            let mut tmp_name = path.as_os_str().to_owned();
+            tmp_name.push(format!(".revfs-unshare-{}", std::process::id()));
+            let tmp = PathBuf::from(tmp_name);
+            std::fs::copy(path, &tmp)?;
+            File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+        }
+    }
+    OpenOptions::new().create(true).append(true).open(path)
 }
 
 /// Appends one mpatch hunk replacing `old[start..end]` with `data`.

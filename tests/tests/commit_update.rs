@@ -337,8 +337,7 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
                 "{p1node}|{author}|{date|hgdate}|{desc}|{join(files, ',')}",
             ]);
             let c = hg.run(&["log", "-r", &node, "-T", "{join(file_copies, '\\n')}"]);
-            let mut got_copies: Vec<String> =
-                s(&c.stdout).lines().map(str::to_owned).collect();
+            let mut got_copies: Vec<String> = s(&c.stdout).lines().map(str::to_owned).collect();
             got_copies.sort();
             assert_eq!(got_copies, want_copies, "copies\n{}", ctx(&log));
             assert_eq!(j.code, 0, "{}", s(&j.stderr));

@@ -76,3 +76,64 @@ fn recover_rolls_back_an_interrupted_transaction_like_hg() {
         "no interrupted transaction available\n"
     );
 }
+
+#[test]
+fn committing_to_a_hardlinked_clone_leaves_its_source_alone() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(hg_cmd(tmp.path(), &["init", "src"]).status.success());
+    let src = tmp.path().join("src");
+    for i in 0..5 {
+        std::fs::write(src.join(format!("f{i}")), format!("{i}\n")).unwrap();
+    }
+    assert!(hg_cmd(&src, &["commit", "-qAm", "0", "-d", "0 0"])
+        .status
+        .success());
+    assert!(hg_cmd(tmp.path(), &["clone", "-q", "-U", "src", "dst"])
+        .status
+        .success());
+    let dst = tmp.path().join("dst");
+    let shared = dst.join(".hg/store/00changelog.i");
+    assert!(
+        std::fs::metadata(&shared).unwrap().nlink() > 1,
+        "hg clone hardlinks the store"
+    );
+    let before = std::fs::read(src.join(".hg/store/00changelog.i")).unwrap();
+    let repo = Repo::open(&dst).unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    files.insert(
+        b"f1".to_vec(),
+        revfs_store::commit::Change::Set {
+            data: b"changed\n".to_vec(),
+            flag: revfs_store::manifest::FileFlag::Regular,
+            copy_from: None,
+        },
+    );
+    let p1 = repo.changelog().node(0).unwrap();
+    revfs_store::commit::commit(
+        &repo,
+        &revfs_store::commit::CommitRequest {
+            p1,
+            p2: revfs_store::Node::NULL,
+            files,
+            user: b"t".to_vec(),
+            time: 0,
+            tz: 0,
+            description: b"in the clone".to_vec(),
+            branch: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read(src.join(".hg/store/00changelog.i")).unwrap(),
+        before
+    );
+    let log = |dir: &std::path::Path| {
+        String::from_utf8_lossy(&hg_cmd(dir, &["log", "-T", "{desc}\n"]).stdout).into_owned()
+    };
+    assert_eq!(log(&src), "0\n");
+    assert_eq!(log(&dst), "in the clone\n0\n");
+    for dir in [&src, &dst] {
+        assert!(hg_cmd(dir, &["verify", "-q"]).status.success());
+    }
+}

@@ -45,13 +45,22 @@ pub struct UpdateArgs {
     #[arg(short = 'C', long = "clean")]
     clean: bool,
     /// Revision
-    #[arg(short = 'r', long = "rev", value_name = "REV")]
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
     rev: Option<String>,
     /// Say nothing
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
     /// Revision (as with -r)
-    #[arg(value_name = "REV", conflicts_with = "rev")]
+    #[arg(
+        value_name = "REV",
+        conflicts_with = "rev",
+        allow_negative_numbers = true
+    )]
     target: Option<String>,
 }
 
@@ -108,10 +117,13 @@ fn branch_of(repo: &Repo, node: &Node) -> Result<Vec<u8>> {
     })
 }
 
-/// True when `anc` is `rev` or one of its ancestors.
+/// True when `anc` is `rev` or one of its ancestors (null is everyone's ancestor).
 fn is_ancestor(repo: &Repo, anc: Rev, rev: Rev) -> Result<bool> {
     if anc < 0 {
         return Ok(true);
+    }
+    if rev < 0 {
+        return Ok(false);
     }
     let cl = repo.changelog();
     let mut seen = BTreeSet::new();
@@ -278,6 +290,27 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     } else {
         ws.repo.changelog().node(rev)?
     };
+    if !args.clean {
+        // hg's `commands.update.check=linear`: across branches, any uncommitted change
+        // (missing files included, unknown ones not) stops the update.
+        let p1rev = ws
+            .repo
+            .changelog()
+            .rev_of(&p1)
+            .filter(|_| !p1.is_null())
+            .unwrap_or(-1);
+        let linear = is_ancestor(&ws.repo, p1rev, rev)? || is_ancestor(&ws.repo, rev, p1rev)?;
+        if !linear {
+            let status = super::wc::fetch(&ws, false, false, false)?;
+            if status
+                .entries
+                .iter()
+                .any(|(l, _)| matches!(l, 'M' | 'A' | 'R' | '!'))
+            {
+                bail!(UncommittedChanges);
+            }
+        }
+    }
     match ws.request(&Request::Update {
         node: node.to_hex(),
         clean: args.clean,
