@@ -574,10 +574,12 @@ pub(crate) fn prepare_file(
         }
     }
     let raw = file_rawtext(&meta, data);
-    // Unchanged content: reuse the parent's revision (`flog.cmp`).
+    // Unchanged content: reuse the parent's revision (`filelog.cmp`, which compares the
+    // data without its copy metadata, so that a renamed revision is reused too).
     if meta.is_empty() && fparent2.is_null() && !fparent1.is_null() {
         let r1 = flog.rev_of(&fparent1)?;
-        if flog.revlog().revision_uncached(r1)?.as_ref() == raw.as_slice() {
+        let stored = flog.read_uncached(r1)?;
+        if *stored == *data {
             return Ok(PreparedFile::Reused(fparent1));
         }
     }

@@ -75,6 +75,27 @@ fn tracked_files(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Removes the empty directories below `root` (not `.hg`).
+fn prune_empty_dirs(root: &Path) {
+    fn walk(dir: &Path, top: bool) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name() == ".hg" {
+                continue;
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), false);
+            }
+        }
+        if !top {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    walk(root, true);
+}
+
 #[test]
 fn commits_and_updates_match_hg_byte_for_byte() {
     let steps: usize = std::env::var("REVFS_ORACLE_STEPS")
@@ -86,8 +107,17 @@ fn commits_and_updates_match_hg_byte_for_byte() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0xfeed_beef);
     let tmp = scratch_dir();
-    let repo = tmp.path().join("repo");
-    assert!(hg_cmd(tmp.path(), &["init", "repo"]).status.success());
+    let top = tmp.path().to_owned();
+    // REVFS_KEEP keeps the repositories for a post-mortem.
+    let _tmp = if std::env::var_os("REVFS_KEEP").is_some() {
+        eprintln!("keeping {}", top.display());
+        std::mem::forget(tmp);
+        None
+    } else {
+        Some(tmp)
+    };
+    let repo = top.join("repo");
+    assert!(hg_cmd(&top, &["init", "repo"]).status.success());
     for i in 0..16 {
         let p = repo.join(format!("d{}/s{}/f{i}", i % 3, i % 2));
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -97,8 +127,8 @@ fn commits_and_updates_match_hg_byte_for_byte() {
     assert!(hg_cmd(&repo, &["commit", "-qAm", "base", "-d", "0 0"])
         .status
         .success());
-    let hgwc = tmp.path().join("hgwc");
-    assert!(hg_cmd(tmp.path(), &["clone", "-q", "repo", "hgwc"])
+    let hgwc = &top.join("hgwc");
+    assert!(hg_cmd(&top, &["clone", "-q", "repo", "hgwc"])
         .status
         .success());
     let m = Mount::new(&repo, None);
@@ -212,7 +242,21 @@ fn commits_and_updates_match_hg_byte_for_byte() {
                 if r.0 .0 == Some(0) {
                     let a = sides.revfs(&["log", "-r", ".", "-T", "{rev}:{node}"]);
                     let b = sides.hg(&["log", "-r", ".", "-T", "{rev}:{node}"]);
-                    assert_eq!(a, b, "the same changeset\n{}", ctx(&log));
+                    if a != b {
+                        let t = "{rev} p1={p1node} p2={p2node} files={files} copies={file_copies} mf={manifest}\n";
+                        let show = |dir: &Path, rev: &str| {
+                            let l = hg_cmd(dir, &["log", "--debug", "-r", rev, "-T", t]);
+                            let mf = hg_cmd(dir, &["manifest", "--debug", "-r", rev]);
+                            let fl = hg_cmd(dir, &["debugindex", "-c"]);
+                            format!("{}{}", s(&l.stdout), s(&mf.stdout)) + &s(&fl.stdout)[..0]
+                        };
+                        panic!(
+                            "not the same changeset\nrevfs: {}\nhg: {}\n{}",
+                            show(&repo, a.1.split(':').nth(1).unwrap_or(".")),
+                            show(&hgwc, "."),
+                            ctx(&log)
+                        );
+                    }
                     same_nodes += 1;
                 }
                 r
@@ -261,6 +305,9 @@ fn commits_and_updates_match_hg_byte_for_byte() {
                     }
                     for l in sides.hg(&["status", "-u"]).1.lines() {
                         let _ = std::fs::remove_file(hgwc.join(&l[2..]));
+                    }
+                    for root in sides.roots() {
+                        prune_empty_dirs(root);
                     }
                     log.push("(overlap: both sides reset)".into());
                     continue;

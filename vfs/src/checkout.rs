@@ -578,13 +578,21 @@ impl WorkingCopy {
         });
         let mut out = UpdateOutcome::default();
         let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
+        // Tracked files already gone (R, !): hg's working manifest does not have them, so
+        // an update that removes them too neither touches nor counts them.
+        let mut gone: BTreeSet<Vec<u8>> = BTreeSet::new();
         if clean {
+            let base = self.base_manifest();
             for e in self.status(StatusRequest::default())? {
+                let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
                 match e.letter {
-                    'A' => self.set_tracking(&e.path, Track::Default)?,
+                    _ if added => self.set_tracking(&e.path, Track::Default)?,
                     _ => {
                         if e.letter == 'R' {
                             self.set_tracking(&e.path, Track::Default)?;
+                        }
+                        if matches!(e.letter, 'R' | '!') {
+                            gone.insert(e.path.clone());
                         }
                         self.restore(&e.path)?;
                         reverted.insert(e.path);
@@ -631,6 +639,9 @@ impl WorkingCopy {
                         conflicts.push(p.clone());
                     }
                 }
+                Some('R' | '!') if c.new.is_none() => {
+                    gone.insert(p.clone());
+                }
                 Some(_) => conflicts.push(p.clone()),
                 None if below => conflicts.push(p.clone()),
                 None if !above.is_empty() => {
@@ -663,11 +674,23 @@ impl WorkingCopy {
         let mut freed = Vec::new();
         let mut touched: BTreeSet<u64> = BTreeSet::new();
         let mut emptied: BTreeSet<u64> = BTreeSet::new();
-        let mut updated: BTreeSet<Vec<u8>> = reverted.clone();
+        // hg's counts: files written, and tracked files that were there and are removed.
+        let mut updated: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in &reverted {
+            if target.find(p)?.is_some() {
+                updated.insert(p.clone());
+            }
+        }
         for c in &diff {
             match c.new {
                 Some(_) => {
                     updated.insert(c.path.clone());
+                }
+                None if gone.contains(&c.path) => {
+                    if !clean {
+                        // Already gone here (a forgotten file stays as it is, untracked).
+                        continue;
+                    }
                 }
                 None => out.removed += 1,
             }

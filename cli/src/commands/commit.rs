@@ -210,7 +210,16 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         .collect();
     if chosen.is_empty() {
         if !args.quiet {
-            println!("nothing changed");
+            let missing = status
+                .entries
+                .iter()
+                .filter(|(l, p)| *l == '!' && matcher.matches(p))
+                .count();
+            if missing > 0 {
+                println!("nothing changed ({missing} missing files, see 'hg status')");
+            } else {
+                println!("nothing changed");
+            }
         }
         return Ok(1);
     }

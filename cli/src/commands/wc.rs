@@ -378,7 +378,8 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
             if implicit {
                 println!("removing {shown}");
             }
-            if *l != '!' {
+            // hg never deletes an added file on remove: it only forgets it.
+            if *l != '!' && *l != 'A' {
                 let f = disk_path(&ws, p);
                 std::fs::remove_file(&f).or_else(|e| {
                     if e.kind() == std::io::ErrorKind::NotFound {
@@ -531,15 +532,36 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     }
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
-    let status = fetch_status(&ws, false, false, false)?;
+    let fetched = fetch(&ws, false, false, false)?;
+    let status = fetched.entries;
+    // Reverting the destination of a rename undeletes its source too (hg's revert), without
+    // a message.
+    let letters: BTreeMap<&Vec<u8>, char> = status.iter().map(|(l, p)| (p, *l)).collect();
+    let mut sources: std::collections::BTreeSet<Vec<u8>> = std::collections::BTreeSet::new();
+    for (_, p) in status
+        .iter()
+        .filter(|(_, p)| args.all || matcher.matches(p))
+    {
+        if let Some(src) = fetched.copies.get(p) {
+            if letters.get(src) == Some(&'R') && !(args.all || matcher.matches(src)) {
+                sources.insert(src.clone());
+            }
+        }
+    }
     let mut forget = Vec::new();
     let mut restore = Vec::new();
     let mut messages: Vec<(u8, String)> = Vec::new();
     for (l, p) in status
         .iter()
-        .filter(|(_, p)| args.all || matcher.matches(p))
+        .filter(|(_, p)| args.all || matcher.matches(p) || sources.contains(p))
     {
         let shown = lossy(&ctx.display(p));
+        // hg names what it does only for files it found, not for files named exactly.
+        let exact = matcher.args().contains(p) || sources.contains(p);
+        let mut messages = Said {
+            quiet: exact,
+            out: &mut messages,
+        };
         match l {
             'A' => {
                 messages.push((0, format!("forgetting {shown}")));
@@ -570,6 +592,16 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
             _ => {}
         }
     }
+    // A file named exactly that has nothing to revert gets hg's warning.
+    let changed: std::collections::BTreeSet<&Vec<u8>> = status.iter().map(|(_, p)| p).collect();
+    let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+    let mut clean: Vec<&Vec<u8>> = Vec::new();
+    for arg in matcher.args() {
+        if !changed.contains(arg) && base.find(arg)?.is_some() {
+            clean.push(arg);
+        }
+    }
+    clean.sort();
     track(&ws, forget, Track::Default)?;
     if !restore.is_empty() {
         ws.request(&Request::Restore { paths: restore })?;
@@ -578,7 +610,24 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     for (_, m) in messages {
         println!("{m}");
     }
+    for p in clean {
+        eprintln!("no changes needed to {}", lossy(&ctx.display(p)));
+    }
     Ok(0)
+}
+
+/// Revert's action messages, dropped for exactly named files.
+struct Said<'a> {
+    quiet: bool,
+    out: &'a mut Vec<(u8, String)>,
+}
+
+impl Said<'_> {
+    fn push(&mut self, m: (u8, String)) {
+        if !self.quiet {
+            self.out.push(m);
+        }
+    }
 }
 
 #[derive(Args, Debug)]
