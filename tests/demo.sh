@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job, end to end: build revfs, make a sample Mercurial repository with hg, and
-# read it back with revfs (log, files, cat), checking each answer against hg.
+# The main job, end to end: build revfs, make a sample Mercurial repository with hg, read it
+# back with revfs (log, files, cat), mount it, edit through the mount, status, diff, commit
+# (read back by hg), update back and forth, revert, unmount; each answer checked with hg.
 # Usage: tests/demo.sh [WORKDIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,11 +54,27 @@ echo "== edit through the mount, then revfs status / diff"
 cd "$mnt"
 printf 'int helper(void) { return 0; }\n' > src/helper.c
 printf '/* edited */\n' >> src/main.c
-rm docs/COPY.md
+"$revfs" remove docs/COPY.md
 "$revfs" add src/helper.c
 "$revfs" status
 "$revfs" diff src/main.c
-echo "== revfs revert --all"
+echo "== revfs commit, read back by hg"
+"$revfs" commit -m "helper implementation; main edited; copy dropped" -d "1700010800 0"
+"$revfs" status
+"$revfs" log -r . -T '{rev}:{node|short} {desc|firstline} ({files})\n'
+hg -R "$repo" verify -q
+[ "$(hg -R "$repo" log -r tip -T '{files}')" = "docs/COPY.md src/helper.c src/main.c" ]
+cmp <(cat "$mnt/src/helper.c") <(hg -R "$repo" cat -r tip "$repo/src/helper.c")
+echo "== revfs update 1: back in time, in place"
+"$revfs" update 1
+ls "$mnt/src" "$mnt/docs"
+cmp <(cat "$mnt/src/main.c") <(hg -R "$repo" cat -r 1 "$repo/src/main.c")
+echo "== revfs update tip"
+"$revfs" update tip
+"$revfs" parents -T '{rev}:{node|short}\n'
+echo "== an uncommitted change, then revfs revert --all"
+printf '/* again */\n' >> src/main.c
+"$revfs" status
 "$revfs" revert --all --no-backup
 "$revfs" status
 cd "$work"
