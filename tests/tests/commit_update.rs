@@ -626,3 +626,69 @@ fn revfs_and_hg_commit_to_one_repository_at_the_same_time() {
         format!("revfs {}", rounds - 1)
     );
 }
+
+#[test]
+fn a_write_racing_with_commits_is_committed_or_still_modified_never_lost() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = scratch_dir();
+    let repo = make_repo(tmp.path());
+    let m = Mount::new(&repo, None);
+    let target = m.dir.join("d0/sub0/f0.txt");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (target, stop) = (target.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::io::{Seek, Write};
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .unwrap();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                // Same length every time: an overwrite in place, never a truncation.
+                f.seek(std::io::SeekFrom::Start(0)).unwrap();
+                f.write_all(format!("version {i:012}\n").as_bytes())
+                    .unwrap();
+            }
+            i
+        })
+    };
+    let mut committed = 0;
+    for round in 0..40 {
+        let out = rv(&m, &["commit", "-m", &format!("race {round}")]);
+        match out.status.code() {
+            Some(0) => committed += 1,
+            Some(1) => assert_eq!(s(&out.stdout), "nothing changed\n"),
+            _ => panic!("commit: {}", s(&out.stderr)),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    assert!(committed > 0);
+    let want = format!("version {last:012}\n");
+    // The last write is in the file, whatever the commits took.
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), want);
+    // Either the last commit has it, or status says the file is modified.
+    let tip = hg_cmd(&repo, &["cat", "-r", "tip", "d0/sub0/f0.txt"]);
+    let st = status(&m, &[]);
+    if s(&tip.stdout) == want {
+        assert_eq!(st, vec![]);
+    } else {
+        assert_eq!(st, vec![('M', "d0/sub0/f0.txt".to_owned())]);
+        assert!(rv(&m, &["commit", "-m", "last"]).status.success());
+        let tip = hg_cmd(&repo, &["cat", "-r", "tip", "d0/sub0/f0.txt"]);
+        assert_eq!(s(&tip.stdout), want);
+    }
+    // Every committed version is one the writer wrote, whole.
+    let log = hg_cmd(&repo, &["log", "-T", "{rev}\n", "-r", "1:"]);
+    for rev in s(&log.stdout).lines() {
+        let c = hg_cmd(&repo, &["cat", "-r", rev, "d0/sub0/f0.txt"]);
+        let text = s(&c.stdout);
+        assert!(
+            text.starts_with("version ") && text.len() == want.len(),
+            "rev {rev}: {text:?}"
+        );
+    }
+    assert!(hg_cmd(&repo, &["verify", "-q"]).status.success());
+}
