@@ -359,7 +359,12 @@ impl WorkingCopy {
             });
         }
         inner.copies = copies;
-        self.journal().rewrite(&inner.base_node, &records)?;
+        if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
+            tracing::error!("rewriting the journal failed: {e}; refusing further changes until a remount");
+            self.journal_stale
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(e.into());
+        }
         inner.dirty = records
             .iter()
             .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))

@@ -51,6 +51,8 @@ pub enum WcError {
     Ignore(String),
     #[error("nothing changed")]
     NothingChanged,
+    #[error("the change journal could not be rewritten after a commit or an update; unmount and mount again (nothing is lost: the journal still holds the working copy as it was before)")]
+    JournalStale,
     /// An update would overwrite these changed or untracked paths.
     #[error("uncommitted changes")]
     UncommittedChanges(Vec<Vec<u8>>),
@@ -195,6 +197,10 @@ pub struct WorkingCopy {
     pub(crate) ignore_cache: Mutex<Option<Arc<crate::ignore::Ignore>>>,
     /// Held by a commit or an update from start to end: one at a time.
     transition: Mutex<()>,
+    /// Set when the journal could not be rewritten after a commit or an update: the tree in
+    /// memory is ahead of the journal on disk, so no further change is accepted (the journal
+    /// still describes the working copy as it was before, which a remount restores).
+    pub(crate) journal_stale: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -616,6 +622,7 @@ impl WorkingCopy {
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
             transition: Mutex::new(()),
+            journal_stale: std::sync::atomic::AtomicBool::new(false),
         };
         {
             let mut inner = wc.write();
@@ -697,6 +704,9 @@ impl WorkingCopy {
 
     /// Records a mutation: into the journal (when the inode has a path) and the dirty set.
     fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
+        if self.journal_stale.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(WcError::JournalStale);
+        }
         self.journal().append(&rec)?;
         for p in rec.paths() {
             inner.dirty.insert(p.to_vec());
