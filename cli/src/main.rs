@@ -4,6 +4,7 @@
 //! and exit status 255 for failures, as hg does.
 
 mod commands;
+mod debuggen;
 mod diff;
 mod hgconfig;
 mod hgdate;
@@ -75,6 +76,9 @@ enum Command {
     /// Print the author and date a commit would record (for tests)
     #[command(hide = true)]
     Debugidentity(hgconfig::DebugIdentityArgs),
+    /// Write shell completions and man pages generated from these definitions (packaging)
+    #[command(hide = true)]
+    Debuggen(debuggen::DebuggenArgs),
     /// Commit the specified files or all outstanding changes
     #[command(alias = "ci")]
     Commit(commands::commit::CommitArgs),
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
         Command::Copy(args) => commands::copy::copy(&cli, args),
         Command::Rename(args) => commands::copy::rename(&cli, args),
         Command::Debugidentity(args) => hgconfig::debug_identity(&cli, args),
+        Command::Debuggen(args) => debuggen::run(args),
         Command::Commit(args) => commands::commit::commit(&cli, args),
         Command::Update(args) => commands::commit::update(&cli, args),
     };
