@@ -3,12 +3,15 @@
 //! This is the only place that turns errors into text and exit codes: an `abort: ...` line
 //! and exit status 255 for failures, as hg does.
 
+mod color;
 mod commands;
 mod debuggen;
 mod diff;
 mod hgconfig;
 mod hgdate;
 mod paths;
+mod prefetch;
+mod progress;
 mod template;
 mod ui;
 
@@ -22,6 +25,10 @@ pub struct Cli {
     /// Repository root directory (default: the repository containing the current directory)
     #[arg(short = 'R', long = "repository", global = true, value_name = "REPO")]
     repository: Option<std::path::PathBuf>,
+
+    /// When to colorize (boolean, always, auto, never, or debug), as hg's --color
+    #[arg(long = "color", global = true, value_name = "TYPE")]
+    color: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -85,6 +92,10 @@ enum Command {
     /// Update the working copy to another revision
     #[command(visible_aliases = ["up", "checkout", "co"])]
     Update(commands::commit::UpdateArgs),
+    /// Read files of the working-copy parent (or a revision) into the mount's caches
+    Prefetch(prefetch::PrefetchArgs),
+    /// Check FUSE, the configuration, mounts and repositories, and print the fixes
+    Doctor(commands::doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +131,8 @@ fn main() -> ExitCode {
         Command::Debuggen(args) => debuggen::run(args),
         Command::Commit(args) => commands::commit::commit(&cli, args),
         Command::Update(args) => commands::commit::update(&cli, args),
+        Command::Prefetch(args) => prefetch::run(&cli, args),
+        Command::Doctor(args) => commands::doctor::doctor(&cli, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -13,7 +13,7 @@ use lru::LruCache;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Tunables for an open repository.
 #[derive(Debug, Clone, Copy)]
@@ -24,14 +24,34 @@ pub struct RepoOptions {
     pub open_filelogs: usize,
 }
 
-impl Default for RepoOptions {
-    fn default() -> Self {
-        RepoOptions {
-            text_cache_bytes: 64 << 20,
-            open_filelogs: 1024,
-        }
+impl RepoOptions {
+    /// The built-in defaults: 64 MiB of texts, 1024 open filelogs.
+    pub const DEFAULT: RepoOptions = RepoOptions {
+        text_cache_bytes: 64 << 20,
+        open_filelogs: 1024,
+    };
+
+    /// Makes `options` what [`Repo::open`] uses in this process from now on. The mount
+    /// daemon applies the user's configuration this way, so that every handle it opens (a
+    /// fresh one after each commit and update too) gets the configured cache sizes.
+    pub fn set_process_default(options: RepoOptions) {
+        *PROCESS_DEFAULT.write().unwrap_or_else(|p| p.into_inner()) = options;
+    }
+
+    /// What [`Repo::open`] uses: [`RepoOptions::DEFAULT`] unless
+    /// [`RepoOptions::set_process_default`] said otherwise.
+    pub fn process_default() -> RepoOptions {
+        *PROCESS_DEFAULT.read().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+impl Default for RepoOptions {
+    fn default() -> Self {
+        RepoOptions::DEFAULT
+    }
+}
+
+static PROCESS_DEFAULT: RwLock<RepoOptions> = RwLock::new(RepoOptions::DEFAULT);
 
 /// Opens revlogs of one store: encodes their paths and gives each a slot in the shared cache.
 struct RevlogOpener {
@@ -78,9 +98,10 @@ pub struct Repo {
 }
 
 impl Repo {
-    /// Opens the repository rooted at `root` (the directory holding `.hg`).
+    /// Opens the repository rooted at `root` (the directory holding `.hg`), with this
+    /// process's default options ([`RepoOptions::process_default`]).
     pub fn open(root: &Path) -> Result<Repo> {
-        Self::open_with(root, RepoOptions::default())
+        Self::open_with(root, RepoOptions::process_default())
     }
 
     /// Finds the repository containing `start` (itself or an ancestor) and opens it.

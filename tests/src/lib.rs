@@ -41,6 +41,8 @@ pub fn hg_env(cmd: &mut Command) -> &mut Command {
         .env("HGENCODING", "utf-8")
         .env("LC_ALL", "C.UTF-8")
         .env("HGUSER", "revfs tests <tests@example.org>")
+        // No revfs configuration of the person running the tests.
+        .env("REVFS_CONFIG", "")
         .env_remove("HGEDITOR")
 }
 

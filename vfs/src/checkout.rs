@@ -33,6 +33,25 @@ pub enum Invalidation {
     Inode(u64),
 }
 
+/// Receives how far a long operation has come: `(what, done, total)`, `total` 0 when the
+/// amount of work is unknown. Called per unit of work at most (per file captured, applied
+/// or read); the receiver rate-limits what it shows, so it must be cheap.
+pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Calls `progress`, if any.
+fn tick(progress: Option<ProgressFn>, what: &str, done: usize, total: usize) {
+    if let Some(f) = progress {
+        f(what, done as u64, total as u64);
+    }
+}
+
+/// What a prefetch read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchOutcome {
+    pub files: u64,
+    pub bytes: u64,
+}
+
 /// What a commit is made of, besides the changes.
 #[derive(Debug, Clone)]
 pub struct CommitSpec {
@@ -360,7 +379,9 @@ impl WorkingCopy {
         }
         inner.copies = copies;
         if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
-            tracing::error!("rewriting the journal failed: {e}; refusing further changes until a remount");
+            tracing::error!(
+                "rewriting the journal failed: {e}; refusing further changes until a remount"
+            );
             self.journal_stale
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(e.into());
@@ -409,9 +430,16 @@ impl WorkingCopy {
     /// makes the new changeset the parent and returns its node. A write that races with the
     /// commit is either in it or still a change afterwards: the committed overlay copies are
     /// only dropped when their content is still what was committed.
-    pub fn commit(&self, spec: &CommitSpec) -> Result<Node> {
+    ///
+    /// `progress` hears of the phases: `checking` (status), `reading` (per file captured),
+    /// `writing` (the store transaction, no count), `finishing` (per committed file
+    /// compared with what the store now has), `saving` (the journal rewrite, no count).
+    pub fn commit(&self, spec: &CommitSpec, progress: Option<ProgressFn>) -> Result<Node> {
         let _one = self.transition_lock();
+        let t0 = std::time::Instant::now();
+        tick(progress, "checking", 0, 0);
         let status = self.status(StatusRequest::default())?;
+        let t_status = t0.elapsed();
         let wanted: Option<BTreeSet<&[u8]>> = spec
             .paths
             .as_ref()
@@ -434,7 +462,9 @@ impl WorkingCopy {
             let (p1, repo, base) = (inner.base_node, inner.repo.clone(), inner.base.clone());
             let mut files = BTreeMap::new();
             let mut captured = BTreeMap::new();
-            for (letter, path) in chosen {
+            let total = chosen.len();
+            for (i, (letter, path)) in chosen.into_iter().enumerate() {
+                tick(progress, "reading", i, total);
                 if letter == 'R' {
                     files.insert(path, Change::Remove);
                     continue;
@@ -468,8 +498,10 @@ impl WorkingCopy {
                 );
                 captured.insert(path, cap);
             }
+            tick(progress, "reading", total, total);
             (p1, repo, base, files, captured)
         };
+        let t_read = t0.elapsed();
         drop(base);
         if files.is_empty() {
             return Err(WcError::NothingChanged);
@@ -491,7 +523,9 @@ impl WorkingCopy {
             description: spec.description.clone(),
             branch,
         };
+        tick(progress, "writing", 0, 0);
         let node = revfs_store::commit::commit(&repo, &req)?;
+        let t_write = t0.elapsed();
         let repo = Arc::new(Repo::open(repo.root())?);
         let rev = repo
             .changelog()
@@ -501,7 +535,9 @@ impl WorkingCopy {
 
         let mut freed = Vec::new();
         let mut inner = self.write();
-        for (path, cap) in &captured {
+        let total = captured.len();
+        for (i, (path, cap)) in captured.iter().enumerate() {
+            tick(progress, "finishing", i, total);
             let Some(ino) = inner.resolve(path)? else {
                 continue;
             };
@@ -553,12 +589,24 @@ impl WorkingCopy {
             }
             e.mtime = mtime.or(Some(SystemTime::now()));
         }
+        tick(progress, "finishing", total, total);
+        let t_finish = t0.elapsed();
+        tick(progress, "saving", 0, 0);
         inner.base = new_base;
         inner.base_node = node;
         inner.repo = repo;
         let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
         self.rebase_journal(&mut inner, &committed)?;
         drop(inner);
+        tracing::debug!(
+            ?t_status,
+            ?t_read,
+            ?t_write,
+            ?t_finish,
+            total = ?t0.elapsed(),
+            files = req.files.len(),
+            "commit timings"
+        );
         for id in freed {
             let _ = self.overlay.remove(id);
         }
@@ -569,9 +617,19 @@ impl WorkingCopy {
     /// it). Local changes are kept when the update does not touch them; otherwise it stops
     /// with [`WcError::UncommittedChanges`] and changes nothing, unless `clean`, which
     /// first reverts every change (added files become unknown, as in hg).
-    pub fn update(&self, repo: Arc<Repo>, node: Node, clean: bool) -> Result<UpdateOutcome> {
+    ///
+    /// `progress` hears of the phases: `checking` (status and the manifest diff) and
+    /// `updating` (per path of the diff applied).
+    pub fn update(
+        &self,
+        repo: Arc<Repo>,
+        node: Node,
+        clean: bool,
+        progress: Option<ProgressFn>,
+    ) -> Result<UpdateOutcome> {
         let _one = self.transition_lock();
         let t0 = std::time::Instant::now();
+        tick(progress, "checking", 0, 0);
         let target = Arc::new(if node.is_null() {
             Manifest::empty()
         } else {
@@ -686,7 +744,9 @@ impl WorkingCopy {
                 updated.insert(p.clone());
             }
         }
-        for c in &diff {
+        let total = diff.len();
+        for (i, c) in diff.iter().enumerate() {
+            tick(progress, "updating", i, total);
             match c.new {
                 Some(_) => {
                     updated.insert(c.path.clone());
@@ -809,6 +869,7 @@ impl WorkingCopy {
                 }
             }
         }
+        tick(progress, "updating", total, total);
         // Directories left empty by removals go too, as hg removes them.
         for mut dir in emptied {
             while dir != ROOT_INO {
@@ -849,6 +910,73 @@ impl WorkingCopy {
             let _ = self.overlay.remove(id);
         }
         Ok(out)
+    }
+
+    /// Reads the files `paths` of revision `node` (the working-copy parent when `None`)
+    /// through the mount's repository handle, in parallel, so that what the mount reads
+    /// from is warm before anyone opens the files: the handle's open filelogs, its cache of
+    /// rebuilt texts (bounded in bytes: the last files read stay), and the kernel's page
+    /// cache of the revlogs. Paths the revision does not have are skipped. `progress`
+    /// hears of `prefetching`, per file read.
+    pub fn prefetch(
+        &self,
+        node: Option<Node>,
+        paths: &[Vec<u8>],
+        progress: Option<ProgressFn>,
+    ) -> Result<PrefetchOutcome> {
+        use rayon::prelude::*;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let (repo, base_node, base) = {
+            let inner = self.read();
+            (inner.repo.clone(), inner.base_node, inner.base.clone())
+        };
+        let (repo, manifest) = match node {
+            None => (repo, base),
+            Some(n) if n == base_node => (repo, base),
+            Some(n) => {
+                // A revision hg added since the handle was opened: a fresh handle still
+                // warms the page cache.
+                let repo = if repo.changelog().rev_of(&n).is_some() {
+                    repo
+                } else {
+                    Arc::new(Repo::open(repo.root())?)
+                };
+                let rev = repo
+                    .changelog()
+                    .rev_of(&n)
+                    .ok_or_else(|| StoreError::UnknownRevision(n.to_hex()))?;
+                let m = Arc::new(repo.manifest_of(rev)?);
+                (repo, m)
+            }
+        };
+        let mut wanted: Vec<(&[u8], Node)> = Vec::with_capacity(paths.len());
+        for p in paths {
+            if let Some(e) = manifest.find(p)? {
+                wanted.push((p, e.node));
+            }
+        }
+        let total = wanted.len() as u64;
+        let done = AtomicU64::new(0);
+        let bytes = AtomicU64::new(0);
+        tick(progress, "prefetching", 0, wanted.len());
+        wanted
+            .par_iter()
+            .try_for_each(|(path, fnode)| -> Result<()> {
+                let fl = repo.filelog(path)?;
+                let text = fl.read(fl.rev_of(fnode)?)?;
+                bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if d & 31 == 0 || d == total {
+                    if let Some(f) = progress {
+                        f("prefetching", d, total);
+                    }
+                }
+                Ok(())
+            })?;
+        Ok(PrefetchOutcome {
+            files: total,
+            bytes: bytes.into_inner(),
+        })
     }
 
     /// For an update: when `dir` is not loaded yet, makes it take its entries from the

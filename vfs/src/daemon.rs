@@ -3,12 +3,14 @@
 //! socket, and unmounts cleanly on SIGTERM or SIGINT.
 
 use crate::checkout::{CommitSpec, Invalidation};
+use crate::config::LogLevel;
 use crate::control::{self, MountInfo, Request, Response};
 use crate::fs::{ControlTargets, RevFs};
 use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
 use crate::status::StatusRequest;
 use crate::wc::{WcError, WorkingCopy};
 use fuser::{Config, MountOption, SessionACL};
+use revfs_store::repo::RepoOptions;
 use revfs_store::{Node, Repo, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,6 +56,10 @@ pub struct MountRequest {
     pub threads: usize,
     /// Let other users in (`allow_other`).
     pub allow_other: bool,
+    /// The user's configuration (`~/.config/revfs/config.toml`): the daemon applies its
+    /// cache sizes and log level. `threads` and `allow_other` above are already resolved
+    /// (command line over configuration).
+    pub config: crate::config::Config,
 }
 
 /// The state a mount starts from: the saved state when it names the same repository and
@@ -120,8 +126,10 @@ impl Ctx {
 }
 
 /// Answers one control request.
-fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
+fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Response, WcError> {
     let (wc, notifier) = (&*ctx.wc, &ctx.notifier);
+    let report = |what: &str, done, total| progress.report(what, done, total);
+    let report = progress.wanted().then_some(&report as crate::checkout::ProgressFn);
     Ok(match req {
         Request::Ping => Response::Pong {
             pid: std::process::id(),
@@ -175,7 +183,7 @@ fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
                 tz,
                 description: message,
             };
-            match wc.commit(&spec) {
+            match wc.commit(&spec, report) {
                 Ok(node) => {
                     ctx.save_parent(node);
                     tracing::info!(node = %node.to_hex(), "committed");
@@ -198,7 +206,7 @@ fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
             } else {
                 Arc::new(Repo::open(current.root())?)
             };
-            match wc.update(repo, node, clean) {
+            match wc.update(repo, node, clean, report) {
                 Ok(outcome) => {
                     ctx.save_parent(node);
                     // After the lock is released: the kernel may call back into us.
@@ -216,6 +224,22 @@ fn handle(ctx: &Ctx, req: Request) -> Result<Response, WcError> {
                 }
                 Err(WcError::UncommittedChanges(paths)) => Response::Conflicts { paths },
                 Err(e) => return Err(e),
+            }
+        }
+        Request::Prefetch { node, paths } => {
+            let node = match node {
+                Some(hex) => Some(
+                    Node::from_hex(hex.as_bytes())
+                        .ok_or(WcError::Store(StoreError::UnknownRevision(hex)))?,
+                ),
+                None => None,
+            };
+            let t0 = std::time::Instant::now();
+            let done = wc.prefetch(node, &paths, report)?;
+            tracing::info!(files = done.files, bytes = done.bytes, elapsed = ?t0.elapsed(), "prefetched");
+            Response::Prefetched {
+                files: done.files,
+                bytes: done.bytes,
             }
         }
     })
@@ -261,8 +285,10 @@ fn invalidate(wc: &WorkingCopy, notifier: &fuser::Notifier, path: &[u8]) {
     }
 }
 
-/// Sends tracing output to the mount's log file, with the level from `REVFS_LOG`.
-pub fn init_logging(log_file: &Path) -> Result<(), DaemonError> {
+/// Sends tracing output to the mount's log file, with the level from `REVFS_LOG` when it is
+/// set (and valid), else `level` (the configuration's `[log] level`). Returns the filter
+/// in effect, for the log.
+pub fn init_logging(log_file: &Path, level: LogLevel) -> Result<String, DaemonError> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -271,14 +297,22 @@ pub fn init_logging(log_file: &Path) -> Result<(), DaemonError> {
             path: log_file.to_owned(),
             source,
         })?;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("REVFS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (filter, described) = match tracing_subscriber::EnvFilter::try_from_env("REVFS_LOG") {
+        Ok(f) => {
+            let d = format!("{f} (REVFS_LOG)");
+            (f, d)
+        }
+        Err(_) => (
+            tracing_subscriber::EnvFilter::new(level.as_str()),
+            level.as_str().to_owned(),
+        ),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)
         .try_init();
-    Ok(())
+    Ok(described)
 }
 
 /// Runs the daemon in this process until the filesystem is unmounted.
@@ -292,7 +326,24 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     }
     let state_dir = StateDir::for_mountpoint(&req.mountpoint)?;
     state_dir.create()?;
-    init_logging(&state_dir.log_file())?;
+    let log_filter = init_logging(&state_dir.log_file(), req.config.log.level)?;
+    // Every repository handle of this process (the ones reopened after a commit or an
+    // update too) gets the configured cache sizes.
+    let options = req.config.repo_options();
+    RepoOptions::set_process_default(options);
+    let config_file = match &req.config.file {
+        Some(p) => p.display().to_string(),
+        None => "none".to_owned(),
+    };
+    tracing::info!(
+        config = %config_file,
+        threads = req.threads.max(1),
+        allow_other = req.allow_other,
+        text_cache_size = options.text_cache_bytes,
+        open_filelogs = options.open_filelogs,
+        log = %log_filter,
+        "settings"
+    );
     let state = prepare_state(&state_dir, &req)?;
     let repo = Arc::new(Repo::open(&req.repo)?);
     let rev = repo
@@ -356,7 +407,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         };
         control::serve(
             &state_dir.socket(),
-            Arc::new(move |r| match handle(&ctx, r) {
+            Arc::new(move |r, progress: &control::Progress| match handle(&ctx, r, progress) {
                 Ok(resp) => resp,
                 Err(e) => Response::Error {
                     message: e.to_string(),

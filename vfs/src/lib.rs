@@ -6,6 +6,7 @@
 //! ([`daemon`]). It reads source-control objects only through `revfs-store`.
 
 pub mod checkout;
+pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod fs;

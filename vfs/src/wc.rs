@@ -49,6 +49,8 @@ pub enum WcError {
     Journal(#[from] JournalError),
     #[error("{0}")]
     Ignore(String),
+    #[error("file name too long")]
+    NameTooLong,
     #[error("nothing changed")]
     NothingChanged,
     #[error("the change journal could not be rewritten after a commit or an update; unmount and mount again (nothing is lost: the journal still holds the working copy as it was before)")]
@@ -74,6 +76,7 @@ impl WcError {
             WcError::NotDir => libc::ENOTDIR,
             WcError::IsDir => libc::EISDIR,
             WcError::Invalid => libc::EINVAL,
+            WcError::NameTooLong => libc::ENAMETOOLONG,
             WcError::NotSupported => libc::EOPNOTSUPP,
             WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
             WcError::Journal(JournalError::Io { source, .. }) => {
@@ -211,10 +214,16 @@ pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
     }
 }
 
+/// The longest file name (`NAME_MAX`), as ext4 and most Linux filesystems allow.
+pub const NAME_MAX: usize = 255;
+
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
     {
         return Err(WcError::Invalid);
+    }
+    if name.len() > NAME_MAX {
+        return Err(WcError::NameTooLong);
     }
     Ok(())
 }
@@ -860,6 +869,9 @@ impl WorkingCopy {
 
     /// Looks up `name` in `parent`; a found entry gains one kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        if name.len() > NAME_MAX {
+            return Err(WcError::NameTooLong);
+        }
         let mut inner = self.write();
         let Some(ino) = inner.child(parent, name)? else {
             return Ok(None);

@@ -1,9 +1,11 @@
 //! `revfs commit` and `revfs update`: the daemon of the mount does the work (it holds the
 //! working copy); this side chooses the files, finds the user and the date, and prints what
-//! hg prints.
+//! hg prints. A long commit or update shows a progress bar on a terminal (see
+//! [`crate::progress`]).
 
 use super::Workspace;
 use crate::paths::{Matcher, PathContext};
+use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use revfs_vfs::control::{Request, Response};
@@ -227,13 +229,18 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     let branch = branch_of(&ws.repo, &p1)?;
     let heads_before = branch_heads(&ws.repo, &branch)?;
     let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
-    let node = match ws.request(&Request::Commit {
+    let mut bar = Progress::new(
+        progress::wanted(args.quiet, Some(ws.repo.root())),
+        "committing",
+    );
+    let req = Request::Commit {
         paths: Some(chosen.clone()),
         user: user.into_bytes(),
         time,
         tz,
         message: description,
-    })? {
+    };
+    let node = match progress::request(&ws, &req, &mut bar)? {
         Response::Committed { node } => {
             Node::from_hex(node.as_bytes()).ok_or_else(|| anyhow!("bad node from the daemon"))?
         }
@@ -320,10 +327,15 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
             }
         }
     }
-    match ws.request(&Request::Update {
+    let mut bar = Progress::new(
+        progress::wanted(args.quiet, Some(ws.repo.root())),
+        "updating",
+    );
+    let req = Request::Update {
         node: node.to_hex(),
         clean: args.clean,
-    })? {
+    };
+    match progress::request(&ws, &req, &mut bar)? {
         Response::Updated { updated, removed } => {
             if !args.quiet {
                 println!(

@@ -1,8 +1,8 @@
 //! `revfs files`: the tracked files of a revision, as `hg files` lists them.
 
 use crate::paths::{Matcher, PathContext};
-use crate::ui::{ignore_broken_pipe, Out};
-use anyhow::Result;
+use crate::ui::{ignore_broken_pipe, json_string, Out};
+use anyhow::{bail, Result};
 use clap::Args;
 
 #[derive(Args, Debug)]
@@ -18,12 +18,20 @@ pub struct FilesArgs {
     /// End filenames with NUL, for use with xargs
     #[arg(short = '0', long = "print0")]
     print0: bool,
+    /// Display with template (only `json`: `[{"path": ...}, ...]`, repository paths)
+    #[arg(short = 'T', long = "template", value_name = "TEMPLATE")]
+    template: Option<String>,
     /// Files or directories to list
     #[arg(value_name = "FILE")]
     files: Vec<String>,
 }
 
 pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
+    let json = match args.template.as_deref() {
+        None => false,
+        Some("json") => true,
+        Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
+    };
     let ws = super::open_workspace(cli)?;
     let repo = &ws.repo;
     let rev = ws.resolve_single(args.rev.as_deref())?;
@@ -34,7 +42,7 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     let mut out = Out::new();
     let mut matched = vec![false; matcher.args().len()];
     let mut any = false;
-    let mut result = Ok(());
+    let mut result = if json { out.write(b"[") } else { Ok(()) };
     for entry in manifest.iter() {
         let entry = entry?;
         if !matcher.matches(entry.path) {
@@ -43,13 +51,29 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
         if let Some(i) = matcher.matching_arg(entry.path) {
             matched[i] = true;
         }
+        let line = if json {
+            // hg's JSON formatter: the repository path, whatever the current directory.
+            let mut item = if any {
+                b",\n {\n  \"path\": ".to_vec()
+            } else {
+                b"\n {\n  \"path\": ".to_vec()
+            };
+            item.extend_from_slice(&json_string(entry.path));
+            item.extend_from_slice(b"\n }");
+            item
+        } else {
+            let mut line = ctx.display(entry.path);
+            line.push(end);
+            line
+        };
         any = true;
-        let mut line = ctx.display(entry.path);
-        line.push(end);
         result = out.write(&line);
         if result.is_err() {
             break;
         }
+    }
+    if json && result.is_ok() {
+        result = out.write(b"\n]\n");
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;
     let short = repo.changelog().node(rev)?.short();

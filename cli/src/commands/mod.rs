@@ -3,6 +3,7 @@
 pub mod cat;
 pub mod commit;
 pub mod copy;
+pub mod doctor;
 pub mod files;
 pub mod log;
 pub mod mount;

@@ -3,6 +3,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use revfs_vfs::config::Config;
 use revfs_vfs::control::{self, Request, Response};
 use revfs_vfs::daemon::{self, MountRequest};
 use revfs_vfs::state::StateDir;
@@ -24,12 +25,16 @@ pub struct MountArgs {
     /// Stay attached to the terminal (for debugging and systemd)
     #[arg(long)]
     foreground: bool,
-    /// FUSE request threads
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    threads: usize,
-    /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf)
-    #[arg(long)]
+    /// FUSE request threads (default: mount.threads in the configuration, else 8)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=revfs_vfs::config::MAX_THREADS as i64))]
+    threads: Option<u16>,
+    /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf; default:
+    /// mount.allow_other in the configuration)
+    #[arg(long, overrides_with = "no_allow_other")]
     allow_other: bool,
+    /// Only this user may access the mount, whatever the configuration says
+    #[arg(long, overrides_with = "allow_other")]
+    no_allow_other: bool,
     /// The repository (the directory holding .hg)
     repo: PathBuf,
     /// Where to mount the working copy
@@ -52,7 +57,7 @@ pub struct ListArgs {
 }
 
 /// The mounts the kernel knows of whose type is `fuse.revfs`: (mountpoint, source).
-fn revfs_mounts() -> Result<Vec<(PathBuf, String)>> {
+pub(crate) fn revfs_mounts() -> Result<Vec<(PathBuf, String)>> {
     let text =
         std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
     let mut out = Vec::new();
@@ -96,7 +101,7 @@ fn unescape_mountinfo(s: &str) -> String {
 
 /// The absolute form of a mountpoint without touching it (a dead mount cannot be stat'ed):
 /// the parent is canonicalized, the last component kept.
-fn mountpoint_path(p: &Path) -> Result<PathBuf> {
+pub(crate) fn mountpoint_path(p: &Path) -> Result<PathBuf> {
     let abs = std::path::absolute(p)?;
     match (abs.parent(), abs.file_name()) {
         (Some(parent), Some(name)) => Ok(std::fs::canonicalize(parent)
@@ -111,6 +116,16 @@ fn is_mounted(mountpoint: &Path) -> Result<bool> {
 }
 
 pub fn mount(args: &MountArgs) -> Result<u8> {
+    // The configuration first: a bad one stops here, before anything is mounted.
+    let config = Config::load()?;
+    let threads = args.threads.map_or(config.mount.threads, usize::from);
+    let allow_other = if args.allow_other {
+        true
+    } else if args.no_allow_other {
+        false
+    } else {
+        config.mount.allow_other
+    };
     let repo_root = std::fs::canonicalize(&args.repo)
         .map_err(|_| anyhow!("repository {} not found", args.repo.display()))?;
     if !repo_root.join(".hg").is_dir() {
@@ -153,19 +168,20 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         repo: repo_root,
         mountpoint: mountpoint.clone(),
         node,
-        threads: args.threads,
-        allow_other: args.allow_other,
+        threads,
+        allow_other,
+        config,
     };
     if args.foreground {
         daemon::run(request)?;
         return Ok(0);
     }
-    spawn_daemon(args, &request, &state_dir)?;
+    spawn_daemon(&request, &state_dir)?;
     Ok(0)
 }
 
 /// Starts the daemon as a detached process and waits until the mount answers.
-fn spawn_daemon(args: &MountArgs, req: &MountRequest, state_dir: &StateDir) -> Result<()> {
+fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
     state_dir.create()?;
     let log = state_dir.log_file();
     let log_out = std::fs::OpenOptions::new()
@@ -180,10 +196,12 @@ fn spawn_daemon(args: &MountArgs, req: &MountRequest, state_dir: &StateDir) -> R
         .arg("-r")
         .arg(req.node.to_hex())
         .arg("--threads")
-        .arg(args.threads.to_string());
-    if args.allow_other {
-        cmd.arg("--allow-other");
-    }
+        .arg(req.threads.to_string())
+        .arg(if req.allow_other {
+            "--allow-other"
+        } else {
+            "--no-allow-other"
+        });
     cmd.arg(&req.repo).arg(&req.mountpoint);
     cmd.stdin(Stdio::null())
         .stdout(log_out.try_clone()?)
@@ -269,7 +287,7 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
 
 /// True while process `pid` exists and has not exited (a zombie waiting for its parent to
 /// reap it counts as exited).
-fn process_running(pid: i32) -> bool {
+pub(crate) fn process_running(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };

@@ -2,6 +2,7 @@
 //! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
 
 use super::Workspace;
+use crate::color::Colors;
 use crate::paths::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
@@ -122,10 +123,25 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
         }
     };
     let Status { entries, copies } = fetch(&ws, wanted('C'), wanted('I'), wanted('?'))?;
+    // JSON is never coloured (hg's JSON formatter writes no labels).
+    let colors = if json {
+        Colors::off()
+    } else {
+        crate::color::for_command(cli.color.as_deref(), ws.repo.root())?
+    };
     let show_copies = args.copies || args.all;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
+    // hg's legacy rule (`ui.relative-paths=legacy`): paths relative to the current
+    // directory only when files were named, else relative to the root.
+    let shown = |p: &[u8]| -> Vec<u8> {
+        if args.files.is_empty() {
+            p.to_vec()
+        } else {
+            ctx.display(p)
+        }
+    };
     let mut out = Out::new();
     let mut buf = Vec::new();
     let mut first = true;
@@ -136,29 +152,32 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
         .iter()
         .filter(|(l, p)| wanted(*l) && matcher.matches(p))
     {
-        let shown = ctx.display(path);
         if json {
+            // hg's JSON: repository paths (not relative to the current directory), keys
+            // in sorted order.
             buf.extend_from_slice(if first { b"\n {\n" } else { b",\n {\n" });
             buf.extend_from_slice(b"  \"itemtype\": \"file\",\n  \"path\": ");
-            buf.extend_from_slice(&json_string(&shown));
-            buf.extend_from_slice(b",\n  \"status\": ");
-            buf.extend_from_slice(&json_string(letter.to_string().as_bytes()));
+            buf.extend_from_slice(&json_string(path));
             if let Some(source) = copies.get(path).filter(|_| show_copies) {
                 buf.extend_from_slice(b",\n  \"source\": ");
-                buf.extend_from_slice(&json_string(&ctx.display(source)));
+                buf.extend_from_slice(&json_string(source));
             }
+            buf.extend_from_slice(b",\n  \"status\": ");
+            buf.extend_from_slice(&json_string(letter.to_string().as_bytes()));
             buf.extend_from_slice(b"\n }");
         } else {
+            let label = crate::color::status_label(*letter);
             if !args.no_status {
-                buf.push(*letter as u8);
-                buf.push(b' ');
+                colors.label(&[*letter as u8, b' '], label, &mut buf);
             }
-            buf.extend_from_slice(&shown);
-            buf.push(end);
+            let mut line = shown(path);
+            line.push(end);
+            colors.label(&line, label, &mut buf);
             if let Some(source) = copies.get(path).filter(|_| show_copies) {
-                buf.extend_from_slice(b"  ");
-                buf.extend_from_slice(&ctx.display(source));
-                buf.push(end);
+                let mut line = b"  ".to_vec();
+                line.extend_from_slice(&shown(source));
+                line.push(end);
+                colors.label(&line, "status.copied", &mut buf);
             }
         }
         first = false;
@@ -653,8 +672,11 @@ fn local_offset_west(t: i64) -> i64 {
 
 /// `hg diff`: the working copy's changes against its parent, as hg prints them.
 pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
-    use crate::diff::{file_diff, hg_datestr, CopyOp, DiffOptions, Side};
+    use crate::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
     let ws = super::open_workspace(cli)?;
+    let colors = crate::color::for_command(cli.color.as_deref(), ws.repo.root())?;
+    let mut labeler = DiffLabeler::new();
+    let mut colored = Vec::new();
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let Status { entries, copies } = fetch(&ws, false, false, false)?;
@@ -739,7 +761,13 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
             symlink: new_side.as_ref().is_some_and(|s| s.2),
         };
         let text = file_diff(&old, &new, copy, &parent_short, &opts)?;
-        result = out.write(&text);
+        result = if colors.enabled() {
+            colored.clear();
+            labeler.label(&text, |t, l| colors.label(t, l, &mut colored));
+            out.write(&colored)
+        } else {
+            out.write(&text)
+        };
         if result.is_err() {
             break;
         }

@@ -1,0 +1,772 @@
+//! `revfs doctor [MOUNTPOINT]`: looks for what stops revfs from working and says how to fix
+//! it, in the manner of `hg debuginstall`: a `checking ...` line per check, each problem on
+//! a line of its own (indented by one space) followed by its fix in parentheses, and a last
+//! line `no problems detected` or `N problems detected`. Exit status 0 when nothing needs
+//! fixing, 1 otherwise. Notes (indented by one space, never followed by a fix) are for
+//! information and change nothing.
+//!
+//! It only reads: the journal is replayed from a copy, in a temporary directory.
+//!
+//! The checks (docs/USER_GUIDE.md lists the messages):
+//! * FUSE: `/dev/fuse` is a character device this user can open, `fusermount3` is on the
+//!   `PATH` (setuid root unless we are root), `user_allow_other` in `/etc/fuse.conf` when the
+//!   configuration asks for `allow_other`;
+//! * the configuration file parses and its keys and values are valid;
+//! * each mount, from the kernel's mount table and the state directories: a mount whose
+//!   daemon is gone or does not answer, state directories of working copies not mounted
+//!   (which `revfs mount` resumes), `mount.json` (parses, supported version), the journal
+//!   (readable, supported version, its parent in the repository, it replays; every overlay
+//!   file it needs is there);
+//! * each repository of those mounts (and the one given by `-R` or holding the current
+//!   directory): requirements this revfs supports, no abandoned store transaction
+//!   (`.hg/store/journal`), no stale lock (`.hg/wlock`, `.hg/store/lock`).
+
+use super::mount::{mountpoint_path, process_running, revfs_mounts};
+use anyhow::Result;
+use clap::Args;
+use revfs_vfs::config::{Config, ConfigLocation};
+use revfs_vfs::control::{self, Request, Response};
+use revfs_vfs::journal::{Journal, PutEntry, Record};
+use revfs_vfs::state::{state_root, MountState, StateDir, StateError};
+use revfs_vfs::store::lock::lock_prefix;
+use revfs_vfs::store::manifest::Manifest;
+use revfs_vfs::store::{Node, Repo, StoreError};
+use revfs_vfs::wc::WorkingCopy;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Check only this mount (and its repository); default: every mount and state directory
+    mountpoint: Option<PathBuf>,
+}
+
+/// What was found, printed as it is found.
+#[derive(Default)]
+struct Report {
+    problems: usize,
+}
+
+impl Report {
+    fn say(&self, line: &str) {
+        let _ = writeln!(std::io::stdout(), "{line}");
+    }
+    fn check(&self, what: &str) {
+        self.say(&format!("checking {what}"));
+    }
+    fn note(&self, what: &str) {
+        self.say(&format!(" {what}"));
+    }
+    fn problem(&mut self, what: &str, fix: &str) {
+        self.problems += 1;
+        self.say(&format!(" {what}"));
+        self.say(&format!(" ({fix})"));
+    }
+}
+
+pub fn doctor(cli: &crate::Cli, args: &DoctorArgs) -> Result<u8> {
+    let mut r = Report::default();
+    let config = check_config(&mut r);
+    check_fuse(&mut r, config.as_ref());
+    let repos = check_mounts(&mut r, args.mountpoint.as_deref());
+    let mut repos = repos;
+    if args.mountpoint.is_none() {
+        // The repository named by -R, or holding the current directory, too.
+        let start = match &cli.repository {
+            Some(p) => Some(p.clone()),
+            None => std::env::current_dir().ok(),
+        };
+        if let Some(start) = start {
+            if let Some(root) = start.ancestors().find(|d| d.join(".hg").is_dir()) {
+                let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+                repos.entry(root).or_default();
+            }
+        }
+    }
+    for (repo, mounts) in &repos {
+        check_repo(&mut r, repo, mounts);
+    }
+    match r.problems {
+        0 => r.say("no problems detected"),
+        1 => r.say("1 problem detected"),
+        n => r.say(&format!("{n} problems detected")),
+    }
+    Ok(if r.problems == 0 { 0 } else { 1 })
+}
+
+fn check_config(r: &mut Report) -> Option<Config> {
+    let location = ConfigLocation::from_env();
+    let shown = match &location {
+        ConfigLocation::None => "none".to_owned(),
+        ConfigLocation::Env(p) => format!("{} from REVFS_CONFIG", p.display()),
+        ConfigLocation::User(p) => p.display().to_string(),
+    };
+    r.check(&format!("configuration ({shown})"));
+    match Config::load_from(&location) {
+        Ok(c) => {
+            if c.file.is_none() {
+                r.note("no configuration file: the defaults apply");
+            }
+            Some(c)
+        }
+        Err(e) => {
+            r.problem(
+                &e.to_string(),
+                "fix or remove the file; every key is described in CONFIG.md, in docs/ of the \
+                 sources or /usr/share/doc/revfs/",
+            );
+            None
+        }
+    }
+}
+
+/// The first executable called `name` on the PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn check_fuse(r: &mut Report, config: Option<&Config>) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let root = unsafe_geteuid() == 0;
+    r.check("FUSE device (/dev/fuse)");
+    match std::fs::metadata("/dev/fuse") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => r.problem(
+            "/dev/fuse does not exist",
+            "load the fuse module as root: modprobe fuse; in a container, pass the device in \
+             (docker run --device /dev/fuse --cap-add SYS_ADMIN)",
+        ),
+        Err(e) => r.problem(
+            &format!("/dev/fuse: {e}"),
+            "check the device: ls -l /dev/fuse",
+        ),
+        Ok(m) if !m.file_type().is_char_device() => r.problem(
+            "/dev/fuse is not a character device",
+            "remove it and load the fuse module as root: rm /dev/fuse; modprobe fuse",
+        ),
+        Ok(_) => {
+            if let Err(e) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/fuse")
+            {
+                r.problem(
+                    &format!("cannot open /dev/fuse: {e}"),
+                    "it should be readable and writable by everyone: chmod 666 /dev/fuse as \
+                     root",
+                );
+            }
+        }
+    }
+    match which("fusermount3") {
+        None => {
+            r.check("fusermount3 (not found)");
+            r.problem(
+                "fusermount3 is not on the PATH (revfs needs it to unmount, and to mount \
+                 unless run as root)",
+                "install it: sudo apt-get install fuse3",
+            );
+        }
+        Some(p) => {
+            r.check(&format!("fusermount3 ({})", p.display()));
+            let setuid =
+                std::fs::metadata(&p).is_ok_and(|m| m.mode() & 0o4000 != 0 && m.uid() == 0);
+            if !root && !setuid {
+                r.problem(
+                    &format!("{} is not setuid root: only root can mount", p.display()),
+                    &format!("as root: chmod u+s {} (or reinstall fuse3)", p.display()),
+                );
+            }
+        }
+    }
+    if let Some(c) = config.filter(|c| c.mount.allow_other && !root) {
+        let conf = std::fs::read_to_string("/etc/fuse.conf").unwrap_or_default();
+        let allowed = conf.lines().any(|l| l.trim() == "user_allow_other");
+        if !allowed {
+            r.problem(
+                &format!(
+                    "mount.allow_other is set in {} but /etc/fuse.conf does not allow it",
+                    c.file.as_deref().unwrap_or(Path::new("?")).display()
+                ),
+                "add a line `user_allow_other` to /etc/fuse.conf as root, or set allow_other = \
+                 false",
+            );
+        }
+    }
+}
+
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The repositories the mounts use, each with the mountpoints that use it.
+type RepoMounts = BTreeMap<PathBuf, Vec<PathBuf>>;
+
+/// Checks the mounts the kernel knows and the state directories revfs keeps, and returns
+/// their repositories.
+fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
+    let mut repos = RepoMounts::new();
+    let root = match state_root() {
+        Ok(root) => root,
+        Err(e) => {
+            r.check("state directories");
+            r.problem(&e.to_string(), "set HOME, or REVFS_STATE_DIR");
+            return repos;
+        }
+    };
+    let table = match revfs_mounts() {
+        Ok(t) => t,
+        Err(e) => {
+            r.check("mount table (/proc/self/mountinfo)");
+            r.problem(&format!("{e:#}"), "mount /proc");
+            Vec::new()
+        }
+    };
+    // Each state directory we look at, with what we know of its mount.
+    let mut dirs: BTreeMap<PathBuf, Target> = BTreeMap::new();
+    let mut others = Vec::new();
+    match only {
+        Some(arg) => {
+            let mp = match mountpoint_path(arg) {
+                Ok(mp) => mp,
+                Err(e) => {
+                    r.check(&format!("mount {}", arg.display()));
+                    r.problem(&format!("{}: {e:#}", arg.display()), "check the path");
+                    return repos;
+                }
+            };
+            let Ok(sd) = StateDir::for_mountpoint(&mp) else {
+                return repos;
+            };
+            let source = table.iter().find(|(m, _)| *m == mp).map(|(_, s)| s.clone());
+            if source.is_none() && !sd.path().exists() {
+                r.check(&format!("mount {}", mp.display()));
+                r.problem(
+                    &format!(
+                        "{} is not a revfs mount, and revfs keeps no state for it under {}",
+                        mp.display(),
+                        root.display()
+                    ),
+                    &format!("mount it: revfs mount REPO {}", mp.display()),
+                );
+                return repos;
+            }
+            dirs.insert(
+                sd.path().to_owned(),
+                Target {
+                    mounted: source.is_some(),
+                    mountpoint: Some(mp),
+                    source,
+                },
+            );
+        }
+        None => {
+            r.check(&format!("state directories ({})", root.display()));
+            let mounts_dir = root.join("mounts");
+            if let Ok(entries) = std::fs::read_dir(&mounts_dir) {
+                for e in entries.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        dirs.insert(e.path(), Target::default());
+                    }
+                }
+            }
+            for (mp, source) in &table {
+                match StateDir::for_mountpoint(mp) {
+                    Ok(sd) if sd.path().exists() => {
+                        dirs.insert(
+                            sd.path().to_owned(),
+                            Target {
+                                mountpoint: Some(mp.clone()),
+                                mounted: true,
+                                source: Some(source.clone()),
+                            },
+                        );
+                    }
+                    _ => others.push((mp.clone(), source.clone())),
+                }
+            }
+            if dirs.is_empty() {
+                r.note("no mounts");
+            }
+        }
+    }
+    for (dir, target) in dirs {
+        check_state_dir(r, &StateDir::at(dir), &target, &mut repos);
+    }
+    for (mp, source) in others {
+        r.check(&format!("mount {}", mp.display()));
+        r.note(&format!(
+            "{} ({source}): its state is not under {} (another user's mount, or another \
+             REVFS_STATE_DIR): not checked",
+            mp.display(),
+            root.display()
+        ));
+    }
+    repos
+}
+
+/// What the journal of a state directory says, read from a copy.
+struct JournalView {
+    base: Node,
+    records: Vec<Record>,
+    /// Bytes the mount would cut off its end (a record cut short by a crash).
+    damaged_tail: u64,
+    /// The copy, inside a temporary state directory.
+    tmp: tempfile::TempDir,
+}
+
+/// Reads the journal of `sd` from a copy (the original is not touched; `Journal::open`
+/// cuts a damaged tail off the file it opens). `Ok(None)` when there is none.
+fn read_journal(sd: &StateDir) -> Result<Option<JournalView>, String> {
+    let path = sd.journal_file();
+    let base = match Journal::peek_base(&path) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("revfs-doctor")
+        .tempdir()
+        .map_err(|e| format!("a temporary directory: {e}"))?;
+    let copy = tmp.path().join("journal");
+    let len = std::fs::copy(&path, &copy).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (journal, records) = Journal::open(&copy, &base).map_err(|e| {
+        // Name the real file, not the copy.
+        e.to_string()
+            .replace(&copy.display().to_string(), &path.display().to_string())
+    })?;
+    drop(journal);
+    let after = std::fs::metadata(&copy).map(|m| m.len()).unwrap_or(len);
+    Ok(Some(JournalView {
+        base,
+        records,
+        damaged_tail: len.saturating_sub(after),
+        tmp,
+    }))
+}
+
+/// The overlay id a record names, with its path.
+fn overlay_ref(rec: &Record) -> Option<(u64, &[u8])> {
+    match rec {
+        Record::Create { path, id, .. } | Record::Materialize { path, id } => Some((*id, path)),
+        Record::Put {
+            path,
+            entry: PutEntry::OverlayFile { id },
+            ..
+        } => Some((*id, path)),
+        _ => None,
+    }
+}
+
+fn overlay_ids(dir: &Path) -> BTreeSet<u64> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| u64::from_str_radix(n, 16).ok())
+        })
+        .collect()
+}
+
+/// What the mount table says of a state directory's mount.
+#[derive(Debug, Default)]
+struct Target {
+    /// The mountpoint, when known before reading `mount.json` (from the mount table or the
+    /// command line).
+    mountpoint: Option<PathBuf>,
+    /// In the mount table.
+    mounted: bool,
+    /// The mount table's source (`revfs:REPO`).
+    source: Option<String>,
+}
+
+fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut RepoMounts) {
+    let problems_before = r.problems;
+    let dir = sd.path();
+    let dir_arg = dir.display().to_string();
+    let discard = format!(
+        "discard this working copy, whose changed files are in {dir_arg}/overlay: rm -rf {dir_arg}"
+    );
+    let state: MountState = match sd.load() {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            r.check(&format!("state {dir_arg}"));
+            if !target.mounted {
+                r.note(&format!(
+                    "no mount.json: a mount that never started; remove it: rm -rf {dir_arg}"
+                ));
+            }
+            return;
+        }
+        Err(e) => {
+            let mp = target
+                .mountpoint
+                .as_ref()
+                .map_or_else(|| "MOUNTPOINT".to_owned(), |m| m.display().to_string());
+            r.check(&format!("mount {mp} (state {dir_arg})"));
+            let fix = match &e {
+                StateError::Version { .. } => {
+                    format!("another revfs version wrote it: use that one, or {discard}")
+                }
+                _ => {
+                    let file = sd.state_file().display().to_string();
+                    let node = Journal::peek_base(&sd.journal_file())
+                        .ok()
+                        .flatten()
+                        .map_or_else(|| "NODE".to_owned(), |n| n.to_hex());
+                    let repo = target
+                        .source
+                        .as_deref()
+                        .and_then(|s| s.strip_prefix("revfs:"))
+                        .unwrap_or("REPO");
+                    let unmount = if target.mounted {
+                        format!("revfs unmount {mp}; ")
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "set it aside and mount again at the journal's parent: {unmount}mv \
+                         {file} {file}.bad; revfs mount -r {node} {repo} {mp}; or {discard}"
+                    )
+                }
+            };
+            r.problem(&e.to_string(), &fix);
+            return;
+        }
+    };
+    let mp = target
+        .mountpoint
+        .clone()
+        .unwrap_or_else(|| state.mountpoint.clone());
+    r.check(&format!("mount {} (state {dir_arg})", mp.display()));
+    repos
+        .entry(state.repo.clone())
+        .or_default()
+        .push(mp.clone());
+    let repo_arg = state.repo.display().to_string();
+    let mp_arg = mp.display().to_string();
+    // Said after the problems.
+    let mut notes = Vec::new();
+
+    // The daemon.
+    let pid = std::fs::read_to_string(sd.pid_file())
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    let running = pid.filter(|&p| process_running(p));
+    if target.mounted {
+        match control::request(&sd.socket(), &Request::Ping, Duration::from_secs(2)) {
+            Ok(Response::Pong { pid }) => notes.push(format!("mounted; daemon {pid} answers")),
+            _ => match running {
+                Some(pid) => r.problem(
+                    &format!("daemon {pid} does not answer on its control socket"),
+                    &format!(
+                        "wait for it, or stop it (kill {pid}; kill -9 {pid} if that is not \
+                         enough), then: revfs unmount --force {mp_arg}; revfs mount \
+                         {repo_arg} {mp_arg}"
+                    ),
+                ),
+                None => r.problem(
+                    "the daemon is gone (killed or crashed): the mount is dead",
+                    &format!(
+                        "run `revfs unmount --force {mp_arg}`, then `revfs mount {repo_arg} \
+                         {mp_arg}` resumes the working copy"
+                    ),
+                ),
+            },
+        }
+    } else if let Some(pid) = running {
+        r.problem(
+            &format!("daemon {pid} runs but {mp_arg} is not mounted"),
+            &format!("stop it: kill {pid}"),
+        );
+    }
+
+    // The journal, and with it the working-copy parent.
+    let view = match read_journal(sd) {
+        Ok(v) => v,
+        Err(e) => {
+            r.problem(
+                &format!("the journal cannot be read: {e}"),
+                &format!("a newer revfs may have written it: use that one; or {discard}"),
+            );
+            return;
+        }
+    };
+    let saved_node = Node::from_hex(state.node.as_bytes());
+    let parent = match (&view, saved_node) {
+        (Some(v), _) => v.base,
+        (None, Some(n)) => n,
+        (None, None) => return,
+    };
+    if let (Some(v), Some(n)) = (&view, saved_node) {
+        if v.base != n {
+            notes.push(format!(
+                "mount.json names parent {}, the journal {}: the journal's wins (a commit or \
+                 an update was cut short)",
+                &n.to_hex()[..12],
+                &v.base.to_hex()[..12]
+            ));
+        }
+    }
+    // (A live daemon may be appending: its journal's end proves nothing.)
+    if let Some(v) = view.as_ref().filter(|_| !target.mounted) {
+        if v.damaged_tail > 0 {
+            notes.push(format!(
+                "the journal ends with {} bytes of a record cut short (a crash while it was \
+                 written); the next mount drops them",
+                v.damaged_tail
+            ));
+        }
+    }
+    let resume = (!target.mounted).then(|| {
+        let records = view.as_ref().map_or(0, |v| v.records.len());
+        [
+            format!(
+                "not mounted: `revfs mount {repo_arg} {mp_arg}` resumes it ({records} journal \
+             record{}){}",
+                if records == 1 { "" } else { "s" },
+                if mp.exists() {
+                    ""
+                } else {
+                    "; create the mountpoint first"
+                }
+            ),
+            format!("to discard it instead (and every change in it): rm -rf {dir_arg}"),
+        ]
+    });
+    // The repository's own check says why it cannot be opened.
+    if let Ok(repo) = Repo::open(&state.repo) {
+        if !parent.is_null() && repo.changelog().rev_of(&parent).is_none() {
+            r.problem(
+                &format!(
+                    "the working copy's parent {} is not in {repo_arg} any more (stripped or \
+                     rolled back?)",
+                    parent.to_hex()
+                ),
+                &format!(
+                    "bring it back with hg unbundle, from the bundle hg strip saved in \
+                     {repo_arg}/.hg/strip-backup/; or {discard}"
+                ),
+            );
+        } else if let Some(view) = view.filter(|_| !target.mounted) {
+            // A working copy no daemon holds: a dry run of the mount's replay, on the copy.
+            dry_run(
+                r, repo, parent, &view, dir, &mut notes, &discard, &repo_arg, &mp_arg,
+            );
+        }
+    }
+    // How to go on, unless something above needs fixing first.
+    if r.problems == problems_before {
+        notes.extend(resume.into_iter().flatten());
+    }
+    for n in notes {
+        r.note(&n);
+    }
+}
+
+/// Replays the copy of a journal in `view`'s temporary directory as `revfs mount` would,
+/// and checks that the overlay files the working copy needs are in `dir`.
+#[allow(clippy::too_many_arguments)]
+fn dry_run(
+    r: &mut Report,
+    repo: Repo,
+    parent: Node,
+    view: &JournalView,
+    dir: &Path,
+    notes: &mut Vec<String>,
+    discard: &str,
+    repo_arg: &str,
+    mp_arg: &str,
+) {
+    let tmp_overlay = view.tmp.path().join("overlay");
+    if std::fs::create_dir(&tmp_overlay).is_err() {
+        return;
+    }
+    // Stand-ins for every overlay file a record names: the replay deletes those nothing
+    // points at, so what is left is what the working copy needs.
+    let mut last_path: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for rec in &view.records {
+        if let Some((id, path)) = overlay_ref(rec) {
+            last_path.insert(id, path.to_vec());
+            let _ = std::fs::File::create(tmp_overlay.join(format!("{id:016x}")));
+        }
+    }
+    let manifest = match repo
+        .changelog()
+        .rev_of(&parent)
+        .map(|rev| repo.manifest_of(rev))
+    {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            r.problem(
+                &format!("the parent's manifest cannot be read: {e}"),
+                &format!("check the repository: hg verify -R {repo_arg}"),
+            );
+            return;
+        }
+        None => Manifest::empty(),
+    };
+    let replay = WorkingCopy::open(
+        Arc::new(repo),
+        parent,
+        manifest,
+        view.tmp.path(),
+        std::time::SystemTime::now(),
+    );
+    match replay {
+        Err(e) => r.problem(
+            &format!("the journal cannot be replayed: {e}"),
+            &format!("revfs mount would fail: {discard}"),
+        ),
+        Ok(wc) => {
+            drop(wc);
+            let needed = overlay_ids(&tmp_overlay);
+            let present = overlay_ids(&dir.join("overlay"));
+            let missing: Vec<String> = needed
+                .difference(&present)
+                .map(|id| {
+                    let path = last_path
+                        .get(id)
+                        .map(|p| String::from_utf8_lossy(p).into_owned())
+                        .unwrap_or_default();
+                    format!("{id:016x} ({path})")
+                })
+                .collect();
+            if !missing.is_empty() {
+                let n = missing.len();
+                r.problem(
+                    &format!(
+                        "{n} overlay file{} the working copy needs {} missing from {}/overlay: {}",
+                        if n == 1 { "" } else { "s" },
+                        if n == 1 { "is" } else { "are" },
+                        dir.display(),
+                        missing.join(", ")
+                    ),
+                    &format!(
+                        "their content is lost: after `revfs mount {repo_arg} {mp_arg}`, \
+                         `revfs revert` those files, or delete them"
+                    ),
+                );
+            }
+            let unused = present.difference(&needed).count();
+            if unused > 0 {
+                notes.push(format!(
+                    "{unused} overlay file{} nothing points at; the next mount deletes them",
+                    if unused == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
+}
+
+/// The holder of a lock (`host:pid`, a symlink's target or a file's content).
+fn lock_holder(path: &Path) -> Option<String> {
+    if let Ok(t) = std::fs::read_link(path) {
+        return Some(t.to_string_lossy().into_owned());
+    }
+    std::fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// What holds a lock: `Some(true)` a live process here, `Some(false)` a dead one here,
+/// `None` a process this host cannot check.
+fn holder_alive(holder: &str) -> Option<(bool, u32)> {
+    let (host, pid) = holder.rsplit_once(':')?;
+    let pid: u32 = pid.parse().ok()?;
+    (host == lock_prefix()).then(|| (Path::new("/proc").join(pid.to_string()).exists(), pid))
+}
+
+fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
+    r.check(&format!("repository {}", root.display()));
+    let used_by = if mounts.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (used by {})",
+            mounts
+                .iter()
+                .map(|m| m.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    if !root.join(".hg").is_dir() {
+        r.problem(
+            &format!(
+                "{} is not a repository any more (.hg not found){used_by}",
+                root.display()
+            ),
+            "put the repository back where it was, or discard the working copies that use it \
+             (revfs doctor MOUNTPOINT shows the state directory to remove)",
+        );
+        return;
+    }
+    // The layout only: a transaction cut short may have left the logs half-written.
+    let repo = match Repo::open_for_recovery(root) {
+        Ok(repo) => repo,
+        Err(e) => {
+            let fix = match &e {
+                StoreError::UnsupportedRequirements(_) => {
+                    "revfs reads the formats listed in docs/FORMATS.md: convert the repository \
+                     with `hg debugupgraderepo` (e.g. --config \
+                     format.use-persistent-nodemap=no), or use hg on it"
+                }
+                _ => "check the repository: hg verify",
+            };
+            r.problem(&format!("{e}{used_by}"), fix);
+            return;
+        }
+    };
+    let store = repo.store_path().to_owned();
+    let store_lock = store.join("lock");
+    let store_holder = lock_holder(&store_lock);
+    let journal = store.join("journal");
+    if journal.exists() {
+        match store_holder.as_deref().and_then(holder_alive) {
+            Some((true, pid)) => r.note(&format!(
+                "a transaction is in progress (process {pid} holds {})",
+                store_lock.display()
+            )),
+            _ => r.problem(
+                &format!("abandoned transaction found ({})", journal.display()),
+                &format!("run `revfs recover -R {}`, or hg recover", root.display()),
+            ),
+        }
+    }
+    for lock in [repo.dot_hg().join("wlock"), store_lock] {
+        let Some(holder) = lock_holder(&lock) else {
+            continue;
+        };
+        match holder_alive(&holder) {
+            Some((true, pid)) => r.note(&format!(
+                "{} is held by process {pid} (a command at work)",
+                lock.display()
+            )),
+            Some((false, pid)) => r.problem(
+                &format!("stale lock {} (process {pid} is gone)", lock.display()),
+                &format!(
+                    "remove it: rm {}; hg and revfs also break it at their next write",
+                    lock.display()
+                ),
+            ),
+            None => r.note(&format!(
+                "{} is held by {holder}, on another host or in another pid namespace: \
+                 cannot tell whether it is stale",
+                lock.display()
+            )),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Progress bars for commands that can take a while (`commit`, `update`, `prefetch`): drawn
+//! on stderr with indicatif, only when stderr is a terminal, and only once the command has
+//! run for `progress.delay` seconds ([`DELAY`] by default: hg's is three seconds); a command
+//! that is quick, quiet (`-q`), plain (`HGPLAIN`, unless `HGPLAINEXCEPT` names `progress`),
+//! run with `progress.disable`, or whose stderr is not a terminal writes nothing extra at
+//! all. These are hg's own rules for its progress bar.
+
+use crate::commands::Workspace;
+use anyhow::{anyhow, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use revfs_vfs::control::{Request, Response};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// How long a command runs before its bar appears.
+pub const DELAY: Duration = Duration::from_millis(500);
+
+/// A progress bar that may never be drawn: it is kept hidden until the command has run
+/// for [`DELAY`] (a timer thread reveals it, so a long silent phase shows too).
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    reveal: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+    what: String,
+    /// The bar counts (a known total) rather than spins.
+    counting: bool,
+}
+
+/// Whether a command may draw progress (hg's `progress.shouldprint`, and
+/// `progress.disable`), and after how long: `progress.delay` seconds, [`DELAY`] by default.
+pub fn wanted(quiet: bool, repo_root: Option<&std::path::Path>) -> Option<Duration> {
+    if quiet || crate::color::plain("progress") || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let env = crate::hgconfig::Env::from_process();
+    let cfg = crate::hgconfig::Config::load_env(&env, repo_root).ok();
+    let disabled = cfg
+        .as_ref()
+        .and_then(|c| c.get_bool("progress", "disable").ok().flatten())
+        .unwrap_or(false);
+    if disabled {
+        return None;
+    }
+    let delay = cfg
+        .as_ref()
+        .and_then(|c| c.get("progress", "delay"))
+        .and_then(|v| String::from_utf8_lossy(v).trim().parse::<f64>().ok())
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .map_or(DELAY, Duration::from_secs_f64);
+    Some(delay)
+}
+
+fn spinner_style() -> Option<ProgressStyle> {
+    ProgressStyle::with_template("{msg:>11} {spinner} {elapsed}").ok()
+}
+
+fn bar_style() -> Option<ProgressStyle> {
+    ProgressStyle::with_template("{msg:>11} [{wide_bar}] {pos}/{len} {eta}")
+        .ok()
+        .map(|s| s.progress_chars("=> "))
+}
+
+impl Progress {
+    /// A bar for a command starting now, saying `what` until told more, shown after
+    /// `delay`; nothing at all without one (see [`wanted`]).
+    pub fn new(delay: Option<Duration>, what: &str) -> Progress {
+        let Some(delay) = delay else {
+            return Progress {
+                bar: None,
+                reveal: None,
+                what: String::new(),
+                counting: false,
+            };
+        };
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        if let Some(style) = spinner_style() {
+            bar.set_style(style);
+        }
+        bar.set_message(what.to_owned());
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let shown = bar.clone();
+        let timer = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(delay) {
+                shown.set_draw_target(ProgressDrawTarget::stderr());
+                shown.enable_steady_tick(Duration::from_millis(100));
+            }
+        });
+        Progress {
+            bar: Some(bar),
+            reveal: Some((tx, timer)),
+            what: what.to_owned(),
+            counting: false,
+        }
+    }
+
+    /// True when a bar may be drawn.
+    pub fn enabled(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    /// `done` of `total` units of `what` are done (`total` 0: unknown, a spinner).
+    pub fn update(&mut self, what: &str, done: u64, total: u64) {
+        let Some(bar) = &self.bar else { return };
+        let counting = total > 0;
+        if counting != self.counting {
+            if let Some(style) = if counting {
+                bar_style()
+            } else {
+                spinner_style()
+            } {
+                bar.set_style(style);
+            }
+            self.counting = counting;
+        }
+        if what != self.what {
+            bar.set_message(what.to_owned());
+            what.clone_into(&mut self.what);
+        }
+        if counting {
+            bar.set_length(total);
+            bar.set_position(done.min(total));
+        }
+    }
+
+    /// Removes the bar (before the command prints its result).
+    pub fn finish(&mut self) {
+        if let Some((tx, timer)) = self.reveal.take() {
+            drop(tx);
+            let _ = timer.join();
+        }
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Sends `req` to the mount's daemon, asking for progress when `progress` may be drawn,
+/// and returns the final answer (an error answer as an error). The bar is gone when this
+/// returns.
+pub fn request(ws: &Workspace, req: &Request, progress: &mut Progress) -> Result<Response> {
+    let socket = ws.socket.as_ref().ok_or_else(|| {
+        anyhow!(
+            "{} is not a revfs mount (working-copy commands run inside a mount, or with -R MOUNTPOINT)",
+            ws.root.display()
+        )
+    })?;
+    let timeout = Duration::from_secs(600);
+    let answer = if progress.enabled() {
+        revfs_vfs::control::request_with_progress(socket, req, timeout, &mut |w, d, t| {
+            progress.update(w, d, t)
+        })
+    } else {
+        revfs_vfs::control::request(socket, req, timeout)
+    };
+    progress.finish();
+    match answer? {
+        Response::Error { message } => Err(anyhow!("{message}")),
+        other => Ok(other),
+    }
+}
