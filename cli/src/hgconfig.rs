@@ -26,6 +26,7 @@
 //! commit, after stripping, `empty username`.
 
 use crate::hgdate::py_bytes_repr;
+use crate::paths::normpath;
 use regex::bytes::Regex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -202,39 +203,6 @@ fn expanduser(path: &[u8], env: &Env) -> Vec<u8> {
 /// hg's `util.expandpath`: variables, then `~`.
 fn expandpath(path: &[u8], env: &Env) -> Vec<u8> {
     expanduser(&expandvars(path, env), env)
-}
-
-/// `os.path.normpath`.
-fn normpath(path: &[u8]) -> Vec<u8> {
-    if path.is_empty() {
-        return b".".to_vec();
-    }
-    let initial = if path.starts_with(b"//") && !path.starts_with(b"///") {
-        2
-    } else if path.starts_with(b"/") {
-        1
-    } else {
-        0
-    };
-    let mut parts: Vec<&[u8]> = Vec::new();
-    for comp in path.split(|&b| b == b'/') {
-        if comp.is_empty() || comp == b"." {
-            continue;
-        }
-        if comp != b".." || (initial == 0 && parts.is_empty()) || parts.last() == Some(&&b".."[..])
-        {
-            parts.push(comp);
-        } else if !parts.is_empty() {
-            parts.pop();
-        }
-    }
-    let mut out = vec![b'/'; initial];
-    out.extend_from_slice(&parts.join(&b'/'));
-    if out.is_empty() {
-        b".".to_vec()
-    } else {
-        out
-    }
 }
 
 /// `os.path.dirname`.

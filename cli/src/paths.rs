@@ -170,3 +170,34 @@ impl Matcher {
 fn under_or_equal(path: &[u8], p: &[u8]) -> bool {
     p.is_empty() || path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
 }
+
+/// Python's `os.path.normpath` on bytes (as hg uses it): `.` and empty components go, `..`
+/// eats the component before it, a leading `//` (not `///`) is kept.
+pub fn normpath(path: &[u8]) -> Vec<u8> {
+    let initial = if path.starts_with(b"//") && !path.starts_with(b"///") {
+        2
+    } else if path.starts_with(b"/") {
+        1
+    } else {
+        0
+    };
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for comp in path.split(|&b| b == b'/') {
+        if comp.is_empty() || comp == b"." {
+            continue;
+        }
+        if comp != b".." || (initial == 0 && parts.is_empty()) || parts.last() == Some(&&b".."[..])
+        {
+            parts.push(comp);
+        } else if !parts.is_empty() {
+            parts.pop();
+        }
+    }
+    let mut out = vec![b'/'; initial];
+    out.extend_from_slice(&parts.join(&b'/'));
+    if out.is_empty() {
+        b".".to_vec()
+    } else {
+        out
+    }
+}

@@ -129,3 +129,36 @@ pub fn tree_files(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// xorshift64*: small, deterministic, good enough to choose operations in property tests
+/// (a failing seed replays exactly).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(&v[self.below(v.len())])
+        }
+    }
+    /// `n` pieces chosen at random, one after the other.
+    pub fn concat(&mut self, pieces: &[&[u8]], n: usize) -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| pieces[self.below(pieces.len())].to_vec())
+            .collect()
+    }
+}

@@ -93,7 +93,16 @@ impl Mount {
 
     /// Unmounts, asserting success.
     pub fn unmount(&self) {
-        let out = self.revfs(&["unmount", &self.dir.display().to_string()]);
+        let mut out = self.revfs(&["unmount", &self.dir.display().to_string()]);
+        // A process that just closed its last file in the mount may still be on its way out
+        // (the kernel drops its references asynchronously): give it a moment.
+        for _ in 0..25 {
+            if out.status.success() || !String::from_utf8_lossy(&out.stderr).contains("is busy") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            out = self.revfs(&["unmount", &self.dir.display().to_string()]);
+        }
         assert!(
             out.status.success(),
             "revfs unmount failed: {}",

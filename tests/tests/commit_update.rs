@@ -8,34 +8,22 @@
 
 use revfs_tests::hg::HgServer;
 use revfs_tests::mount::{snapshot, Mount, Snap};
+use revfs_tests::Rng;
 use revfs_tests::{hg_cmd, scratch_dir};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn text(&mut self) -> Vec<u8> {
-        let lines: [&[u8]; 5] = [
-            b"alpha\n",
-            b"beta\n",
-            b"gamma gamma\n",
-            b"\n",
-            b"\x00bin\x01",
-        ];
-        let n = self.below(12);
-        (0..n).flat_map(|_| lines[self.below(5)].to_vec()).collect()
-    }
+fn text(rng: &mut Rng) -> Vec<u8> {
+    let lines: [&[u8]; 5] = [
+        b"alpha\n",
+        b"beta\n",
+        b"gamma gamma\n",
+        b"\n",
+        b"\x00bin\x01",
+    ];
+    let n = rng.below(12);
+    rng.concat(&lines, n)
 }
 
 fn s(b: &[u8]) -> String {
@@ -149,7 +137,7 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
             {
                 return;
             }
-            let data = rng.text();
+            let data = text(rng);
             if rng.below(2) == 0 {
                 std::fs::write(&p, &data).unwrap();
             } else {
@@ -163,7 +151,7 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
             let f = format!("d{}/new{}.txt", rng.below(4), rng.below(30));
             let p = root.join(&f);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, rng.text()).unwrap();
+            std::fs::write(&p, text(rng)).unwrap();
             let out = rv(m, &["add", &format!("path:{f}")]);
             assert!(out.status.success(), "add: {}", s(&out.stderr));
             log.push(format!("create+add {f}"));
@@ -237,7 +225,7 @@ fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);
     let mut hg = HgServer::start(&repo);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut log: Vec<String> = Vec::new();
     let mut commits = 0;
     let mut updates = 0;

@@ -10,27 +10,15 @@
 //! `REVFS_ORACLE_STEPS` (default 300) and `REVFS_SEED` set the length and the seed.
 
 use revfs_tests::mount::{snapshot, Mount};
+use revfs_tests::Rng;
 use revfs_tests::{hg_cmd, scratch_dir};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn text(&mut self) -> Vec<u8> {
-        let lines: [&[u8]; 4] = [b"alpha\n", b"beta\n", b"gamma gamma\n", b"\n"];
-        let n = self.below(8);
-        (0..n).flat_map(|_| lines[self.below(4)].to_vec()).collect()
-    }
+fn text(rng: &mut Rng) -> Vec<u8> {
+    let lines: [&[u8]; 4] = [b"alpha\n", b"beta\n", b"gamma gamma\n", b"\n"];
+    let n = rng.below(8);
+    rng.concat(&lines, n)
 }
 
 fn s(b: &[u8]) -> String {
@@ -132,12 +120,12 @@ fn commits_and_updates_match_hg_byte_for_byte() {
         .status
         .success());
     let m = Mount::new(&repo, None);
-    let sides = Sides { m: &m, hgwc: &hgwc };
-    let mut rng = Rng(seed | 1);
+    let sides = Sides { m: &m, hgwc: hgwc };
+    let mut rng = Rng::new(seed);
     let mut log: Vec<String> = Vec::new();
     let mut same_nodes = 0;
     for step in 0..steps {
-        let files = tracked_files(&hgwc);
+        let files = tracked_files(hgwc);
         let pick = |rng: &mut Rng| -> Option<String> {
             (!files.is_empty()).then(|| files[rng.below(files.len())].clone())
         };
@@ -151,7 +139,7 @@ fn commits_and_updates_match_hg_byte_for_byte() {
         let (a, b): (Res, Res) = match op {
             0..=4 => {
                 let Some(f) = pick(&mut rng) else { continue };
-                let data = rng.text();
+                let data = text(&mut rng);
                 let append = rng.below(2) == 0;
                 for root in sides.roots() {
                     let p = root.join(&f);
@@ -176,7 +164,7 @@ fn commits_and_updates_match_hg_byte_for_byte() {
             }
             5 | 6 => {
                 let f = format!("d{}/n{}", rng.below(4), rng.below(20));
-                let data = rng.text();
+                let data = text(&mut rng);
                 for root in sides.roots() {
                     let p = root.join(&f);
                     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -253,7 +241,7 @@ fn commits_and_updates_match_hg_byte_for_byte() {
                         panic!(
                             "not the same changeset\nrevfs: {}\nhg: {}\n{}",
                             show(&repo, a.1.split(':').nth(1).unwrap_or(".")),
-                            show(&hgwc, "."),
+                            show(hgwc, "."),
                             ctx(&log)
                         );
                     }
@@ -321,7 +309,7 @@ fn commits_and_updates_match_hg_byte_for_byte() {
         let sb = sides.hg(&["status", "-C"]);
         assert_eq!(sa, sb, "status\n{}", ctx(&log));
         assert!(
-            snapshot(&m.dir) == snapshot(&hgwc),
+            snapshot(&m.dir) == snapshot(hgwc),
             "trees differ\n{}",
             ctx(&log)
         );

@@ -5,46 +5,27 @@
 //! `REVFS_SEED=<seed> cargo test -p revfs-tests --test status_vs_hg`.
 
 use revfs_tests::mount::{snapshot, Mount};
+use revfs_tests::Rng;
 use revfs_tests::{fixtures, hg_cmd, revfs};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// xorshift64*: small, deterministic, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+/// `n` bytes of text, newlines and a little binary.
+fn bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
+    let words: [&[u8]; 6] = [
+        b"alpha ",
+        b"beta\n",
+        b"gamma ",
+        b"\n",
+        b"delta\n",
+        b"\x00\x01",
+    ];
+    let mut out = Vec::new();
+    while out.len() < n {
+        out.extend_from_slice(words[rng.below(words.len())]);
     }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
-        if v.is_empty() {
-            None
-        } else {
-            Some(&v[self.below(v.len())])
-        }
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let words: [&[u8]; 6] = [
-            b"alpha ",
-            b"beta\n",
-            b"gamma ",
-            b"\n",
-            b"delta\n",
-            b"\x00\x01",
-        ];
-        let mut out = Vec::new();
-        while out.len() < n {
-            out.extend_from_slice(words[self.below(words.len())]);
-        }
-        out.truncate(n);
-        out
-    }
+    out.truncate(n);
+    out
 }
 
 /// Every file, symlink and directory under `root` (relative), skipping `.hg`.
@@ -81,7 +62,7 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
                 return "noop".into();
             };
             let n = rng.below(40);
-            let data = rng.bytes(n);
+            let data = bytes(rng, n);
             let append = rng.below(2) == 0;
             let w = |root: &Path| -> std::io::Result<()> {
                 use std::io::Write;
@@ -105,7 +86,7 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
         18..=27 => {
             let p = new_name(rng);
             let n = rng.below(30);
-            let data = rng.bytes(n);
+            let data = bytes(rng, n);
             let c = |root: &Path| std::fs::write(root.join(&p), &data);
             (format!("create {p:?}"), errno_of(c(a)), errno_of(c(b)))
         }
@@ -315,7 +296,7 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize) {
     .status
     .success());
     let mount = Mount::new(&repo, Some("tip"));
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut log = Vec::new();
     for i in 0..ops {
         log.push(random_op(&mut rng, &mount.dir, &wc, &originals));

@@ -713,7 +713,10 @@ impl WorkingCopy {
 
     /// Records a mutation: into the journal (when the inode has a path) and the dirty set.
     fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
-        if self.journal_stale.load(std::sync::atomic::Ordering::Relaxed) {
+        if self
+            .journal_stale
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return Err(WcError::JournalStale);
         }
         self.journal().append(&rec)?;

@@ -21,6 +21,7 @@
 use crate::commands::{open_workspace, Workspace};
 use crate::hgconfig::{parse_bool, strerror, Config, ConfigError};
 use crate::hgdate::py_bytes_repr;
+use crate::paths::normpath;
 use crate::paths::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -150,36 +151,6 @@ fn psplit(p: &[u8]) -> (&[u8], &[u8]) {
 
 fn basename(p: &[u8]) -> &[u8] {
     psplit(p).1
-}
-
-/// Python's `os.path.normpath` on bytes.
-fn normpath(path: &[u8]) -> Vec<u8> {
-    let initial = if path.starts_with(b"//") && !path.starts_with(b"///") {
-        2
-    } else if path.starts_with(b"/") {
-        1
-    } else {
-        0
-    };
-    let mut parts: Vec<&[u8]> = Vec::new();
-    for comp in path.split(|&b| b == b'/') {
-        if comp.is_empty() || comp == b"." {
-            continue;
-        }
-        if comp != b".." || (initial == 0 && parts.is_empty()) || parts.last() == Some(&&b".."[..])
-        {
-            parts.push(comp);
-        } else if !parts.is_empty() {
-            parts.pop();
-        }
-    }
-    let mut out = vec![b'/'; initial];
-    out.extend_from_slice(&parts.join(&b'/'));
-    if out.is_empty() {
-        b".".to_vec()
-    } else {
-        out
-    }
 }
 
 /// `pathutil.patkind`: the pattern kinds hg knows.
