@@ -355,6 +355,35 @@ impl Record {
     }
 
     /// The paths this record changes (for the status dirty set).
+    /// A short description for messages: the record's kind and its paths, readable.
+    pub fn describe(&self) -> String {
+        let kind = match self {
+            Record::Create { .. } => "create",
+            Record::Materialize { .. } => "materialize",
+            Record::Mkdir { .. } => "mkdir",
+            Record::Symlink { .. } => "symlink",
+            Record::Unlink { .. } => "unlink",
+            Record::Rmdir { .. } => "rmdir",
+            Record::Rename { .. } => "rename",
+            Record::SetMode { .. } => "chmod",
+            Record::SetMtime { .. } => "utimens",
+            Record::Track { .. } => "track",
+            Record::Restore { .. } => "restore",
+            Record::Copy { .. } => "copy",
+            Record::Remove { .. } => "remove",
+            Record::Put { .. } => "put",
+        };
+        let paths: Vec<String> = match self {
+            Record::SetMtime { path, .. } => vec![String::from_utf8_lossy(path).into_owned()],
+            other => other
+                .paths()
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect(),
+        };
+        format!("{kind} {}", paths.join(" -> "))
+    }
+
     /// The paths whose status the record may change (they go to the dirty set). A new
     /// modification time changes no status.
     pub fn paths(&self) -> Vec<&[u8]> {
