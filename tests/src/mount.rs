@@ -14,9 +14,21 @@ pub struct Mount {
 impl Mount {
     /// Mounts `repo` (at `rev` when given) on a fresh directory.
     pub fn new(repo: &Path, rev: Option<&str>) -> Mount {
+        Mount::mount_with(repo, rev, None)
+    }
+
+    /// Mounts `repo` with its state directories under `state_root` (for a state directory
+    /// on a particular file system).
+    pub fn with_state_root(repo: &Path, rev: Option<&str>, state_root: &Path) -> Mount {
+        Mount::mount_with(repo, rev, Some(state_root))
+    }
+
+    fn mount_with(repo: &Path, rev: Option<&str>, state_root: Option<&Path>) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
-        let state_root = tmp.path().join("state");
+        let state_root = state_root
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| tmp.path().join("state"));
         std::fs::create_dir(&dir).expect("mkdir");
         let m = Mount {
             dir,

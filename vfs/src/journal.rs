@@ -450,7 +450,15 @@ impl Reader<'_> {
 pub struct Journal {
     path: PathBuf,
     file: File,
+    /// Length of the file (where the next record goes).
+    len: u64,
+    /// Disk space is allocated up to here (see [`Journal::reserve`]).
+    reserved: u64,
 }
+
+/// Room kept allocated ahead of the next record, and how much is allocated at a time.
+const RESERVE_SLACK: u64 = 64 << 10;
+const RESERVE_CHUNK: u64 = 1 << 20;
 
 impl Journal {
     fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
@@ -483,6 +491,8 @@ impl Journal {
                 Journal {
                     path: path.to_owned(),
                     file,
+                    len: HEADER_LEN as u64,
+                    reserved: 0,
                 },
                 Vec::new(),
             ));
@@ -544,6 +554,8 @@ impl Journal {
             Journal {
                 path: path.to_owned(),
                 file,
+                len: pos as u64,
+                reserved: 0,
             },
             records,
         ))
@@ -553,7 +565,59 @@ impl Journal {
     pub fn append(&mut self, rec: &Record) -> Result<(), JournalError> {
         let mut buf = Vec::new();
         frame(rec, &mut buf);
-        self.file.write_all(&buf).map_err(Self::io(&self.path))
+        self.file.write_all(&buf).map_err(Self::io(&self.path))?;
+        self.len += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Makes sure disk space is allocated for the next records (past the end of the file,
+    /// which keeps its size), so that when the disk is full a change is refused with ENOSPC
+    /// before it is made, never made and then left out of the journal.
+    pub fn reserve(&mut self) -> Result<(), JournalError> {
+        use std::os::unix::io::AsRawFd;
+        if self.len + RESERVE_SLACK <= self.reserved {
+            return Ok(());
+        }
+        let fd = self.file.as_raw_fd();
+        let allocate = |len: u64| -> std::io::Result<()> {
+            // SAFETY: fallocate on our own open descriptor; KEEP_SIZE leaves the length alone.
+            let rc = unsafe {
+                libc::fallocate(
+                    fd,
+                    libc::FALLOC_FL_KEEP_SIZE,
+                    self.len as libc::off_t,
+                    len as libc::off_t,
+                )
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        // A whole chunk, or at least the slack; with neither, what is left of the last
+        // reservation still takes small records (so that files can be deleted to make room).
+        for want in [RESERVE_SLACK + RESERVE_CHUNK, RESERVE_SLACK] {
+            match allocate(want) {
+                Ok(()) => {
+                    self.reserved = self.len + want;
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    // No preallocation here: appends are then the only check.
+                    self.reserved = u64::MAX;
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => continue,
+                Err(e) => return Err(Self::io(&self.path)(e)),
+            }
+        }
+        if self.len + 4096 <= self.reserved {
+            return Ok(());
+        }
+        Err(Self::io(&self.path)(std::io::Error::from_raw_os_error(
+            libc::ENOSPC,
+        )))
     }
 
     /// The base node named by the journal at `path`, if there is one.
@@ -604,6 +668,8 @@ impl Journal {
             .append(true)
             .open(&self.path)
             .map_err(Self::io(&self.path))?;
+        self.len = buf.len() as u64;
+        self.reserved = 0;
         Ok(())
     }
 

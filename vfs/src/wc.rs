@@ -711,6 +711,12 @@ impl WorkingCopy {
         self.read().entries.len()
     }
 
+    /// Makes room in the journal for the record of a change about to be made, so that a
+    /// full disk refuses the change (ENOSPC) instead of leaving it out of the journal.
+    fn room(&self) -> Result<()> {
+        Ok(self.journal().reserve()?)
+    }
+
     pub(crate) fn transition_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.transition.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -980,12 +986,17 @@ impl WorkingCopy {
     fn new_overlay(&self, inner: &mut Inner, content: &[u8]) -> Result<u64> {
         let id = inner.next_id;
         inner.next_id += 1;
-        self.overlay.create(id, content)?;
+        if let Err(e) = self.overlay.create(id, content) {
+            // A copy cut short by a full disk is of no use to anyone.
+            let _ = self.overlay.remove(id);
+            return Err(e.into());
+        }
         Ok(id)
     }
 
     /// Creates a regular file.
     pub fn create(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
+        self.room()?;
         let mut inner = self.write();
         check_new_name(name)?;
         if inner.child(parent, name)?.is_some() {
@@ -1001,6 +1012,7 @@ impl WorkingCopy {
     }
 
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
+        self.room()?;
         check_new_name(name)?;
         let mut inner = self.write();
         let path = child_path(&inner, parent, name)?;
@@ -1016,6 +1028,7 @@ impl WorkingCopy {
     }
 
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8]) -> Result<Attr> {
+        self.room()?;
         check_new_name(name)?;
         let mut inner = self.write();
         let path = child_path(&inner, parent, name)?;
@@ -1045,6 +1058,7 @@ impl WorkingCopy {
     }
 
     fn remove_entry(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
+        self.room()?;
         let mut inner = self.write();
         let ino = inner.child(parent, name)?.ok_or(WcError::NotFound)?;
         match (dir, inner.is_dir(ino)) {
@@ -1079,6 +1093,7 @@ impl WorkingCopy {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
+        self.room()?;
         let mut inner = self.write();
         check_new_name(newname)?;
         let from = child_path(&inner, parent, name)?;
@@ -1164,6 +1179,7 @@ impl WorkingCopy {
         if let Kind::File(FileData::Overlay { id }) = self.read().entry(ino)?.kind {
             return Ok(id);
         }
+        self.room()?;
         let mut inner = self.write();
         let (path, node) = match &inner.entry(ino)?.kind {
             Kind::File(FileData::Overlay { id }) => return Ok(*id),
@@ -1233,6 +1249,9 @@ impl WorkingCopy {
         if let Some(size) = size {
             self.with_overlay(ino, size != 0, |id| self.overlay.truncate(id, size))?;
         }
+        if mode.is_some() || mtime.is_some() {
+            self.room()?;
+        }
         let mut inner = self.write();
         let path = inner.path_of(ino);
         if let Some(mode) = mode {
@@ -1285,6 +1304,7 @@ impl WorkingCopy {
 
     /// Journals a tracking change.
     pub fn set_tracking(&self, path: &[u8], track: Track) -> Result<()> {
+        self.room()?;
         let mut inner = self.write();
         set_track(&mut inner, path, track);
         self.record(
@@ -1298,6 +1318,7 @@ impl WorkingCopy {
 
     /// Journals a copy source for `dest` (`None` clears it).
     pub fn set_copy(&self, dest: &[u8], source: Option<&[u8]>) -> Result<()> {
+        self.room()?;
         let mut inner = self.write();
         let source = source.unwrap_or_default();
         set_copy(&mut inner, dest, source);
@@ -1317,6 +1338,7 @@ impl WorkingCopy {
 
     /// Restores `path` to the base revision's content and mode; returns whether it did.
     pub fn restore(&self, path: &[u8]) -> Result<bool> {
+        self.room()?;
         let mut inner = self.write();
         if inner.base.find(path)?.is_none() {
             return Ok(false);
