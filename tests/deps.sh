@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages revfs and its tests need, when they are missing. Sourced by
-# tests/run.sh and tests/demo.sh. Rust itself (>= 1.80, via rustup) must already be there.
+# tests/run.sh and tests/demo.sh. Rust itself (>= 1.85, via rustup) must already be there.
 install_deps() {
   local missing=()
   command -v hg >/dev/null 2>&1 || missing+=(mercurial)
@@ -8,6 +8,8 @@ install_deps() {
   [ -x /usr/bin/python3 ] || missing+=(python3)
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+  command -v fio >/dev/null 2>&1 || missing+=(fio)
+  command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     local sudo=""
@@ -16,7 +18,7 @@ install_deps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
   if ! command -v cargo >/dev/null 2>&1; then
-    echo "cargo not found: install Rust >= 1.80 with rustup first" >&2
+    echo "cargo not found: install Rust >= 1.85 with rustup first" >&2
     exit 1
   fi
 }
