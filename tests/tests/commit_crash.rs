@@ -154,3 +154,90 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
         "kills should hit before and after the commit point ({landed} of {rounds} landed)"
     );
 }
+
+#[test]
+fn an_update_killed_at_any_point_leaves_one_revision_or_the_other() {
+    let rounds: u64 = std::env::var("REVFS_UPDATE_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let tmp = scratch_dir();
+    let repo = make_repo(tmp.path());
+    // Revision 1 changes half the files, removes some, adds some.
+    for i in 0..300 {
+        let p = repo.join(format!("d{}/f{i}.txt", i % 10));
+        match i % 6 {
+            0 => std::fs::remove_file(&p).unwrap(),
+            1 | 2 | 3 => std::fs::write(&p, format!("changed {i}\n")).unwrap(),
+            _ => {}
+        }
+    }
+    for i in 0..40 {
+        std::fs::create_dir_all(repo.join("new")).unwrap();
+        std::fs::write(repo.join(format!("new/n{i}")), b"new\n").unwrap();
+    }
+    assert!(hg_cmd(&repo, &["commit", "-qAm", "one", "-d", "0 0"])
+        .status
+        .success());
+    let m = Mount::new(&repo, Some("0"));
+    let expected = |rev: &str| -> Vec<(std::path::PathBuf, revfs_tests::mount::Snap)> {
+        let co = tmp.path().join(format!("co{rev}"));
+        if !co.exists() {
+            let out = hg_cmd(
+                tmp.path(),
+                &[
+                    "clone",
+                    "-q",
+                    "-r",
+                    rev,
+                    repo.to_str().unwrap(),
+                    co.to_str().unwrap(),
+                ],
+            );
+            assert!(out.status.success(), "{}", s(&out.stderr));
+        }
+        snapshot(&co)
+    };
+    let (want0, want1) = (expected("0"), expected("1"));
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut moved = 0;
+    for round in 0..rounds {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let _ = std::fs::read_dir(&m.dir).map(|d| d.count());
+        let parent = s(&rv(&m, &["log", "-r", ".", "-T", "{rev}"]).stdout);
+        let target = if parent == "0" { "1" } else { "0" };
+        let mut child =
+            revfs_tests::hg_env(&mut std::process::Command::new(revfs_tests::revfs_bin()))
+                .args(["-R", m.dir.to_str().unwrap(), "update", "-r", target])
+                .env("REVFS_STATE_DIR", &m.state_root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+        std::thread::sleep(Duration::from_micros(rng % 40_000));
+        let pid = m.daemon_pid();
+        assert!(std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+        let _ = child.wait();
+        m.unmount();
+        m.remount(&repo, None);
+        let now = s(&rv(&m, &["log", "-r", ".", "-T", "{rev}"]).stdout);
+        assert!(now == "0" || now == "1", "round {round}: parent {now}");
+        if now != parent {
+            moved += 1;
+        }
+        let tree = snapshot(&m.dir);
+        let want = if now == "0" { &want0 } else { &want1 };
+        assert!(
+            &tree == want,
+            "round {round}: the tree is not revision {now} (killed during update {parent} -> {target})"
+        );
+        assert_eq!(s(&rv(&m, &["status"]).stdout), "", "round {round}");
+    }
+    assert!(moved > 0, "no update ever completed before the kill");
+}
