@@ -49,6 +49,7 @@ fn fio(args: &[&str], what: &str) -> String {
         "--verify=crc32c",
         "--do_verify=1",
         "--verify_fatal=1",
+        "--verify_state_save=0",
         "--ioengine=psync",
         "--time_based=0",
         &runtime,
