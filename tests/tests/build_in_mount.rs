@@ -87,7 +87,62 @@ fn a_c_project_builds_in_the_mount_as_it_does_outside() {
     let mount = Mount::new(&repo, None);
     // A Release build records no absolute paths, so the two archives must match exactly.
     let native = build(&repo, &repo.join("out"));
+    // Inside: `revfs status` runs in a loop during the parallel build, and a commit of a
+    // tracked file happens in the middle of it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (dir, stop) = (mount.dir.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut runs = 0;
+            let mut committed = false;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let st = hg_env(
+                    Command::new(revfs_tests::revfs_bin())
+                        .arg("status")
+                        .current_dir(&dir),
+                )
+                .output()
+                .unwrap();
+                assert!(
+                    st.status.success(),
+                    "status during the build: {}",
+                    String::from_utf8_lossy(&st.stderr)
+                );
+                runs += 1;
+                if runs == 5 {
+                    std::fs::write(dir.join("COPYING"), b"edited during the build\n").unwrap();
+                    let c = hg_env(
+                        Command::new(revfs_tests::revfs_bin())
+                            .args(["commit", "-m", "during the build", "COPYING"])
+                            .current_dir(&dir),
+                    )
+                    .output()
+                    .unwrap();
+                    assert!(
+                        c.status.success(),
+                        "commit during the build: {}",
+                        String::from_utf8_lossy(&c.stderr)
+                    );
+                    committed = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            (runs, committed)
+        })
+    };
     let inside = build(&mount.dir, &mount.dir.join("out"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (runs, committed) = poller.join().unwrap();
+    assert!(
+        runs >= 5 && committed,
+        "{runs} status runs during the build"
+    );
+    ok(hg_cmd(&repo, &["verify", "-q"]));
+    let log = hg_cmd(&repo, &["log", "-r", "tip", "-T", "{desc}|{files}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "during the build|COPYING"
+    );
     assert!(native.len() > 100_000);
     assert!(
         native == inside,
