@@ -14,16 +14,26 @@ pub struct Mount {
 impl Mount {
     /// Mounts `repo` (at `rev` when given) on a fresh directory.
     pub fn new(repo: &Path, rev: Option<&str>) -> Mount {
-        Mount::mount_with(repo, rev, None)
+        Mount::mount_with(repo, rev, None, &[])
+    }
+
+    /// Mounts `repo` with extra `revfs mount` arguments.
+    pub fn with_args(repo: &Path, extra: &[&str]) -> Mount {
+        Mount::mount_with(repo, None, None, extra)
     }
 
     /// Mounts `repo` with its state directories under `state_root` (for a state directory
     /// on a particular file system).
     pub fn with_state_root(repo: &Path, rev: Option<&str>, state_root: &Path) -> Mount {
-        Mount::mount_with(repo, rev, Some(state_root))
+        Mount::mount_with(repo, rev, Some(state_root), &[])
     }
 
-    fn mount_with(repo: &Path, rev: Option<&str>, state_root: Option<&Path>) -> Mount {
+    fn mount_with(
+        repo: &Path,
+        rev: Option<&str>,
+        state_root: Option<&Path>,
+        extra: &[&str],
+    ) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
         let state_root = state_root
@@ -36,6 +46,7 @@ impl Mount {
             _tmp: tmp,
         };
         let mut args = vec!["mount".to_owned()];
+        args.extend(extra.iter().map(|a| a.to_string()));
         if let Some(r) = rev {
             args.push("-r".into());
             args.push(r.into());
