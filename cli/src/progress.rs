@@ -16,7 +16,7 @@ use std::time::Duration;
 pub const DELAY: Duration = Duration::from_millis(500);
 
 /// A progress bar that may never be drawn: it is kept hidden until the command has run
-/// for [`DELAY`] (a timer thread reveals it, so a long silent phase shows too).
+/// for its delay (a timer thread reveals it, so a long silent phase shows too).
 pub struct Progress {
     bar: Option<ProgressBar>,
     reveal: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
@@ -44,8 +44,8 @@ pub fn wanted(quiet: bool, repo_root: Option<&std::path::Path>) -> Option<Durati
         .as_ref()
         .and_then(|c| c.get("progress", "delay"))
         .and_then(|v| String::from_utf8_lossy(v).trim().parse::<f64>().ok())
-        .filter(|d| d.is_finite() && *d >= 0.0)
-        .map_or(DELAY, Duration::from_secs_f64);
+        .and_then(|d| Duration::try_from_secs_f64(d).ok())
+        .unwrap_or(DELAY);
     Some(delay)
 }
 
@@ -101,23 +101,25 @@ impl Progress {
     pub fn update(&mut self, what: &str, done: u64, total: u64) {
         let Some(bar) = &self.bar else { return };
         let counting = total > 0;
-        if counting != self.counting {
-            if let Some(style) = if counting {
-                bar_style()
-            } else {
-                spinner_style()
-            } {
-                bar.set_style(style);
-            }
-            self.counting = counting;
+        // Length first: the ticker thread may draw between two of these calls.
+        if counting {
+            bar.set_length(total);
+            bar.set_position(done.min(total));
         }
         if what != self.what {
             bar.set_message(what.to_owned());
             what.clone_into(&mut self.what);
         }
-        if counting {
-            bar.set_length(total);
-            bar.set_position(done.min(total));
+        if counting != self.counting {
+            let style = if counting {
+                bar_style()
+            } else {
+                spinner_style()
+            };
+            if let Some(style) = style {
+                bar.set_style(style);
+            }
+            self.counting = counting;
         }
     }
 

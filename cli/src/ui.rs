@@ -12,8 +12,12 @@ pub fn abort(err: &anyhow::Error) {
     }
     let mut msg = err.to_string();
     for cause in err.chain().skip(1) {
-        msg.push_str(": ");
-        msg.push_str(&cause.to_string());
+        // Errors that already spell out their cause are not told twice.
+        let cause = cause.to_string();
+        if !msg.ends_with(&cause) {
+            msg.push_str(": ");
+            msg.push_str(&cause);
+        }
     }
     eprintln!("abort: {msg}");
 }

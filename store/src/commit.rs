@@ -167,29 +167,6 @@ pub fn file_rawtext(meta: &BTreeMap<&[u8], Vec<u8>>, data: &[u8]) -> Vec<u8> {
     raw
 }
 
-pub(crate) type ManifestMap = BTreeMap<Vec<u8>, (Node, FileFlag)>;
-
-pub(crate) fn manifest_map(m: &Manifest) -> Result<ManifestMap> {
-    let mut map = BTreeMap::new();
-    for e in m.iter() {
-        let e = e?;
-        map.insert(e.path.to_vec(), (e.node, e.flag));
-    }
-    Ok(map)
-}
-
-fn manifest_text(map: &ManifestMap) -> Vec<u8> {
-    let mut text = Vec::with_capacity(map.len() * 64);
-    for (path, (node, flag)) in map {
-        text.extend_from_slice(path);
-        text.push(0);
-        text.extend_from_slice(node.to_hex().as_bytes());
-        text.extend_from_slice(flag.as_str().as_bytes());
-        text.push(b'\n');
-    }
-    text
-}
-
 /// Whether `a` is an ancestor of (or equal to) `b` in `revlog`.
 fn is_ancestor(revlog: &Revlog, a: Rev, b: Rev) -> Result<bool> {
     let mut stack = vec![b];
@@ -271,15 +248,21 @@ fn open_writer(
 /// Creates the changeset described by `req` and returns its node. See the module
 /// documentation. `repo` may be stale: the repository is reopened under the locks.
 pub fn commit(repo: &Repo, req: &CommitRequest) -> Result<Node> {
+    Ok(commit_with_manifest(repo, req)?.0)
+}
+
+/// [`commit`], also returning the new changeset's manifest (so that a caller that moves a
+/// working copy to it need not read it back).
+pub fn commit_with_manifest(repo: &Repo, req: &CommitRequest) -> Result<(Node, Manifest)> {
     let locks = RepoLocks::acquire(repo)?;
     let repo = Repo::open(repo.root())?;
     check_request(&repo, req)?;
     let mut tr = Transaction::begin(&repo)?;
     match write_commit(&repo, req, &mut tr) {
-        Ok(node) => {
+        Ok(done) => {
             tr.close()?;
             drop(locks);
-            Ok(node)
+            Ok(done)
         }
         Err(e) => {
             if let Err(abort_err) = tr.abort() {
@@ -334,7 +317,11 @@ fn check_request(repo: &Repo, req: &CommitRequest) -> Result<()> {
     Ok(())
 }
 
-fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Result<Node> {
+fn write_commit(
+    repo: &Repo,
+    req: &CommitRequest,
+    tr: &mut Transaction,
+) -> Result<(Node, Manifest)> {
     let compression = compression_of(repo);
     let generaldelta = repo.requirements().contains("generaldelta");
     let (mut p1, mut p2) = (req.p1, req.p2);
@@ -347,10 +334,12 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
         .map_err(|_| StoreError::Other("changelog too large".into()))?;
     let cs1 = repo.changeset(p1rev)?;
     let cs2 = repo.changeset(p2rev)?;
-    let m1 = manifest_map(&repo.manifest(&cs1.manifest)?)?;
-    let m2 = manifest_map(&repo.manifest(&cs2.manifest)?)?;
+    let t0 = std::time::Instant::now();
+    let m1 = repo.manifest(&cs1.manifest)?;
+    let m2 = repo.manifest(&cs2.manifest)?;
 
-    let mut manifest = m1.clone();
+    // The new manifest, as changes to p1's: path -> new entry (None: removed).
+    let mut changes: BTreeMap<Vec<u8>, Option<(Node, FileFlag)>> = BTreeMap::new();
     let mut new_fncache: Vec<Vec<u8>> = Vec::new();
     // File revisions are hashed, diffed and compressed in parallel, in memory; then
     // journaled and appended one by one.
@@ -367,6 +356,7 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
             Change::Remove => None,
         })
         .collect();
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: parent manifests");
     let prepared: Vec<Result<PreparedFile>> = {
         use rayon::prelude::*;
         let tr: &Transaction = tr;
@@ -389,24 +379,25 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
     };
     for ((path, _, flag, _), prepared) in sets.iter().zip(prepared) {
         let node = append_file(tr, prepared?, &mut new_fncache)?;
-        manifest.insert((*path).clone(), (node, *flag));
+        changes.insert((*path).clone(), Some((node, *flag)));
     }
     for (path, change) in &req.files {
         if let Change::Remove = change {
-            manifest.remove(path);
+            changes.insert(path.clone(), None);
         }
     }
     // Changed = every path whose manifest entry (node or flag) differs from p1's.
-    let files: BTreeSet<Vec<u8>> = req
-        .files
-        .keys()
-        .filter(|p| m1.get(*p) != manifest.get(*p))
-        .cloned()
-        .collect();
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: file revisions");
+    let mut files: BTreeSet<Vec<u8>> = BTreeSet::new();
+    for (path, new) in &changes {
+        if m1.get(path)? != *new {
+            files.insert(path.clone());
+        }
+    }
 
     // The manifest: p1's when nothing changed (`_commit_manifest`).
-    let manifest_node = if files.is_empty() {
-        cs1.manifest
+    let (manifest_node, new_manifest) = if files.is_empty() {
+        (cs1.manifest, m1.clone())
     } else {
         let stem = b"00manifest";
         let mut w = open_writer(tr, stem, generaldelta, compression)?;
@@ -422,17 +413,26 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
         if mp1 == NULL_REV {
             std::mem::swap(&mut mp1, &mut mp2);
         }
-        let text = manifest_text(&manifest);
+        let text = m1.with_changes(&changes);
+        if !cs1.manifest.is_null() {
+            if let Some(r) = w.rev_of(&cs1.manifest) {
+                w.known_text(r, m1.text().clone());
+            }
+        }
+        tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest text");
         let before = w.len();
         let (_, node) = w.add(&text, mp1, mp2, linkrev, true)?;
+        tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest revision");
         if w.len() > before {
             journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
             // A split 00manifest.d is not an fncache entry (only data/ and meta/ are).
             w.finish()?;
         }
-        node
+        let manifest = Manifest::new(std::sync::Arc::from(text), node)?;
+        (node, manifest)
     };
 
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest");
     // fncache (atomically replaced, backed up in the transaction).
     if repo.requirements().contains("fncache") && !new_fncache.is_empty() {
         update_fncache(repo, tr, &new_fncache)?;
@@ -462,7 +462,7 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
     let (rev, node) = w.add(&text, p1rev, p2rev, linkrev, false)?;
     if w.len() == before {
         // The very same changeset exists already: nothing new was written.
-        return Ok(node);
+        return Ok((node, new_manifest));
     }
     if rev != linkrev {
         return Err(StoreError::Other(format!(
@@ -472,9 +472,10 @@ fn write_commit(repo: &Repo, req: &CommitRequest, tr: &mut Transaction) -> Resul
     journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
     w.finish()?;
 
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: changelog");
     update_phaseroots(repo, tr, node, [p1rev, p2rev])?;
     clear_cache(repo.dot_hg())?;
-    Ok(node)
+    Ok((node, new_manifest))
 }
 
 /// A file revision ready to be appended (or an existing one to reuse).
@@ -530,28 +531,24 @@ pub(crate) fn prepare_file(
     path: &[u8],
     data: &[u8],
     copy_from: Option<&[u8]>,
-    m1: &ManifestMap,
-    m2: &ManifestMap,
+    m1: &Manifest,
+    m2: &Manifest,
     linkrev: Rev,
     generaldelta: bool,
     compression: Compression,
 ) -> Result<PreparedFile> {
     let flog = repo.filelog_uncached(path)?;
-    let mut fparent1 = m1.get(path).map_or(Node::NULL, |e| e.0);
-    let mut fparent2 = m2.get(path).map_or(Node::NULL, |e| e.0);
+    let mut fparent1 = m1.get(path)?.map_or(Node::NULL, |e| e.0);
+    let mut fparent2 = m2.get(path)?.map_or(Node::NULL, |e| e.0);
     let mut meta: BTreeMap<&[u8], Vec<u8>> = BTreeMap::new();
     if let Some(src) = copy_from {
-        let cnode = m1
-            .get(src)
-            .or_else(|| m2.get(src))
-            .map(|e| e.0)
-            .ok_or_else(|| {
-                StoreError::Other(format!(
-                    "copy source {} of {} is in no parent manifest",
-                    String::from_utf8_lossy(src),
-                    String::from_utf8_lossy(path)
-                ))
-            })?;
+        let cnode = m1.get(src)?.or(m2.get(src)?).map(|e| e.0).ok_or_else(|| {
+            StoreError::Other(format!(
+                "copy source {} of {} is in no parent manifest",
+                String::from_utf8_lossy(src),
+                String::from_utf8_lossy(path)
+            ))
+        })?;
         meta.insert(b"copy", src.to_vec());
         meta.insert(b"copyrev", cnode.to_hex().into_bytes());
         // Copy information is signalled by a null first parent.

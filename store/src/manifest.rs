@@ -4,6 +4,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::node::Node;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The kind of a manifest entry, from its flag.
@@ -59,6 +60,11 @@ impl Manifest {
             text: Arc::from(&[][..]),
             node: Node::NULL,
         }
+    }
+
+    /// The manifest's text.
+    pub fn text(&self) -> &Arc<[u8]> {
+        &self.text
     }
 
     pub fn node(&self) -> Node {
@@ -130,6 +136,40 @@ impl Manifest {
         lo
     }
 
+    /// The text of this manifest with `changes` applied (`Some` sets an entry, `None`
+    /// removes it), in one pass: runs of unchanged lines are copied whole, so the cost is a
+    /// copy of the text plus a binary search per change.
+    pub fn with_changes(&self, changes: &BTreeMap<Vec<u8>, Option<(Node, FileFlag)>>) -> Vec<u8> {
+        let text = &*self.text;
+        let mut out = Vec::with_capacity(text.len() + changes.len() * 64);
+        let mut cursor = 0usize;
+        for (path, new) in changes {
+            let pos = self.lower_bound(path).max(cursor);
+            out.extend_from_slice(&text[cursor..pos]);
+            cursor = pos;
+            if pos < text.len() {
+                let (p, next) = self.path_at(pos);
+                if p == path.as_slice() {
+                    cursor = next.min(text.len());
+                }
+            }
+            if let Some((node, flag)) = new {
+                out.extend_from_slice(path);
+                out.push(0);
+                out.extend_from_slice(node.to_hex().as_bytes());
+                out.extend_from_slice(flag.as_str().as_bytes());
+                out.push(b'\n');
+            }
+        }
+        out.extend_from_slice(&text[cursor..]);
+        out
+    }
+
+    /// The node and flag of `path`, if present.
+    pub fn get(&self, path: &[u8]) -> Result<Option<(Node, FileFlag)>> {
+        Ok(self.find(path)?.map(|e| (e.node, e.flag)))
+    }
+
     /// The entry for exactly `path`, if present.
     pub fn find(&self, path: &[u8]) -> Result<Option<ManifestEntry<'_>>> {
         let pos = self.lower_bound(path);
@@ -195,7 +235,12 @@ impl Manifest {
         let mut pos = self.lower_bound(&prefix);
         while pos < end {
             let (entry, next) = self.line_at(pos)?;
-            let rest = &entry.path[prefix.len()..];
+            // In a sorted manifest every line between the two bounds is under `prefix`;
+            // the binary searches of an unsorted one can bound other lines.
+            let rest = entry
+                .path
+                .strip_prefix(prefix.as_slice())
+                .ok_or_else(|| self.malformed(pos, "manifest lines not in sorted order"))?;
             match rest.iter().position(|&b| b == b'/') {
                 None => {
                     out.push(Child::File { name: rest, entry });
@@ -360,6 +405,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn with_changes_sets_and_removes_entries_in_place() {
+        let a = manifest(&[("a", ""), ("b/c", "x"), ("d", "")]);
+        let mut changes = BTreeMap::new();
+        changes.insert(b"0".to_vec(), Some((Node([2; 20]), FileFlag::Regular)));
+        changes.insert(b"b/c".to_vec(), None);
+        changes.insert(b"c".to_vec(), Some((Node([3; 20]), FileFlag::Symlink)));
+        changes.insert(b"d".to_vec(), Some((Node([4; 20]), FileFlag::Executable)));
+        changes.insert(b"zz".to_vec(), None);
+        let text = a.with_changes(&changes);
+        let b = Manifest::new(Arc::from(text), Node([9; 20])).unwrap();
+        let got: Vec<(Vec<u8>, Node, FileFlag)> = b
+            .iter()
+            .map(|e| e.map(|e| (e.path.to_vec(), e.node, e.flag)).unwrap())
+            .collect();
+        let a_node = a.get(b"a").unwrap().unwrap().0;
+        assert_eq!(
+            got,
+            vec![
+                (b"0".to_vec(), Node([2; 20]), FileFlag::Regular),
+                (b"a".to_vec(), a_node, FileFlag::Regular),
+                (b"c".to_vec(), Node([3; 20]), FileFlag::Symlink),
+                (b"d".to_vec(), Node([4; 20]), FileFlag::Executable),
+            ]
+        );
+        assert_eq!(
+            a.with_changes(&BTreeMap::new()),
+            a.with_changes(&BTreeMap::new())
+        );
+    }
+
+    #[test]
     fn diff_lists_changed_added_and_removed_paths_in_order() {
         let a = manifest(&[("a", ""), ("b", ""), ("d/x", "x")]);
         let mut text = Vec::new();
@@ -464,6 +540,14 @@ mod tests {
         assert_eq!(names(b"a"), vec![(false, v("x")), (true, v("y"))]);
         assert_eq!(names(b"a/y"), vec![(false, v("z")), (false, v("zz"))]);
         assert_eq!(names(b"nope"), vec![]);
+    }
+
+    #[test]
+    fn children_of_an_unsorted_manifest_are_an_error() {
+        // "b/x" sits between "c" and "d": the two binary searches that bound directory
+        // `b` end on different sides of it, and the line at the start ("c") is not under `b/`.
+        let m = manifest(&[("c", ""), ("b/x", ""), ("d", "")]);
+        assert!(m.children(b"b").is_err());
     }
 
     #[test]

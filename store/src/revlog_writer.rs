@@ -128,6 +128,8 @@ pub struct RevlogWriter {
     nodemap: HashMap<Node, Rev>,
     /// Raw texts of the revisions appended by this writer, by rev - existing_len.
     new_texts: Vec<Arc<[u8]>>,
+    /// A text of an existing revision the caller already had (see [`RevlogWriter::known_text`]).
+    known: Option<(Rev, Arc<[u8]>)>,
     pending: Vec<Pending>,
     original_sizes: (u64, u64),
 }
@@ -167,6 +169,7 @@ impl RevlogWriter {
             chain_info: Vec::new(),
             nodemap: HashMap::new(),
             new_texts: Vec::new(),
+            known: None,
             pending: Vec::new(),
             original_sizes,
         };
@@ -290,10 +293,22 @@ impl RevlogWriter {
                 .cloned()
                 .ok_or_else(|| self.out_of_range(rev));
         }
+        if let Some((k, text)) = &self.known {
+            if *k == rev {
+                return Ok(text.clone());
+            }
+        }
         match &self.existing {
             Some(revlog) => revlog.revision(rev),
             None => Err(self.out_of_range(rev)),
         }
+    }
+
+    /// Tells the writer the text of existing revision `rev`, which the caller has already
+    /// read (a commit has its first parent's manifest), so that a delta against it does not
+    /// read it again. The text is trusted to be that revision's.
+    pub fn known_text(&mut self, rev: Rev, text: Arc<[u8]>) {
+        self.known = Some((rev, text));
     }
 
     /// The revision whose text `rev`'s stored delta applies to, or None for a full text.
@@ -624,61 +639,70 @@ fn byte_delta(old: &[u8], new: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Byte offsets of the starts of the lines of `text`, plus `text.len()` at the end.
-fn line_starts(text: &[u8]) -> Vec<usize> {
-    let mut starts = vec![0];
-    for (i, &b) in text.iter().enumerate() {
-        if b == b'\n' && i + 1 < text.len() {
-            starts.push(i + 1);
-        }
-    }
-    if text.is_empty() {
-        starts.clear();
-    }
-    starts.push(text.len());
-    starts
-}
-
 /// A line-aligned delta: every hunk replaces whole old lines with whole new lines.
 ///
-/// Common leading and trailing lines are skipped; the middle is walked as a merge of two
-/// sorted sequences (equal lines are kept, the smaller line is deleted or inserted). Any
-/// such walk is a valid edit script; for sorted texts with unique lines (flat manifests) it
-/// is minimal, so the inserted lines are exactly the new or changed entries, sorted, as
-/// `manifestctx.readdelta` expects.
+/// The two texts are walked as a merge of two sorted sequences of lines: runs of identical
+/// lines are skipped with block comparisons (a manifest changed in a few places costs little
+/// more than one `memcmp` of its text), and where lines differ the smaller one is deleted
+/// or inserted. Any such walk is a valid edit script; for sorted texts with unique lines
+/// (flat manifests) it is minimal, so the inserted lines are exactly the new or changed
+/// entries, sorted, as `manifestctx.readdelta` expects.
 fn line_delta(old: &[u8], new: &[u8]) -> Vec<u8> {
-    let os = line_starts(old);
-    let ns = line_starts(new);
-    let ol = |i: usize| &old[os[i]..os[i + 1]];
-    let nl = |j: usize| &new[ns[j]..ns[j + 1]];
-    let (on, nn) = (os.len() - 1, ns.len() - 1);
+    let line_end = |t: &[u8], from: usize| {
+        t[from..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(t.len(), |p| from + p + 1)
+    };
     let mut out = Vec::new();
     let (mut i, mut j) = (0usize, 0usize);
-    // Current hunk: old lines [hs_o, i), new lines [hs_n, j), open when Some.
+    // The open hunk: where it starts in the old and the new text.
     let mut open: Option<(usize, usize)> = None;
-    let flush = |out: &mut Vec<u8>, open: &mut Option<(usize, usize)>, i: usize, j: usize| {
-        if let Some((so, sn)) = open.take() {
-            push_hunk(out, os[so], os[i], &new[ns[sn]..ns[j]]);
+    loop {
+        // Skip the identical whole lines ahead.
+        let common = common_prefix_len(&old[i..], &new[j..]);
+        let skip = old[i..i + common]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |p| p + 1);
+        if skip > 0 {
+            if let Some((so, sn)) = open.take() {
+                push_hunk(&mut out, so, i, &new[sn..j]);
+            }
+            i += skip;
+            j += skip;
         }
-    };
-    while i < on || j < nn {
-        if i < on && j < nn && ol(i) == nl(j) {
-            flush(&mut out, &mut open, i, j);
-            i += 1;
-            j += 1;
-            continue;
+        if i >= old.len() && j >= new.len() {
+            break;
         }
         if open.is_none() {
             open = Some((i, j));
         }
-        if j >= nn || (i < on && ol(i) < nl(j)) {
-            i += 1;
+        let (oe, ne) = (line_end(old, i), line_end(new, j));
+        if j >= new.len() || (i < old.len() && old[i..oe] < new[j..ne]) {
+            i = oe;
         } else {
-            j += 1;
+            j = ne;
         }
     }
-    flush(&mut out, &mut open, i, j);
+    if let Some((so, sn)) = open {
+        push_hunk(&mut out, so, i, &new[sn..j]);
+    }
     out
+}
+
+/// Length of the common prefix of two byte strings, compared a block at a time.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let n = a.len().min(b.len());
+    let mut k = 0;
+    while k + BLOCK <= n && a[k..k + BLOCK] == b[k..k + BLOCK] {
+        k += BLOCK;
+    }
+    while k < n && a[k] == b[k] {
+        k += 1;
+    }
+    k
 }
 
 #[cfg(test)]

@@ -389,9 +389,7 @@ fn rollback(store: &Path, encoding: PathEncoding) -> Result<()> {
 mod tests {
     use super::*;
     use crate::commit::tests::{hg, hg_available, pseudo_random, request, set, tip, tree, verify};
-    use crate::commit::{
-        append_file, commit, compression_of, manifest_map, prepare_file, update_fncache,
-    };
+    use crate::commit::{append_file, commit, compression_of, prepare_file, update_fncache};
     use crate::lock::RepoLocks;
     use crate::manifest::FileFlag;
 
@@ -426,8 +424,8 @@ mod tests {
         let locks = RepoLocks::acquire(&Repo::open(dir).unwrap()).unwrap();
         let repo = Repo::open(dir).unwrap();
         let mut tr = Transaction::begin(&repo).unwrap();
-        let m1 = manifest_map(&repo.manifest_of(0).unwrap()).unwrap();
-        let m2 = Default::default();
+        let m1 = repo.manifest_of(0).unwrap();
+        let m2 = crate::manifest::Manifest::empty();
         let mut fncache = Vec::new();
         let linkrev = repo.changelog().len() as i32;
         for (path, data) in [

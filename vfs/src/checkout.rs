@@ -524,14 +524,14 @@ impl WorkingCopy {
             branch,
         };
         tick(progress, "writing", 0, 0);
-        let node = revfs_store::commit::commit(&repo, &req)?;
+        let (node, manifest) = revfs_store::commit::commit_with_manifest(&repo, &req)?;
         let t_write = t0.elapsed();
         let repo = Arc::new(Repo::open(repo.root())?);
-        let rev = repo
-            .changelog()
-            .rev_of(&node)
-            .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
-        let new_base = Arc::new(repo.manifest_of(rev)?);
+        if repo.changelog().rev_of(&node).is_none() {
+            return Err(StoreError::UnknownRevision(node.to_hex()).into());
+        }
+        // The manifest just written, without reading it back.
+        let new_base = Arc::new(manifest);
 
         let mut freed = Vec::new();
         let mut inner = self.write();

@@ -3,9 +3,9 @@
 //! line. Only the user who owns the daemon (or root) may connect (checked with SO_PEERCRED).
 //!
 //! A request may carry `"progress": true` (any request; default false): the daemon then
-//! sends `{"reply":"progress","done":N,"total":M,"what":"..."}` lines, at most every
-//! [`PROGRESS_INTERVAL`] and at the end of each phase, before the final response. Clients
-//! that do not ask never see them.
+//! sends `{"reply":"progress","done":N,"total":M,"what":"..."}` lines (the latest state, at
+//! most every [`PROGRESS_INTERVAL`]) before the final response. Clients that do not ask
+//! never see them.
 
 use crate::journal::Track;
 use serde::{Deserialize, Serialize};
@@ -13,11 +13,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
-/// The shortest time between two progress lines of one request (the end of a phase is
-/// always sent).
+/// The shortest time between two progress lines of one request.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What a client may ask.
@@ -174,79 +173,141 @@ fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
 }
 
 /// Where a request's progress goes: to its connection as `progress` lines when the client
-/// asked for them (no more often than [`PROGRESS_INTERVAL`]), else nowhere. A client that
-/// went away does not stop the work: its progress lines are dropped.
-pub struct Progress<'a> {
-    out: Option<Mutex<ProgressOut<'a>>>,
+/// asked for them, else nowhere. [`Progress::report`] only records the latest state (a
+/// mutex, no I/O: callers may hold the working copy's lock); a writer thread sends it at
+/// most every [`PROGRESS_INTERVAL`], so a client that reads slowly, or not at all, never
+/// holds up the work. A client that went away does not stop the work either.
+pub struct Progress {
+    shared: Option<Arc<ProgressShared>>,
+    writer: Option<std::thread::JoinHandle<()>>,
 }
 
-struct ProgressOut<'a> {
-    stream: &'a UnixStream,
-    last: Option<Instant>,
+struct ProgressShared {
+    state: Mutex<ProgressState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct ProgressState {
     what: String,
-    broken: bool,
+    done: u64,
+    total: u64,
+    /// A state not sent yet.
+    fresh: bool,
+    /// The request is over: the writer stops.
+    finished: bool,
 }
 
-impl<'a> Progress<'a> {
+impl ProgressShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Sends the latest progress state, at most every [`PROGRESS_INTERVAL`], until finished.
+fn progress_writer(shared: &ProgressShared, mut stream: UnixStream) {
+    let mut state = shared.lock();
+    loop {
+        if state.finished {
+            return;
+        }
+        if state.fresh {
+            state.fresh = false;
+            let line = Response::Progress {
+                done: state.done,
+                total: state.total,
+                what: state.what.clone(),
+            };
+            drop(state);
+            let Ok(mut msg) = serde_json::to_vec(&line) else {
+                return;
+            };
+            msg.push(b'\n');
+            if stream.write_all(&msg).is_err() {
+                return;
+            }
+            state = shared.lock();
+        }
+        state = match shared.wake.wait_timeout(state, PROGRESS_INTERVAL) {
+            Ok((s, _)) => s,
+            Err(p) => p.into_inner().0,
+        };
+    }
+}
+
+impl Progress {
     /// Progress that goes nowhere.
-    pub fn none() -> Progress<'static> {
-        Progress { out: None }
+    pub fn none() -> Progress {
+        Progress {
+            shared: None,
+            writer: None,
+        }
     }
 
-    fn to(stream: &'a UnixStream) -> Progress<'a> {
-        Progress {
-            out: Some(Mutex::new(ProgressOut {
-                stream,
-                last: None,
-                what: String::new(),
-                broken: false,
-            })),
+    /// Progress sent on `stream` (nowhere if the writer cannot be set up).
+    fn to(stream: &UnixStream) -> Progress {
+        let Ok(clone) = stream.try_clone() else {
+            return Progress::none();
+        };
+        // A client that stops reading gives up its progress lines after a while instead of
+        // keeping the writer (and then the answer) waiting forever.
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+        let shared = Arc::new(ProgressShared {
+            state: Mutex::new(ProgressState::default()),
+            wake: Condvar::new(),
+        });
+        let theirs = shared.clone();
+        match std::thread::Builder::new()
+            .name("revfs-progress".into())
+            .spawn(move || progress_writer(&theirs, clone))
+        {
+            Ok(writer) => Progress {
+                shared: Some(shared),
+                writer: Some(writer),
+            },
+            Err(_) => Progress::none(),
         }
     }
 
     /// True when the client asked for progress (callers may skip work meant only for it).
     pub fn wanted(&self) -> bool {
-        self.out.is_some()
+        self.shared.is_some()
     }
 
-    /// `done` of `total` units of phase `what` are done (`total` 0: unknown). Sent when the
-    /// phase is new or complete, or [`PROGRESS_INTERVAL`] after the previous line.
+    /// `done` of `total` units of phase `what` are done (`total` 0: unknown). Cheap: the
+    /// state is recorded, the writer thread sends the latest one.
     pub fn report(&self, what: &str, done: u64, total: u64) {
-        let Some(out) = &self.out else { return };
-        let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
-        if out.broken {
-            return;
+        let Some(shared) = &self.shared else { return };
+        let mut state = shared.lock();
+        if state.what != what {
+            state.what.clear();
+            state.what.push_str(what);
         }
-        let now = Instant::now();
-        let due = out.what != what
-            || (total > 0 && done >= total)
-            || out
-                .last
-                .is_none_or(|t| now.duration_since(t) >= PROGRESS_INTERVAL);
-        if !due {
-            return;
+        state.done = done;
+        state.total = total;
+        state.fresh = true;
+    }
+
+    /// Stops the writer (after the line it may be sending): the answer comes next.
+    fn finish(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.lock().finished = true;
+            shared.wake.notify_all();
         }
-        if out.what != what {
-            out.what = what.to_owned();
-        }
-        out.last = Some(now);
-        let line = Response::Progress {
-            done,
-            total,
-            what: what.to_owned(),
-        };
-        let Ok(mut msg) = serde_json::to_vec(&line) else {
-            return;
-        };
-        msg.push(b'\n');
-        if out.stream.write_all(&msg).is_err() {
-            out.broken = true;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
         }
     }
 }
 
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 /// A request handler: the request, and where its progress goes.
-pub type Handler = dyn Fn(Request, &Progress<'_>) -> Response + Send + Sync;
+pub type Handler = dyn Fn(Request, &Progress) -> Response + Send + Sync;
 
 /// Serves requests on `path` in a background thread until the process exits.
 pub fn serve(
@@ -299,7 +360,11 @@ fn handle(stream: UnixStream, handler: &Handler) {
             Ok(req) => {
                 let opts = serde_json::from_str::<RequestOptions>(&line).unwrap_or_default();
                 if opts.progress {
-                    handler(req, &Progress::to(&stream))
+                    let mut progress = Progress::to(&stream);
+                    let response = handler(req, &progress);
+                    // No progress line after (or inside) the answer.
+                    progress.finish();
+                    response
                 } else {
                     handler(req, &Progress::none())
                 }
@@ -420,13 +485,17 @@ mod tests {
     fn progress_lines_come_only_when_asked_for() {
         let tmp = tempfile::tempdir().unwrap();
         let sock = tmp.path().join("control.sock");
+        let pause = || std::thread::sleep(PROGRESS_INTERVAL * 5);
         serve(
             &sock,
-            Arc::new(|req, progress: &Progress| {
-                for i in 0..=3 {
-                    progress.report("counting", i, 3);
-                }
-                progress.report("done", 0, 0);
+            Arc::new(move |req, progress: &Progress| {
+                progress.report("counting", 1, 3);
+                pause();
+                progress.report("counting", 2, 3);
+                progress.report("counting", 3, 3);
+                pause();
+                progress.report("writing", 0, 0);
+                pause();
                 match req {
                     Request::Ping => Response::Pong { pid: 1 },
                     _ => Response::Done,
@@ -435,7 +504,7 @@ mod tests {
         )
         .unwrap();
         let five = Duration::from_secs(5);
-        // Without asking: the final answer only, even on the raw socket.
+        // Without asking: the final answer only.
         assert_eq!(
             request(&sock, &Request::Ping, five).unwrap(),
             Response::Pong { pid: 1 }
@@ -446,13 +515,16 @@ mod tests {
         })
         .unwrap();
         assert_eq!(r, Response::Pong { pid: 1 });
-        // The first line of a phase and its end always come; lines in between are
-        // rate-limited.
-        assert_eq!(seen.first(), Some(&("counting".to_owned(), 0, 3)));
-        assert!(seen.contains(&("counting".to_owned(), 3, 3)), "{seen:?}");
-        assert_eq!(seen.last(), Some(&("done".to_owned(), 0, 0)));
-        // An old client's raw line with the option is understood, and a request without
-        // it gets no progress lines.
+        // The latest state is sent: states replaced within an interval are not.
+        assert_eq!(
+            seen,
+            [
+                ("counting".to_owned(), 1, 3),
+                ("counting".to_owned(), 3, 3),
+                ("writing".to_owned(), 0, 0)
+            ]
+        );
+        // Raw lines, as an old client or a test would send them.
         let raw = |text: &str| {
             let s = UnixStream::connect(&sock).unwrap();
             (&s).write_all(text.as_bytes()).unwrap();
@@ -468,12 +540,16 @@ mod tests {
         let with = raw("{\"cmd\":\"ping\",\"progress\":true}\n");
         assert!(
             with.starts_with(
-                "{\"reply\":\"progress\",\"done\":0,\"total\":3,\"what\":\"counting\"}\n"
+                "{\"reply\":\"progress\",\"done\":1,\"total\":3,\"what\":\"counting\"}\n"
             ),
             "{with}"
         );
-        assert!(with.ends_with("{\"reply\":\"pong\",\"pid\":1}\n"), "{with}");
-        let prefetch = raw("{\"cmd\":\"prefetch\",\"paths\":[[97]],\"progress\":false}\n");
+        assert!(
+            with.ends_with("\n{\"reply\":\"pong\",\"pid\":1}\n"),
+            "{with}"
+        );
+        let prefetch =
+            raw("{\"cmd\":\"prefetch\",\"paths\":[[97]],\"node\":null,\"progress\":false}\n");
         assert_eq!(prefetch, "{\"reply\":\"done\"}\n");
     }
 

@@ -129,7 +129,9 @@ impl Ctx {
 fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Response, WcError> {
     let (wc, notifier) = (&*ctx.wc, &ctx.notifier);
     let report = |what: &str, done, total| progress.report(what, done, total);
-    let report = progress.wanted().then_some(&report as crate::checkout::ProgressFn);
+    let report = progress
+        .wanted()
+        .then_some(&report as crate::checkout::ProgressFn);
     Ok(match req {
         Request::Ping => Response::Pong {
             pid: std::process::id(),
@@ -407,12 +409,14 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         };
         control::serve(
             &state_dir.socket(),
-            Arc::new(move |r, progress: &control::Progress| match handle(&ctx, r, progress) {
-                Ok(resp) => resp,
-                Err(e) => Response::Error {
-                    message: e.to_string(),
+            Arc::new(
+                move |r, progress: &control::Progress| match handle(&ctx, r, progress) {
+                    Ok(resp) => resp,
+                    Err(e) => Response::Error {
+                        message: e.to_string(),
+                    },
                 },
-            }),
+            ),
         )?;
     }
 

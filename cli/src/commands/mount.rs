@@ -142,6 +142,17 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         bail!("cannot mount on {}: not a directory", mountpoint.display());
     }
     let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    // The working copy kept for this mountpoint belongs to one repository: never mix.
+    if let Some(saved) = state_dir.load()? {
+        if saved.repo != repo_root && state_dir.journal_parent()?.is_some() {
+            bail!(
+                "{} holds a working copy of {} (state in {}); mount that repository there, or move the state directory away to start afresh",
+                mountpoint.display(),
+                saved.repo.display(),
+                state_dir.path().display()
+            );
+        }
+    }
     let node = match &args.rev {
         Some(spec) => {
             let revs = revset::resolve(&repo, spec)?;
