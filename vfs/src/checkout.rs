@@ -185,6 +185,16 @@ impl WorkingCopy {
                 store: None,
                 link: true,
             },
+            Kind::Special { kind, rdev } => Cur::Item {
+                entry: PutEntry::Special {
+                    kind: *kind,
+                    rdev: *rdev,
+                },
+                mode,
+                mtime,
+                store: None,
+                link: false,
+            },
         })
     }
 
@@ -423,6 +433,8 @@ impl WorkingCopy {
             Kind::Symlink(LinkData::Store { path, node }) => {
                 Captured::Link(read_store(path, node)?)
             }
+            // Not something a commit can hold.
+            Kind::Special { .. } => return Ok(None),
         }))
     }
 

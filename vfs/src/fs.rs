@@ -7,6 +7,7 @@
 //! root (not listed, but found by lookup) holds symlinks to the control socket, the
 //! repository and the state directory.
 
+use crate::journal::SpecialKind;
 use crate::wc::{
     Attr, EntryType, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
 };
@@ -77,11 +78,7 @@ impl RevFs {
     }
 
     fn file_attr(&self, a: &Attr) -> FileAttr {
-        let kind = match a.kind {
-            EntryType::Dir => FileType::Directory,
-            EntryType::File => FileType::RegularFile,
-            EntryType::Symlink => FileType::Symlink,
-        };
+        let kind = file_type(a.kind);
         FileAttr {
             ino: INodeNo(a.ino),
             size: a.size,
@@ -95,7 +92,7 @@ impl RevFs {
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
-            rdev: 0,
+            rdev: a.rdev,
             blksize: 4096,
             flags: 0,
         }
@@ -123,6 +120,7 @@ impl RevFs {
             perm,
             mtime: self.started,
             ctime: self.started,
+            rdev: 0,
         }))
     }
 
@@ -169,6 +167,21 @@ fn file_type(t: EntryType) -> FileType {
         EntryType::Dir => FileType::Directory,
         EntryType::File => FileType::RegularFile,
         EntryType::Symlink => FileType::Symlink,
+        EntryType::Special(SpecialKind::Fifo) => FileType::NamedPipe,
+        EntryType::Special(SpecialKind::Socket) => FileType::Socket,
+        EntryType::Special(SpecialKind::Char) => FileType::CharDevice,
+        EntryType::Special(SpecialKind::Block) => FileType::BlockDevice,
+    }
+}
+
+/// The kind of special file a `mknod` mode asks for, if it is one.
+fn special_kind(mode: u32) -> Option<SpecialKind> {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => Some(SpecialKind::Fifo),
+        libc::S_IFSOCK => Some(SpecialKind::Socket),
+        libc::S_IFCHR => Some(SpecialKind::Char),
+        libc::S_IFBLK => Some(SpecialKind::Block),
+        _ => None,
     }
 }
 
@@ -231,6 +244,7 @@ impl Filesystem for RevFs {
                     perm: 0,
                     mtime: self.started,
                     ctime: self.started,
+                    rdev: 0,
                 });
                 attr.ino = INodeNo(0);
                 reply.entry(&TTL, &attr, Generation(0))
@@ -303,14 +317,25 @@ impl Filesystem for RevFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // Devices, fifos and sockets cannot be committed to hg.
-        if Self::is_control(parent.0)
-            || (mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0)
-        {
+        if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
+        }
+        // Fifos, sockets and devices live in the working copy only (hg cannot track them).
+        if let Some(kind) = special_kind(mode) {
+            let result = self.wc.mknod(
+                parent.0,
+                name.as_bytes(),
+                kind,
+                mode & !umask & 0o7777,
+                rdev,
+            );
+            return self.reply_entry("mknod", result, reply);
+        }
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            return reply.error(Errno::EINVAL);
         }
         self.reply_entry(
             "mknod",

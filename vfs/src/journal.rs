@@ -1,8 +1,8 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 2; version 1 lacks the `Remove` and `Put` records and is still
-//! read), described in docs/FORMATS.md:
+//! File format (version 3; versions 1 and 2, which lack some records, are still read),
+//! described in docs/FORMATS.md:
 //! ```text
 //! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
 //! record:  payload length u32 BE | crc32 of payload u32 BE | payload
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 2;
+pub const JOURNAL_VERSION: u32 = 3;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
@@ -98,6 +98,13 @@ pub enum Record {
         dest: Vec<u8>,
         source: Vec<u8>,
     },
+    /// A fifo, socket or device node (never tracked by hg; local to the working copy).
+    Special {
+        path: Vec<u8>,
+        kind: SpecialKind,
+        mode: u32,
+        rdev: u32,
+    },
     /// Whatever is at `path` (a directory with everything below it) is gone; nothing
     /// happens when nothing is there. Written when the journal is rewritten.
     Remove {
@@ -116,9 +123,32 @@ pub enum Record {
     },
 }
 
+/// The kinds of special files (stored as one byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialKind {
+    Fifo = 1,
+    Socket = 2,
+    Char = 3,
+    Block = 4,
+}
+
+impl SpecialKind {
+    fn from_u8(b: u8) -> Option<SpecialKind> {
+        Some(match b {
+            1 => SpecialKind::Fifo,
+            2 => SpecialKind::Socket,
+            3 => SpecialKind::Char,
+            4 => SpecialKind::Block,
+            _ => return None,
+        })
+    }
+}
+
 /// What a [`Record::Put`] puts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutEntry {
+    /// A fifo, socket or device node.
+    Special { kind: SpecialKind, rdev: u32 },
     /// A new, empty directory.
     Dir,
     /// A file whose content is revision `node` of filelog `source`.
@@ -225,6 +255,18 @@ impl Record {
                 p.push(13);
                 put_bytes(&mut p, path);
             }
+            Record::Special {
+                path,
+                kind,
+                mode,
+                rdev,
+            } => {
+                p.push(15);
+                put_bytes(&mut p, path);
+                p.push(*kind as u8);
+                p.extend_from_slice(&mode.to_be_bytes());
+                p.extend_from_slice(&rdev.to_be_bytes());
+            }
             Record::Put {
                 path,
                 entry,
@@ -261,6 +303,11 @@ impl Record {
                     PutEntry::LocalLink { target } => {
                         p.push(4);
                         put_bytes(&mut p, target);
+                    }
+                    PutEntry::Special { kind, rdev } => {
+                        p.push(5);
+                        p.push(*kind as u8);
+                        p.extend_from_slice(&rdev.to_be_bytes());
                     }
                 }
             }
@@ -320,6 +367,12 @@ impl Record {
                 source: r.bytes()?,
             },
             13 => Record::Remove { path: r.bytes()? },
+            15 => Record::Special {
+                path: r.bytes()?,
+                kind: SpecialKind::from_u8(r.u8()?)?,
+                mode: r.u32()?,
+                rdev: r.u32()?,
+            },
             14 => {
                 let path = r.bytes()?;
                 let mode = r.u32()?;
@@ -340,6 +393,10 @@ impl Record {
                         node: Node::from_slice(r.take(20)?)?,
                     },
                     4 => PutEntry::LocalLink { target: r.bytes()? },
+                    5 => PutEntry::Special {
+                        kind: SpecialKind::from_u8(r.u8()?)?,
+                        rdev: r.u32()?,
+                    },
                     _ => return None,
                 };
                 Record::Put {
@@ -371,6 +428,7 @@ impl Record {
             Record::Restore { .. } => "restore",
             Record::Copy { .. } => "copy",
             Record::Remove { .. } => "remove",
+            Record::Special { .. } => "mknod",
             Record::Put { .. } => "put",
         };
         let paths: Vec<String> = match self {
@@ -397,6 +455,7 @@ impl Record {
             | Record::Rmdir { path }
             | Record::SetMode { path, .. }
             | Record::Remove { path }
+            | Record::Special { path, .. }
             | Record::Put { path, .. }
             | Record::Track { path, .. }
             | Record::Restore { path }
@@ -735,6 +794,21 @@ mod tests {
             },
             Record::Remove {
                 path: b"gone/dir".to_vec(),
+            },
+            Record::Special {
+                path: b"fifo".to_vec(),
+                kind: SpecialKind::Fifo,
+                mode: 0o640,
+                rdev: 0,
+            },
+            Record::Put {
+                path: b"dev".to_vec(),
+                entry: PutEntry::Special {
+                    kind: SpecialKind::Block,
+                    rdev: 0x0701,
+                },
+                mode: 0o600,
+                mtime: None,
             },
             Record::Put {
                 path: b"d".to_vec(),

@@ -77,6 +77,9 @@ impl WorkingCopy {
                 node: *node,
             },
             Kind::Symlink(LinkData::Local(t)) => Now::LocalLink(t.clone()),
+            // Fifos, sockets and devices are not files hg can track: like hg, status does not
+            // list them (and a tracked file replaced by one is missing).
+            Kind::Special { .. } => Now::Dir,
         })
     }
 

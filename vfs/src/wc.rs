@@ -8,7 +8,7 @@
 //! daemon runs. Entries come from the manifest only when their directory is first listed
 //! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
 
-use crate::journal::{Journal, JournalError, PutEntry, Record, Track};
+use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
 use crate::overlay::Overlay;
 use revfs_store::manifest::{Child, FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
@@ -133,6 +133,11 @@ pub enum Kind {
     },
     File(FileData),
     Symlink(LinkData),
+    /// A fifo, socket or device node: local to the working copy, never tracked.
+    Special {
+        kind: SpecialKind,
+        rdev: u32,
+    },
 }
 
 /// One inode of the working copy.
@@ -160,6 +165,7 @@ pub enum EntryType {
     Dir,
     File,
     Symlink,
+    Special(SpecialKind),
 }
 
 /// Attributes of an inode.
@@ -171,6 +177,8 @@ pub struct Attr {
     pub perm: u16,
     pub mtime: SystemTime,
     pub ctime: SystemTime,
+    /// Device number of a device node.
+    pub rdev: u32,
 }
 
 pub(crate) struct Inner {
@@ -540,6 +548,10 @@ impl Inner {
             PutEntry::LocalLink { target } => {
                 Kind::Symlink(LinkData::Local(target.as_slice().into()))
             }
+            PutEntry::Special { kind, rdev } => Kind::Special {
+                kind: *kind,
+                rdev: *rdev,
+            },
         };
         let is_dir = matches!(entry, PutEntry::Dir);
         let mut freed = None;
@@ -801,6 +813,19 @@ impl WorkingCopy {
                     let _ = self.overlay.remove(id);
                 }
             }
+            Record::Special {
+                path,
+                kind,
+                mode,
+                rdev,
+            } => {
+                let (parent, name) = inner.resolve_parent(path)?;
+                let special = Kind::Special {
+                    kind: *kind,
+                    rdev: *rdev,
+                };
+                inner.link_new(parent, name, special, *mode)?;
+            }
             Record::Remove { path } => {
                 if let Some(ino) = inner.resolve(path)? {
                     if ino == ROOT_INO {
@@ -838,6 +863,7 @@ impl WorkingCopy {
         let (kind, size, mtime) = match &e.kind {
             Kind::Dir { .. } => (EntryType::Dir, 4096, mtime),
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
+            Kind::Special { kind, .. } => (EntryType::Special(*kind), 0, mtime),
             Kind::Symlink(LinkData::Store { path, node }) => {
                 let fl = inner.repo.filelog(path)?;
                 (EntryType::Symlink, fl.size(fl.rev_of(node)?)?, mtime)
@@ -863,10 +889,15 @@ impl WorkingCopy {
                 )
             }
         };
+        let rdev = match e.kind {
+            Kind::Special { rdev, .. } => rdev,
+            _ => 0,
+        };
         Ok(Attr {
             ino,
             kind,
             size,
+            rdev,
             perm: (e.mode & 0o7777) as u16,
             mtime,
             ctime: if kind == EntryType::File
@@ -930,6 +961,7 @@ impl WorkingCopy {
                 let t = match inner.entries.get(&i).map(|e| &e.kind) {
                     Some(Kind::Dir { .. }) => EntryType::Dir,
                     Some(Kind::Symlink(_)) => EntryType::Symlink,
+                    Some(Kind::Special { kind, .. }) => EntryType::Special(*kind),
                     _ => EntryType::File,
                 };
                 (n, i, t)
@@ -952,7 +984,7 @@ impl WorkingCopy {
                     (path.clone(), *node, inner.repo.clone())
                 }
                 Kind::Dir { .. } => return Err(WcError::IsDir),
-                Kind::Symlink(_) => return Err(WcError::Invalid),
+                Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
             }
         };
         {
@@ -1043,6 +1075,34 @@ impl WorkingCopy {
             Record::Symlink {
                 path,
                 target: target.to_vec(),
+            },
+        )?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        self.attr_of(&inner, ino)
+    }
+
+    /// Creates a fifo, socket or device node (local to the working copy).
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        kind: SpecialKind,
+        mode: u32,
+        rdev: u32,
+    ) -> Result<Attr> {
+        self.room()?;
+        check_new_name(name)?;
+        let mut inner = self.write();
+        let path = child_path(&inner, parent, name)?;
+        let mode = mode & 0o7777;
+        let ino = inner.link_new(parent, name, Kind::Special { kind, rdev }, mode)?;
+        self.record(
+            &mut inner,
+            Record::Special {
+                path,
+                kind,
+                mode,
+                rdev,
             },
         )?;
         inner.entry_mut(ino)?.nlookup += 1;
@@ -1185,7 +1245,7 @@ impl WorkingCopy {
             Kind::File(FileData::Overlay { id }) => return Ok(*id),
             Kind::File(FileData::Store { path, node, .. }) => (path.clone(), *node),
             Kind::Dir { .. } => return Err(WcError::IsDir),
-            Kind::Symlink(_) => return Err(WcError::Invalid),
+            Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
         };
         let content = if keep {
             let fl = inner.repo.filelog(&path)?;
