@@ -89,9 +89,10 @@ impl<'a> Iterator for Hunks<'a> {
 }
 
 /// Applies one delta to `old`, returning the new text. `size_hint` is the expected length of
-/// the result (from the revlog index), used only to size the output buffer.
+/// the result (from the revlog index), used only to size the output buffer, and never
+/// beyond what the delta can produce.
 pub fn apply(old: &[u8], delta: &[u8], size_hint: usize) -> Result<Vec<u8>, PatchError> {
-    let mut out = Vec::with_capacity(size_hint);
+    let mut out = Vec::with_capacity(size_hint.min(old.len().saturating_add(delta.len())));
     let mut pos = 0usize;
     for hunk in Hunks::new(delta) {
         let hunk = hunk?;
@@ -162,6 +163,14 @@ mod tests {
             apply(b"ab", &hunk(-1, 1, b""), 0),
             Err(PatchError::BadHunk { .. })
         ));
+    }
+
+    #[test]
+    fn the_size_hint_does_not_reserve_more_than_the_delta_can_produce() {
+        // The hint is the index's raw_len: 4 untrusted bytes must not reserve 2 GiB.
+        let out = apply(b"ab", &hunk(1, 1, b"c"), i32::MAX as usize).unwrap();
+        assert_eq!(out, b"acb");
+        assert!(out.capacity() <= 2 + 13);
     }
 
     #[test]

@@ -3,6 +3,18 @@
 use std::borrow::Cow;
 use std::io::Read;
 
+/// Deflate's largest expansion: a 258-byte match coded in about two bits.
+const ZLIB_MAX_RATIO: usize = 1032;
+/// Zstd's largest expansion: a 4-byte RLE block (3-byte header, 1 byte) stands for up to
+/// 128 KiB.
+const ZSTD_MAX_RATIO: usize = 32 << 10;
+
+/// The most bytes `chunk` can decompress to at `ratio`: the bound put on capacity hints
+/// and sizes read from the chunk, which come from the (untrusted) index or frame header.
+fn max_output(chunk: &[u8], ratio: usize) -> usize {
+    chunk.len().saturating_mul(ratio)
+}
+
 /// Decompresses one stored chunk. `hint` is a capacity hint for the output.
 pub fn decompress(chunk: &[u8], hint: usize) -> Result<Cow<'_, [u8]>, String> {
     let Some(&kind) = chunk.first() else {
@@ -12,7 +24,7 @@ pub fn decompress(chunk: &[u8], hint: usize) -> Result<Cow<'_, [u8]>, String> {
         b'\0' => Ok(Cow::Borrowed(chunk)),
         b'u' => Ok(Cow::Borrowed(&chunk[1..])),
         b'x' => {
-            let mut out = Vec::with_capacity(hint);
+            let mut out = Vec::with_capacity(hint.min(max_output(chunk, ZLIB_MAX_RATIO)));
             flate2::read::ZlibDecoder::new(chunk)
                 .read_to_end(&mut out)
                 .map_err(|e| format!("revlog decompress error: {e}"))?;
@@ -31,13 +43,17 @@ thread_local! {
 }
 
 /// Decompresses a zstd frame. hg writes the content size in the frame header, so the
-/// output is sized exactly and decoded in one call with a reused context.
+/// output is sized exactly and decoded in one call with a reused context. A size larger
+/// than the frame could hold is not believed (it would be allocated before decoding): such
+/// a frame goes through the streaming decoder, which fails on the size mismatch.
 fn zstd_decompress(chunk: &[u8], hint: usize) -> Result<Vec<u8>, String> {
     let err = |e: std::io::Error| format!("revlog decompress error: {e}");
+    let max = max_output(chunk, ZSTD_MAX_RATIO);
     let known = zstd::zstd_safe::get_frame_content_size(chunk)
         .ok()
         .flatten()
-        .and_then(|n| usize::try_from(n).ok());
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= max);
     match known {
         Some(size) => ZSTD.with(|cell| {
             let mut slot = cell.borrow_mut();
@@ -58,7 +74,7 @@ fn zstd_decompress(chunk: &[u8], hint: usize) -> Result<Vec<u8>, String> {
             Ok(out)
         }),
         None => {
-            let mut out = Vec::with_capacity(hint);
+            let mut out = Vec::with_capacity(hint.min(max));
             zstd::stream::read::Decoder::with_buffer(chunk)
                 .and_then(|mut d| d.read_to_end(&mut out))
                 .map_err(err)?;
@@ -122,5 +138,53 @@ mod tests {
         assert!(decompress(b"?abc", 0).is_err());
         assert!(decompress(b"x\x01\x02", 0).is_err());
         assert!(decompress(b"(\xb5\x2f\xfd\x00", 0).is_err());
+    }
+
+    #[test]
+    fn a_frame_claiming_a_huge_content_size_is_an_error() {
+        // Single-segment frame header with an 8-byte content size of 2^62, then one empty
+        // last raw block.
+        let mut frame = b"(\xb5\x2f\xfd\xe0".to_vec();
+        frame.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        frame.extend_from_slice(&[1, 0, 0]);
+        assert!(decompress(&frame, 0).is_err());
+        assert!(decompress(&frame, i32::MAX as usize).is_err());
+        // A claim of 1 MiB from a 19-byte frame holding 3 bytes: decoded by the streaming
+        // decoder, which checks the content size too.
+        let mut frame = b"(\xb5\x2f\xfd\xe0".to_vec();
+        frame.extend_from_slice(&(1u64 << 20).to_le_bytes());
+        frame.extend_from_slice(&[0x19, 0, 0]); // last raw block of 3 bytes
+        frame.extend_from_slice(b"abc");
+        assert!(frame.len() * ZSTD_MAX_RATIO < 1 << 20);
+        assert!(decompress(&frame, 0).is_err());
+        let _ = decompress_prefix(&frame, 2);
+    }
+
+    #[test]
+    fn fuzz_crash_cdcc32e7_zstd_content_size() {
+        // cargo fuzz chunk_decompress, before the fix: an 18-byte frame claiming
+        // 0x47f02bfffcaa4e bytes made the bulk decoder allocate them (an abort).
+        let input = b"\x00\x04\x00\xa5(\xb5/\xfd\xe0N\xaa\xfc\xff+\xf0G\x006\x1c\x87\x93\xda";
+        let (raw_len, chunk) = input.split_at(4);
+        let hint = u32::from_be_bytes(raw_len.try_into().unwrap()) as usize;
+        assert!(decompress(chunk, hint).is_err());
+        let _ = decompress_prefix(chunk, 14);
+    }
+
+    #[test]
+    fn the_capacity_hint_is_bounded_by_what_the_chunk_can_hold() {
+        // The hint is the index's raw_len: 4 untrusted bytes must not reserve 2 GiB.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(b"abc").unwrap();
+        let z = z.finish().unwrap();
+        let out = decompress(&z, i32::MAX as usize).unwrap().into_owned();
+        assert_eq!(out, b"abc");
+        assert!(out.capacity() <= z.len() * ZLIB_MAX_RATIO);
+        let mut zs = b"(\xb5\x2f\xfd\x00\x00".to_vec(); // no content size: streaming path
+        zs.extend_from_slice(&[0x19, 0, 0]);
+        zs.extend_from_slice(b"abc");
+        let out = decompress(&zs, i32::MAX as usize).unwrap().into_owned();
+        assert_eq!(out, b"abc");
+        assert!(out.capacity() <= zs.len() * ZSTD_MAX_RATIO);
     }
 }

@@ -11,6 +11,15 @@ mod index;
 pub use cache::TextCache;
 pub use index::{IndexEntry, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
 
+/// The private parsers of this module, for the fuzz targets in `fuzz/`: not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::chunk::{decompress, decompress_prefix};
+    pub use super::index::{Header, Layout};
+    /// The size of one index entry.
+    pub const ENTRY_SIZE: usize = super::index::ENTRY_SIZE;
+}
+
 use crate::error::{Result, StoreError};
 use crate::mpatch;
 use crate::node::{Node, Rev, NULL_REV};
