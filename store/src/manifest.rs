@@ -347,8 +347,9 @@ impl Manifest {
     }
 }
 
-/// Length of the common prefix of two byte strings, compared a block at a time.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+/// Length of the common prefix of two byte strings, compared a block at a time (the skip of
+/// identical runs in manifest diffs and line deltas).
+pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     const BLOCK: usize = 256;
     let n = a.len().min(b.len());
     let mut k = 0;

@@ -660,7 +660,7 @@ fn line_delta(old: &[u8], new: &[u8]) -> Vec<u8> {
     let mut open: Option<(usize, usize)> = None;
     loop {
         // Skip the identical whole lines ahead.
-        let common = common_prefix_len(&old[i..], &new[j..]);
+        let common = crate::manifest::common_prefix_len(&old[i..], &new[j..]);
         let skip = old[i..i + common]
             .iter()
             .rposition(|&c| c == b'\n')
@@ -689,20 +689,6 @@ fn line_delta(old: &[u8], new: &[u8]) -> Vec<u8> {
         push_hunk(&mut out, so, i, &new[sn..j]);
     }
     out
-}
-
-/// Length of the common prefix of two byte strings, compared a block at a time.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 256;
-    let n = a.len().min(b.len());
-    let mut k = 0;
-    while k + BLOCK <= n && a[k..k + BLOCK] == b[k..k + BLOCK] {
-        k += BLOCK;
-    }
-    while k < n && a[k] == b[k] {
-        k += 1;
-    }
-    k
 }
 
 #[cfg(test)]

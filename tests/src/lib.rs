@@ -162,3 +162,11 @@ impl Rng {
             .collect()
     }
 }
+
+/// A number from environment variable `name` (a test's size or seed), or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

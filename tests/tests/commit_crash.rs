@@ -36,10 +36,7 @@ fn rv(m: &Mount, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
-    let rounds: u64 = std::env::var("REVFS_COMMIT_CRASH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let rounds: u64 = revfs_tests::env_or("REVFS_COMMIT_CRASH_ROUNDS", 50);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);
@@ -157,10 +154,7 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
 
 #[test]
 fn an_update_killed_at_any_point_leaves_one_revision_or_the_other() {
-    let rounds: u64 = std::env::var("REVFS_UPDATE_CRASH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
+    let rounds: u64 = revfs_tests::env_or("REVFS_UPDATE_CRASH_ROUNDS", 30);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     // Revision 1 changes half the files, removes some, adds some.
@@ -168,7 +162,7 @@ fn an_update_killed_at_any_point_leaves_one_revision_or_the_other() {
         let p = repo.join(format!("d{}/f{i}.txt", i % 10));
         match i % 6 {
             0 => std::fs::remove_file(&p).unwrap(),
-            1 | 2 | 3 => std::fs::write(&p, format!("changed {i}\n")).unwrap(),
+            1..=3 => std::fs::write(&p, format!("changed {i}\n")).unwrap(),
             _ => {}
         }
     }

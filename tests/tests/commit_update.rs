@@ -213,14 +213,8 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
 
 #[test]
 fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
-    let cycles: usize = std::env::var("REVFS_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
-    let seed: u64 = std::env::var("REVFS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_c0de);
+    let cycles: usize = revfs_tests::env_or("REVFS_CYCLES", 500);
+    let seed: u64 = revfs_tests::env_or("REVFS_SEED", 0x5eed_c0de);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);
@@ -571,10 +565,7 @@ fn a_reader_sees_the_new_content_as_soon_as_update_returns() {
 
 #[test]
 fn revfs_and_hg_commit_to_one_repository_at_the_same_time() {
-    let rounds: usize = std::env::var("REVFS_CONCURRENT_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let rounds: usize = revfs_tests::env_or("REVFS_CONCURRENT_ROUNDS", 100);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);

@@ -86,14 +86,8 @@ fn prune_empty_dirs(root: &Path) {
 
 #[test]
 fn commits_and_updates_match_hg_byte_for_byte() {
-    let steps: usize = std::env::var("REVFS_ORACLE_STEPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
-    let seed: u64 = std::env::var("REVFS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0xfeed_beef);
+    let steps: usize = revfs_tests::env_or("REVFS_ORACLE_STEPS", 300);
+    let seed: u64 = revfs_tests::env_or("REVFS_SEED", 0xfeed_beef);
     let tmp = scratch_dir();
     let top = tmp.path().to_owned();
     // REVFS_KEEP keeps the repositories for a post-mortem.
@@ -120,7 +114,7 @@ fn commits_and_updates_match_hg_byte_for_byte() {
         .status
         .success());
     let m = Mount::new(&repo, None);
-    let sides = Sides { m: &m, hgwc: hgwc };
+    let sides = Sides { m: &m, hgwc };
     let mut rng = Rng::new(seed);
     let mut log: Vec<String> = Vec::new();
     let mut same_nodes = 0;

@@ -13,10 +13,7 @@ fn s(b: &[u8]) -> String {
 }
 
 fn seconds() -> u64 {
-    std::env::var("REVFS_STRESS_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+    revfs_tests::env_or("REVFS_STRESS_SECONDS", 5)
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
