@@ -147,6 +147,29 @@ def window(text, other, n):
     return b''.join(p + b'\0' + lines[p] for p in sorted(keep) if p in lines)
 
 
+def path_lines(a, b):
+    """Two manifest texts as manifest_paths input: a selector byte (bit 0: in a, bit 1: in
+    b, bits 2-3: flag, bits 4-7: node) then the path, one line per path."""
+    def entries(text):
+        out = {}
+        for line in text.splitlines():
+            path, rest = line.split(b'\0', 1)
+            flag = {b'': 0, b'x': 1, b'l': 2}.get(rest[40:], 3)
+            out[path] = (rest[:40], flag)
+        return out
+    ea, eb = entries(a), entries(b)
+    lines = []
+    for path in sorted(set(ea) | set(eb)):
+        sides = [(1, ea.get(path)), (2, eb.get(path))]
+        if ea.get(path) == eb.get(path):
+            sides = [(3, ea[path])]
+        for bit, entry in sides:
+            if entry is not None:
+                node, flag = entry
+                lines.append(bytes([bit | flag << 2 | (node[0] % 16) << 4]) + path)
+    return b'\n'.join(lines)
+
+
 def section(b):
     return struct.pack('>I', len(b)) + b
 
@@ -232,7 +255,9 @@ def main():
                 # the first change (small inputs run faster), and a few whole ones.
                 p1 = rl.entries[rev][5]
                 parent = texts.get(p1, b'')
-                corpus.add('manifest', section(window(parent, text, 24)) + window(text, parent, 24))
+                wa, wb = window(parent, text, 24), window(text, parent, 24)
+                corpus.add('manifest', section(wa) + wb)
+                corpus.add('manifest_paths', path_lines(wa, wb))
                 if rev % 16 == 0:
                     corpus.add('manifest', section(parent) + text)
     for target, n in sorted(corpus.counts.items()):

@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 secs=${1:-600}
 jobs=${2:-2}
 [ $# -ge 2 ] && shift 2 || shift $#
-targets=${*:-"revlog_index chunk_decompress mpatch manifest changelog revlog"}
+targets=${*:-"revlog_index chunk_decompress mpatch manifest manifest_paths changelog revlog"}
 
 if [ ! -d corpus ]; then
     [ -d ../target/fixtures/history ] ||

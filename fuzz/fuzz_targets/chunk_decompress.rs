@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
         let prefix = decompress_prefix(chunk, n);
         if let (Ok(full), Ok(prefix)) = (&full, &prefix) {
             assert!(prefix.len() <= n);
-            assert_eq!(&prefix[..], &full[..n.min(full.len())], "prefix of {n} bytes");
+            assert_eq!(
+                &prefix[..],
+                &full[..n.min(full.len())],
+                "prefix of {n} bytes"
+            );
         }
     }
 });

@@ -67,14 +67,23 @@ fuzz_target!(|input: &[u8]| {
         let text = revlog.revision(rev);
         if let Ok(text) = &text {
             // A text that passed its hash check is the same whichever path rebuilt it.
-            let uncached = revlog.revision_uncached(rev).expect("second read of a good text");
+            let uncached = revlog
+                .revision_uncached(rev)
+                .expect("second read of a good text");
             assert_eq!(text, &uncached);
             let node = node.expect("a good text has a node");
-            assert_eq!(revlog.rev_of(&node).map(|r| revlog.node(r).unwrap()), Some(node));
+            assert_eq!(
+                revlog.rev_of(&node).map(|r| revlog.node(r).unwrap()),
+                Some(node)
+            );
         }
         for k in [2, 13] {
             if let (Ok(prefix), Ok(text)) = (revlog.text_prefix(rev, k), &text) {
-                assert_eq!(&prefix[..], &text[..k.min(text.len())], "text_prefix({rev}, {k})");
+                assert_eq!(
+                    &prefix[..],
+                    &text[..k.min(text.len())],
+                    "text_prefix({rev}, {k})"
+                );
             }
         }
         if let Ok(node) = revlog.node(rev) {
@@ -102,7 +111,10 @@ fuzz_target!(|input: &[u8]| {
         if let Ok(read) = &read {
             let _ = read.metadata();
             let _ = read.meta_value(b"copy");
-            assert!(text.is_some(), "a filelog read succeeded where the revlog read failed");
+            assert!(
+                text.is_some(),
+                "a filelog read succeeded where the revlog read failed"
+            );
             if let Ok(size) = size {
                 assert_eq!(size, read.len() as u64, "size of {rev}");
             }

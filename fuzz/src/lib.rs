@@ -5,6 +5,8 @@
 //! left, and the last section is whatever follows the last prefix. `fuzz/make_corpus.py`
 //! writes its seeds in the same format.
 
+pub mod manifest;
+
 /// Reads a 4-byte big-endian length and that many bytes (or all that is left).
 /// Returns `(section, rest)`; `None` when fewer than 4 bytes remain.
 pub fn take_section(data: &[u8]) -> Option<(&[u8], &[u8])> {

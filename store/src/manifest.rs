@@ -552,6 +552,18 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_crash_9d97cab6_children_of_an_unsorted_manifest() {
+        // cargo fuzz manifest_paths against the code before the fix, minimized: "i" listed
+        // before "//", then directory "/" listed (prefix "//" sliced off the path "i").
+        let node = "0000000000000000000000000000000000000006";
+        let text = format!("i\0{node}\n//\0{node}\n");
+        let m = Manifest::new(Arc::from(text.as_bytes()), Node::NULL).unwrap();
+        assert!(m.children(b"/").is_err());
+        let _ = m.children(b"");
+        let _ = m.diff(&Manifest::empty());
+    }
+
+    #[test]
     fn malformed_manifests_are_errors() {
         assert!(Manifest::new(Arc::from(&b"a\0"[..]), Node::NULL).is_err());
         let m = Manifest::new(Arc::from(&b"a\x00123\n"[..]), Node::NULL).unwrap();
