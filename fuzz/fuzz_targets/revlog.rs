@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use revfs_fuzz::take_section;
 use revfs_store::filelog::Filelog;
 use revfs_store::revlog::{Revlog, TextCache};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Revisions beyond this many are not read (the inputs are small anyway).
@@ -22,7 +22,7 @@ const MAX_PREFIX_LOOKUPS: usize = 16;
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let base = std::path::Path::new("/dev/shm");
+        let base = Path::new("/dev/shm");
         let base = if base.is_dir() {
             base.to_path_buf()
         } else {
@@ -34,7 +34,7 @@ fn dir() -> &'static PathBuf {
     })
 }
 
-fn open(index: &PathBuf, data: &PathBuf, cache: &TextCache, id: u32) -> Option<Revlog> {
+fn open(index: &Path, data: &Path, cache: &TextCache, id: u32) -> Option<Revlog> {
     Revlog::open(index, data, "fuzz.i".to_owned(), cache.clone(), id).ok()
 }
 

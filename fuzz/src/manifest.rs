@@ -9,6 +9,8 @@ use std::sync::Arc;
 const MAX_LOOKUPS: usize = 64;
 
 type Entries = Vec<(Vec<u8>, Node, FileFlag)>;
+/// An entry's node and flag on one side of a diff (`None`: not there).
+type Side = Option<(Node, FileFlag)>;
 
 /// Every entry, or `None` when a line is malformed or the paths are not strictly sorted.
 fn entries(m: &Manifest) -> Option<Entries> {
@@ -117,12 +119,8 @@ pub fn exercise(m: &Manifest) {
     }
 }
 
-fn naive_diff(
-    a: &Entries,
-    b: &Entries,
-) -> Vec<(Vec<u8>, Option<(Node, FileFlag)>, Option<(Node, FileFlag)>)> {
-    let mut all: BTreeMap<Vec<u8>, (Option<(Node, FileFlag)>, Option<(Node, FileFlag)>)> =
-        BTreeMap::new();
+fn naive_diff(a: &Entries, b: &Entries) -> Vec<(Vec<u8>, Side, Side)> {
+    let mut all: BTreeMap<Vec<u8>, (Side, Side)> = BTreeMap::new();
     for (p, n, f) in a {
         all.entry(p.clone()).or_default().0 = Some((*n, *f));
     }
@@ -158,7 +156,7 @@ pub fn check_pair(a: &[u8], b: &[u8]) {
     }
     // `with_changes` (how a commit writes its manifest from p1's text): set every entry of
     // the second manifest (the first 64, if it is not well formed) in the first.
-    let mut changes: BTreeMap<Vec<u8>, Option<(Node, FileFlag)>> = BTreeMap::new();
+    let mut changes: BTreeMap<Vec<u8>, Side> = BTreeMap::new();
     for e in mb.iter().take(MAX_LOOKUPS).flatten() {
         changes.insert(e.path.to_vec(), Some((e.node, e.flag)));
     }
