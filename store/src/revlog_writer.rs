@@ -1002,31 +1002,8 @@ mod tests {
     fn build_repo(root: &Path, compression: Compression) -> Vec<(usize, String, Vec<u8>)> {
         use crate::pathenc::{encode_dir, encode_store_path, PathEncoding};
         use std::collections::BTreeMap;
-        let hgdir = root.join(".hg");
-        let store = hgdir.join("store");
-        for d in [&store, &hgdir.join("cache"), &hgdir.join("wcache")] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(hgdir.join("requires"), "share-safe\n").unwrap();
-        std::fs::write(
-            hgdir.join("00changelog.i"),
-            b"\0\0\xff\xff dummy changelog to prevent using the old repo layout",
-        )
-        .unwrap();
-        let mut reqs = vec![
-            "dotencode",
-            "fncache",
-            "generaldelta",
-            "revlogv1",
-            "sparserevlog",
-            "store",
-        ];
-        if compression == Compression::Zstd {
-            reqs.push("revlog-compression-zstd");
-        }
-        reqs.sort();
-        let reqs: String = reqs.iter().map(|r| format!("{r}\n")).collect();
-        std::fs::write(store.join("requires"), reqs).unwrap();
+        crate::commit::init_with(root, compression).unwrap();
+        let store = root.join(".hg").join("store");
 
         let enc = PathEncoding::Fncache { dotencode: true };
         let files = [

@@ -1,6 +1,9 @@
 //! kill -9 of the daemon in the middle of a write storm, then a remount: every write that
 //! was acknowledged by fsync is there, and `revfs status` equals what `hg status` says of a
 //! checkout holding the same files.
+//!
+//! `REVFS_CRASH_ROUNDS` (default 40) sets the number of trials; with the commit and update
+//! crash tests (50 and 30 by default) CI runs 120 kills.
 
 use revfs_tests::mount::{snapshot, Mount, Snap};
 use revfs_tests::{fixtures, hg_cmd, revfs};
@@ -94,7 +97,11 @@ fn crash_once(round: u64) {
         let (root, stop, acked) = (mount.dir.clone(), stop.clone(), acked.clone());
         std::thread::spawn(move || storm(&root, &stop, &acked))
     };
-    std::thread::sleep(std::time::Duration::from_millis(150 + 37 * round));
+    // A kill at a random point of the storm, between 0.1 and 0.5 s into it.
+    let mut rng = revfs_tests::Rng::new(0x5eed_0000 + round);
+    std::thread::sleep(std::time::Duration::from_millis(
+        100 + rng.below(400) as u64,
+    ));
     let pid = mount.daemon_pid();
     assert!(std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
@@ -186,10 +193,7 @@ fn crash_once(round: u64) {
 
 #[test]
 fn fsynced_writes_survive_a_killed_daemon() {
-    let rounds: u64 = std::env::var("REVFS_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds: u64 = revfs_tests::env_or("REVFS_CRASH_ROUNDS", 40);
     for round in 0..rounds {
         crash_once(round);
     }

@@ -21,7 +21,7 @@ use revfs_store::commit::{Change, CommitRequest};
 use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// What the kernel must forget after revfs changed the tree behind its back.
@@ -79,7 +79,7 @@ pub struct UpdateOutcome {
 }
 
 /// A committed path as it was read for the commit.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum Captured {
     File { data: Vec<u8>, exec: bool },
     Link(Vec<u8>),
@@ -198,27 +198,6 @@ impl WorkingCopy {
         })
     }
 
-    /// Every path (files and directories) below directory `ino`, loading as it goes.
-    fn subtree(&self, inner: &mut Inner, ino: u64, path: &[u8], out: &mut BTreeSet<Vec<u8>>) {
-        let mut stack = vec![(ino, path.to_vec())];
-        while let Some((dir, prefix)) = stack.pop() {
-            let Ok((_, children)) = self.readdir_locked(inner, dir) else {
-                continue;
-            };
-            for (name, child, kind) in children {
-                let mut p = prefix.clone();
-                if !p.is_empty() {
-                    p.push(b'/');
-                }
-                p.extend_from_slice(&name);
-                if kind == crate::wc::EntryType::Dir {
-                    stack.push((child, p.clone()));
-                }
-                out.insert(p);
-            }
-        }
-    }
-
     /// Rewrites the journal so that it describes the working copy against `inner.base`
     /// (already the new parent), and rebuilds the dirty set from it. `committed` paths
     /// lose their tracking overrides and copy sources.
@@ -242,7 +221,7 @@ impl WorkingCopy {
             cands.insert(d.clone());
             if let Some(ino) = inner.resolve(d)? {
                 if inner.is_dir(ino) {
-                    self.subtree(inner, ino, d, &mut cands);
+                    self.paths_below(inner, ino, d, true, &mut cands)?;
                 }
             }
             let mut prefix = d.clone();
@@ -557,44 +536,16 @@ impl WorkingCopy {
                 continue;
             };
             let (mnode, mflag) = (me.node, me.flag);
-            let e = inner.entry(ino)?;
-            let exec = e.mode & 0o100 != 0;
-            let read_store = |p: &[u8], n: &Node| -> Result<Vec<u8>> {
-                let fl = repo.filelog(p)?;
-                Ok(fl.read(fl.rev_of(n)?)?.to_vec())
-            };
-            let (same, mtime) = match (&e.kind, cap) {
-                (Kind::File(FileData::Overlay { id }), Captured::File { data, exec: x }) => (
-                    exec == *x
-                        && self.overlay.size(*id)? == data.len() as u64
-                        && self.overlay.read_all(*id)? == *data,
-                    self.overlay.mtime(*id).ok(),
-                ),
-                (
-                    Kind::File(FileData::Store { path, node, .. }),
-                    Captured::File { data, exec: x },
-                ) => (exec == *x && read_store(path, node)? == *data, e.mtime),
-                (Kind::Symlink(LinkData::Local(t)), Captured::Link(x)) => (**t == **x, e.mtime),
-                (Kind::Symlink(LinkData::Store { path, node }), Captured::Link(x)) => {
-                    (read_store(path, node)? == *x, e.mtime)
-                }
-                _ => (false, None),
-            };
-            if !same {
+            // Still what was committed (a write that raced with the commit keeps its copy)?
+            if self.capture(&mut inner, path)?.as_ref() != Some(cap) {
                 continue;
             }
-            let kind = if mflag == FileFlag::Symlink {
-                Kind::Symlink(LinkData::Store {
-                    path: path.as_slice().into(),
-                    node: mnode,
-                })
-            } else {
-                Kind::File(FileData::Store {
-                    path: path.as_slice().into(),
-                    node: mnode,
-                    size: OnceLock::new(),
-                })
+            let e = inner.entry(ino)?;
+            let mtime = match e.kind {
+                Kind::File(FileData::Overlay { id }) => self.overlay.mtime(id).ok(),
+                _ => e.mtime,
             };
+            let kind = Kind::from_store(path, mnode, mflag);
             let e = inner.entry_mut(ino)?;
             if let Kind::File(FileData::Overlay { id }) = std::mem::replace(&mut e.kind, kind) {
                 freed.push(id);
@@ -831,29 +782,14 @@ impl WorkingCopy {
                 }
                 (None, None) => {}
                 (Some((fnode, flag)), existing) => {
-                    let kind = if flag == FileFlag::Symlink {
-                        Kind::Symlink(LinkData::Store {
-                            path: c.path.as_slice().into(),
-                            node: fnode,
-                        })
-                    } else {
-                        Kind::File(FileData::Store {
-                            path: c.path.as_slice().into(),
-                            node: fnode,
-                            size: OnceLock::new(),
-                        })
-                    };
+                    let kind = Kind::from_store(&c.path, fnode, flag);
+                    // The same kind of inode (file or symlink) is changed in place.
                     let same_type = existing.is_some_and(|ino| {
-                        matches!(
-                            (&inner.entries.get(&ino).map(|e| &e.kind), flag),
-                            (Some(Kind::Symlink(_)), FileFlag::Symlink)
-                        ) || matches!(
-                            (&inner.entries.get(&ino).map(|e| &e.kind), flag),
-                            (
-                                Some(Kind::File(_)),
-                                FileFlag::Regular | FileFlag::Executable
-                            )
-                        )
+                        match inner.entries.get(&ino).map(|e| &e.kind) {
+                            Some(Kind::Symlink(_)) => flag == FileFlag::Symlink,
+                            Some(Kind::File(_)) => flag != FileFlag::Symlink,
+                            _ => false,
+                        }
                     });
                     if let (true, Some(ino)) = (same_type, existing) {
                         let e = inner.entry_mut(ino)?;

@@ -8,9 +8,7 @@
 
 use crate::ignore::{FileSource, Ignore};
 use crate::journal::Track;
-use crate::wc::{
-    EntryType, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO,
-};
+use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO};
 use revfs_store::manifest::FileFlag;
 use revfs_store::{Node, Repo};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,35 +81,6 @@ impl WorkingCopy {
         })
     }
 
-    /// Every file path below directory `path` in the working copy.
-    fn files_below(
-        &self,
-        inner: &mut Inner,
-        path: &[u8],
-        out: &mut BTreeSet<Vec<u8>>,
-    ) -> Result<()> {
-        let Some(ino) = inner.resolve(path)? else {
-            return Ok(());
-        };
-        let mut stack = vec![(ino, path.to_vec())];
-        while let Some((dir, prefix)) = stack.pop() {
-            let (_, children) = self.readdir_locked(inner, dir)?;
-            for (name, child, kind) in children {
-                let mut p = prefix.clone();
-                if !p.is_empty() {
-                    p.push(b'/');
-                }
-                p.extend_from_slice(&name);
-                if kind == EntryType::Dir {
-                    stack.push((child, p));
-                } else {
-                    out.insert(p);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// The paths status must look at: everything the journal touched, expanded to the files
     /// below touched directories (in the base manifest and in the working copy).
     fn candidates(&self, inner: &mut Inner) -> Result<BTreeSet<Vec<u8>>> {
@@ -137,7 +106,7 @@ impl WorkingCopy {
                         Some(Kind::Dir { .. })
                     ) =>
                 {
-                    self.files_below(inner, p, &mut out)?;
+                    self.paths_below(inner, ino, p, false, &mut out)?;
                 }
                 Some(_) => {
                     out.insert(p.clone());

@@ -140,6 +140,24 @@ pub enum Kind {
     },
 }
 
+impl Kind {
+    /// A file or symlink whose content is revision `node` of filelog `path`, as a manifest
+    /// entry with `flag` describes it.
+    pub(crate) fn from_store(path: &[u8], node: Node, flag: FileFlag) -> Kind {
+        match flag {
+            FileFlag::Symlink => Kind::Symlink(LinkData::Store {
+                path: path.into(),
+                node,
+            }),
+            _ => Kind::File(FileData::Store {
+                path: path.into(),
+                node,
+                size: OnceLock::new(),
+            }),
+        }
+    }
+}
+
 /// One inode of the working copy.
 #[derive(Debug)]
 pub struct Entry {
@@ -317,23 +335,10 @@ impl Inner {
                 }
                 path.extend_from_slice(name);
                 let (kind, mode) = match child {
-                    Child::File { entry, .. } => match entry.flag {
-                        FileFlag::Symlink => (
-                            Kind::Symlink(LinkData::Store {
-                                path: path.into(),
-                                node: entry.node,
-                            }),
-                            0o777,
-                        ),
-                        flag => (
-                            Kind::File(FileData::Store {
-                                path: path.into(),
-                                node: entry.node,
-                                size: OnceLock::new(),
-                            }),
-                            perm_of_flag(flag),
-                        ),
-                    },
+                    Child::File { entry, .. } => (
+                        Kind::from_store(&path, entry.node, entry.flag),
+                        perm_of_flag(entry.flag),
+                    ),
                     Child::Dir { .. } => (
                         Kind::Dir {
                             source: Some(DirSource {
@@ -970,6 +975,37 @@ impl WorkingCopy {
         Ok((inner.entry(ino)?.parent, out))
     }
 
+    /// Every path below directory `ino` (at `path`), loading directories as it goes: the
+    /// files, and the directories too when `dirs`.
+    pub(crate) fn paths_below(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+        path: &[u8],
+        dirs: bool,
+        out: &mut BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let mut stack = vec![(ino, path.to_vec())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let (_, children) = self.readdir_locked(inner, dir)?;
+            for (name, child, kind) in children {
+                let mut p = prefix.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(&name);
+                let is_dir = kind == EntryType::Dir;
+                if is_dir {
+                    stack.push((child, p.clone()));
+                }
+                if !is_dir || dirs {
+                    out.insert(p);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads file content.
     pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let (path, node, repo) = {
@@ -1440,17 +1476,7 @@ impl WorkingCopy {
             };
         }
         let name = parts[parts.len() - 1];
-        let kind = match flag {
-            FileFlag::Symlink => Kind::Symlink(LinkData::Store {
-                path: path.into(),
-                node,
-            }),
-            _ => Kind::File(FileData::Store {
-                path: path.into(),
-                node,
-                size: OnceLock::new(),
-            }),
-        };
+        let kind = Kind::from_store(path, node, flag);
         if let Some(existing) = inner.child(dir, name)? {
             if inner.is_dir(existing) {
                 return Err(WcError::IsDir);

@@ -142,9 +142,12 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         bail!("cannot mount on {}: not a directory", mountpoint.display());
     }
     let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    // The working copy kept here, if any: its repository and, from the journal, its parent.
+    let saved = state_dir.load()?;
+    let journal_parent = state_dir.journal_parent()?;
     // The working copy kept for this mountpoint belongs to one repository: never mix.
-    if let Some(saved) = state_dir.load()? {
-        if saved.repo != repo_root && state_dir.journal_parent()?.is_some() {
+    if let Some(saved) = &saved {
+        if saved.repo != repo_root && journal_parent.is_some() {
             bail!(
                 "{} holds a working copy of {} (state in {}); mount that repository there, or move the state directory away to start afresh",
                 mountpoint.display(),
@@ -159,11 +162,11 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
             let rev = *revs.last().ok_or_else(|| anyhow!("empty revision set"))?;
             repo.changelog().node(rev)?
         }
-        None => match state_dir.load()?.filter(|s| s.repo == repo_root) {
+        None => match saved.filter(|s| s.repo == repo_root) {
             // A remount resumes the working copy it had.
             // The journal is the authority on the working-copy parent (a commit or an update
             // cut short may have left mount.json behind it).
-            Some(saved) => match state_dir.journal_parent()? {
+            Some(saved) => match journal_parent {
                 Some(node) if repo.changelog().rev_of(&node).is_some() || node.is_null() => node,
                 _ => Node::from_hex(saved.node.as_bytes())
                     .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?,
