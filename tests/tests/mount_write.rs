@@ -185,3 +185,58 @@ fn revert_restores_content_and_the_kernel_sees_it() {
     );
     assert_eq!(status(&mount), "? a.txt.orig\n");
 }
+
+/// Owners, access times and link counts: chown and utimensat stick through a remount and a
+/// commit (which rewrites the journal); directories count their subdirectories; a file
+/// unlinked while open has no links.
+#[test]
+fn owners_access_times_and_link_counts_are_kept() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = revfs_tests::fixture_copy("tiny");
+    let repo = tmp.path().join("repo");
+    let mount = Mount::new(&repo, None);
+    let a = mount.dir.join("a.txt");
+    std::os::unix::fs::chown(&a, Some(65534), Some(65534)).unwrap();
+    std::fs::create_dir(mount.dir.join("newdir")).unwrap();
+    std::os::unix::fs::chown(mount.dir.join("newdir"), None, Some(4321)).unwrap();
+    let atime = std::time::UNIX_EPOCH + std::time::Duration::new(2_500_000_000, 123_456_789);
+    std::fs::File::open(mount.dir.join("b/c.txt"))
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_accessed(atime))
+        .unwrap();
+    let check = |when: &str| {
+        let m = std::fs::metadata(&a).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534), "{when}");
+        let d = std::fs::metadata(mount.dir.join("newdir")).unwrap();
+        assert_eq!((d.uid(), d.gid()), (0, 4321), "{when}");
+        let c = std::fs::metadata(mount.dir.join("b/c.txt")).unwrap();
+        assert_eq!(
+            (c.atime(), c.atime_nsec()),
+            (2_500_000_000, 123_456_789),
+            "{when}"
+        );
+        // The root holds b/ and newdir/ (and the hidden .revfs is not counted).
+        assert_eq!(std::fs::metadata(&mount.dir).unwrap().nlink(), 4, "{when}");
+    };
+    check("at once");
+    assert_eq!(status(&mount), "", "owners and times change no status");
+    mount.unmount();
+    mount.remount(&repo, None);
+    check("after a remount");
+    std::fs::write(mount.dir.join("b/d.txt"), b"new\n").unwrap();
+    let out = mount.revfs(&["-R", mount.dir.to_str().unwrap(), "commit", "-qAm", "d"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check("after a commit");
+    mount.unmount();
+    mount.remount(&repo, None);
+    check("after a commit and a remount");
+
+    let f = mount.dir.join("gone.txt");
+    let file = std::fs::File::create(&f).unwrap();
+    std::fs::remove_file(&f).unwrap();
+    assert_eq!(file.metadata().unwrap().nlink(), 0);
+}

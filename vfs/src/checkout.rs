@@ -337,6 +337,31 @@ impl WorkingCopy {
                 }
             }
         }
+        // Owners and access times, of whatever holds them.
+        let mut meta: Vec<u64> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| (e.parent != 0) && (e.owner.is_some() || e.atime.is_some()))
+            .map(|(ino, _)| *ino)
+            .collect();
+        meta.sort_unstable();
+        for ino in meta {
+            let (Some(path), Ok(e)) = (inner.path_of(ino), inner.entry(ino)) else {
+                continue;
+            };
+            let (owner, atime) = (e.owner, e.atime);
+            if let Some((uid, gid)) = owner {
+                records.push(Record::SetOwner {
+                    path: path.clone(),
+                    uid,
+                    gid,
+                });
+            }
+            if let Some(t) = atime {
+                let (secs, nanos) = unix_time(t);
+                records.push(Record::SetAtime { path, secs, nanos });
+            }
+        }
         // Tracking overrides that still mean something against the new parent.
         let mut tracking = BTreeMap::new();
         for (p, t) in std::mem::take(&mut inner.tracking) {

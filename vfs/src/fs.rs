@@ -9,7 +9,7 @@
 
 use crate::journal::SpecialKind;
 use crate::wc::{
-    Attr, EntryType, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
+    Attr, EntryType, SetAttr, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
 };
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
@@ -66,8 +66,7 @@ pub struct RevFs {
 
 impl RevFs {
     pub fn new(wc: Arc<WorkingCopy>, control: ControlTargets) -> RevFs {
-        // SAFETY: getuid/getgid have no preconditions.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = wc.mount_owner();
         RevFs {
             wc,
             control,
@@ -83,19 +82,48 @@ impl RevFs {
             ino: INodeNo(a.ino),
             size: a.size,
             blocks: a.size.div_ceil(512),
-            atime: a.mtime,
+            atime: a.atime,
             mtime: a.mtime,
             ctime: a.ctime,
             crtime: a.mtime,
             kind,
             perm: a.perm,
-            nlink: if kind == FileType::Directory { 2 } else { 1 },
-            uid: self.uid,
-            gid: self.gid,
+            nlink: a.nlink,
+            uid: a.owner.map_or(self.uid, |o| o.0),
+            gid: a.owner.map_or(self.gid, |o| o.1),
             rdev: a.rdev,
             blksize: 4096,
             flags: 0,
         }
+    }
+
+    /// The owner a new entry in `parent` gets when `req` creates it: the caller, with the
+    /// directory's group when the directory is set-group-ID (as on ext4); and whether the
+    /// directory is set-group-ID (new directories inherit that bit).
+    fn creator(&self, req: &Request, parent: u64) -> ((u32, u32), bool) {
+        let (uid, mut gid) = (req.uid(), req.gid());
+        let mut setgid = false;
+        if let Ok(p) = self.wc.getattr(parent) {
+            if u32::from(p.perm) & libc::S_ISGID != 0 {
+                setgid = true;
+                gid = p.owner.map_or(self.gid, |o| o.1);
+            }
+        }
+        ((uid, gid), setgid)
+    }
+
+    /// Gives a just-created entry its creator as owner, when that is not the mounting user.
+    fn adopt(&self, owner: (u32, u32), result: Result<Attr, WcError>) -> Result<Attr, WcError> {
+        let a = result?;
+        if owner == (self.uid, self.gid) {
+            return Ok(a);
+        }
+        let change = SetAttr {
+            uid: Some(owner.0),
+            gid: Some(owner.1),
+            ..SetAttr::default()
+        };
+        self.wc.setattr(a.ino, &change)
     }
 
     /// Answers a request that creates an entry (the kernel takes one reference to it).
@@ -120,7 +148,10 @@ impl RevFs {
             perm,
             mtime: self.started,
             ctime: self.started,
+            atime: self.started,
             rdev: 0,
+            owner: None,
+            nlink: if kind == EntryType::Dir { 2 } else { 1 },
         }))
     }
 
@@ -244,7 +275,10 @@ impl Filesystem for RevFs {
                     perm: 0,
                     mtime: self.started,
                     ctime: self.started,
+                    atime: self.started,
                     rdev: 0,
+                    owner: None,
+                    nlink: 1,
                 });
                 attr.ino = INodeNo(0);
                 reply.entry(&TTL, &attr, Generation(0))
@@ -271,13 +305,13 @@ impl Filesystem for RevFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
@@ -290,11 +324,22 @@ impl Filesystem for RevFs {
         if Self::is_control(ino.0) {
             return reply.error(Errno::EPERM);
         }
-        // Ownership never changes: every file belongs to the mounting user.
-        if uid.is_some_and(|u| u != self.uid) || gid.is_some_and(|g| g != self.gid) {
-            return reply.error(Errno::EPERM);
+        // The kernel checks chown (default_permissions); only root gives a file away.
+        if let Some(uid) = uid {
+            let current = self.wc.getattr(ino.0).ok().and_then(|a| a.owner);
+            if req.uid() != 0 && uid != current.map_or(self.uid, |o| o.0) {
+                return reply.error(Errno::EPERM);
+            }
         }
-        match self.wc.setattr(ino.0, mode, size, mtime.map(time_of)) {
+        let change = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_of),
+            mtime: mtime.map(time_of),
+        };
+        match self.wc.setattr(ino.0, &change) {
             Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
             Err(e) => reply.error(errno("setattr", &e)),
         }
@@ -312,7 +357,7 @@ impl Filesystem for RevFs {
 
     fn mknod(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -323,6 +368,7 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
+        let (owner, _) = self.creator(req, parent.0);
         // Fifos, sockets and devices live in the working copy only (hg cannot track them).
         if let Some(kind) = special_kind(mode) {
             let result = self.wc.mknod(
@@ -332,21 +378,18 @@ impl Filesystem for RevFs {
                 mode & !umask & 0o7777,
                 rdev,
             );
-            return self.reply_entry("mknod", result, reply);
+            return self.reply_entry("mknod", self.adopt(owner, result), reply);
         }
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::EINVAL);
         }
-        self.reply_entry(
-            "mknod",
-            self.wc.create(parent.0, name.as_bytes(), mode & !umask),
-            reply,
-        )
+        let result = self.wc.create(parent.0, name.as_bytes(), mode & !umask);
+        self.reply_entry("mknod", self.adopt(owner, result), reply)
     }
 
     fn mkdir(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -356,11 +399,10 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        self.reply_entry(
-            "mkdir",
-            self.wc.mkdir(parent.0, name.as_bytes(), mode & !umask),
-            reply,
-        )
+        let (owner, setgid) = self.creator(req, parent.0);
+        let mode = (mode & !umask) | if setgid { libc::S_ISGID } else { 0 };
+        let result = self.wc.mkdir(parent.0, name.as_bytes(), mode);
+        self.reply_entry("mkdir", self.adopt(owner, result), reply)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -379,7 +421,7 @@ impl Filesystem for RevFs {
 
     fn symlink(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         link_name: &OsStr,
         target: &Path,
@@ -388,12 +430,13 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
+        let (owner, _) = self.creator(req, parent.0);
         let result = self.wc.symlink(
             parent.0,
             link_name.as_bytes(),
             target.as_os_str().as_bytes(),
         );
-        self.reply_entry("symlink", result, reply)
+        self.reply_entry("symlink", self.adopt(owner, result), reply)
     }
 
     fn rename(
@@ -535,7 +578,7 @@ impl Filesystem for RevFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -546,7 +589,9 @@ impl Filesystem for RevFs {
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
-        match self.wc.create(parent.0, name.as_bytes(), mode & !umask) {
+        let (owner, _) = self.creator(req, parent.0);
+        let result = self.wc.create(parent.0, name.as_bytes(), mode & !umask);
+        match self.adopt(owner, result) {
             Ok(a) => reply.created(
                 &TTL,
                 &self.file_attr(&a),

@@ -1,7 +1,8 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 3; versions 1 and 2, which lack some records, are still read),
+//! File format (version 4; versions 1 to 3, which lack some records, are still read and
+//! are marked version 4 when opened, before anything is appended),
 //! described in docs/FORMATS.md:
 //! ```text
 //! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 3;
+pub const JOURNAL_VERSION: u32 = 4;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
@@ -87,6 +88,19 @@ pub enum Record {
     Track {
         path: Vec<u8>,
         track: Track,
+    },
+    /// Owner and group of an entry not owned by the mounting user (chown, or created by
+    /// another user through an `allow_other` mount).
+    SetOwner {
+        path: Vec<u8>,
+        uid: u32,
+        gid: u32,
+    },
+    /// Access time (utimensat).
+    SetAtime {
+        path: Vec<u8>,
+        secs: i64,
+        nanos: u32,
     },
     /// The file at `path` returns to the base revision's content and mode (revert).
     Restore {
@@ -237,6 +251,18 @@ impl Record {
                 p.extend_from_slice(&secs.to_be_bytes());
                 p.extend_from_slice(&nanos.to_be_bytes());
             }
+            Record::SetOwner { path, uid, gid } => {
+                p.push(16);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&uid.to_be_bytes());
+                p.extend_from_slice(&gid.to_be_bytes());
+            }
+            Record::SetAtime { path, secs, nanos } => {
+                p.push(17);
+                put_bytes(&mut p, path);
+                p.extend_from_slice(&secs.to_be_bytes());
+                p.extend_from_slice(&nanos.to_be_bytes());
+            }
             Record::Track { path, track } => {
                 p.push(10);
                 put_bytes(&mut p, path);
@@ -367,6 +393,16 @@ impl Record {
                 source: r.bytes()?,
             },
             13 => Record::Remove { path: r.bytes()? },
+            16 => Record::SetOwner {
+                path: r.bytes()?,
+                uid: r.u32()?,
+                gid: r.u32()?,
+            },
+            17 => Record::SetAtime {
+                path: r.bytes()?,
+                secs: r.u64()? as i64,
+                nanos: r.u32()?,
+            },
             15 => Record::Special {
                 path: r.bytes()?,
                 kind: SpecialKind::from_u8(r.u8()?)?,
@@ -411,7 +447,6 @@ impl Record {
         r.buf.is_empty().then_some(rec)
     }
 
-    /// The paths this record changes (for the status dirty set).
     /// A short description for messages: the record's kind and its paths, readable.
     pub fn describe(&self) -> String {
         let kind = match self {
@@ -424,6 +459,8 @@ impl Record {
             Record::Rename { .. } => "rename",
             Record::SetMode { .. } => "chmod",
             Record::SetMtime { .. } => "utimens",
+            Record::SetAtime { .. } => "utimens (atime)",
+            Record::SetOwner { .. } => "chown",
             Record::Track { .. } => "track",
             Record::Restore { .. } => "restore",
             Record::Copy { .. } => "copy",
@@ -432,7 +469,9 @@ impl Record {
             Record::Put { .. } => "put",
         };
         let paths: Vec<String> = match self {
-            Record::SetMtime { path, .. } => vec![String::from_utf8_lossy(path).into_owned()],
+            Record::SetMtime { path, .. }
+            | Record::SetAtime { path, .. }
+            | Record::SetOwner { path, .. } => vec![String::from_utf8_lossy(path).into_owned()],
             other => other
                 .paths()
                 .iter()
@@ -443,10 +482,12 @@ impl Record {
     }
 
     /// The paths whose status the record may change (they go to the dirty set). A new
-    /// modification time changes no status.
+    /// modification or access time, or an owner, changes no status.
     pub fn paths(&self) -> Vec<&[u8]> {
         match self {
-            Record::SetMtime { .. } => vec![],
+            Record::SetMtime { .. } | Record::SetAtime { .. } | Record::SetOwner { .. } => {
+                vec![]
+            }
             Record::Create { path, .. }
             | Record::Materialize { path, .. }
             | Record::Mkdir { path, .. }
@@ -576,6 +617,11 @@ impl Journal {
                 expected: base.to_hex(),
             });
         }
+        if version < JOURNAL_VERSION {
+            // Records of this version may follow: an older revfs must refuse the file rather
+            // than stop replaying at the first record it does not know.
+            Self::mark_current(path)?;
+        }
         let mut records = Vec::new();
         let mut pos = HEADER_LEN;
         while pos < bytes.len() {
@@ -618,6 +664,18 @@ impl Journal {
             },
             records,
         ))
+    }
+
+    /// Writes the current format version into the header of the journal at `path`, durably.
+    fn mark_current(path: &Path) -> Result<(), JournalError> {
+        use std::os::unix::fs::FileExt;
+        let f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(Self::io(path))?;
+        f.write_all_at(&JOURNAL_VERSION.to_be_bytes(), 8)
+            .map_err(Self::io(path))?;
+        f.sync_data().map_err(Self::io(path))
     }
 
     /// Appends one record with a single write.
@@ -763,6 +821,16 @@ mod tests {
             },
             Record::Unlink {
                 path: b"a".to_vec(),
+            },
+            Record::SetOwner {
+                path: b"d/b".to_vec(),
+                uid: 65534,
+                gid: 65533,
+            },
+            Record::SetAtime {
+                path: b"d/b".to_vec(),
+                secs: 4_102_444_800,
+                nanos: 999_999_999,
             },
             Record::Rmdir {
                 path: b"d/e".to_vec(),
@@ -917,6 +985,27 @@ mod tests {
             Some(&Record::Unlink {
                 path: b"z".to_vec()
             })
+        );
+    }
+
+    #[test]
+    fn an_older_journal_is_read_and_marked_current_before_new_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("journal");
+        let (mut j, _) = Journal::open(&path, &Node([1; 20])).unwrap();
+        let old = Record::Unlink {
+            path: b"z".to_vec(),
+        };
+        j.append(&old).unwrap();
+        drop(j);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[11] = 3;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, records) = Journal::open(&path, &Node([1; 20])).unwrap();
+        assert_eq!(records, vec![old]);
+        assert_eq!(
+            std::fs::read(&path).unwrap()[8..12],
+            JOURNAL_VERSION.to_be_bytes()
         );
     }
 

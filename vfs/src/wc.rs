@@ -172,6 +172,11 @@ pub struct Entry {
     /// Modification time of entries not in the overlay; `None` means the checkout time.
     pub mtime: Option<SystemTime>,
     pub ctime: Option<SystemTime>,
+    /// Access time, once set by utimensat; `None` means the modification time (the mount
+    /// is `noatime`: reads never change it).
+    pub atime: Option<SystemTime>,
+    /// Owner and group, when not the mounting user's.
+    pub owner: Option<(u32, u32)>,
 }
 
 /// A directory listing: the parent's inode (`..`), then (name, inode, type) by name.
@@ -195,8 +200,25 @@ pub struct Attr {
     pub perm: u16,
     pub mtime: SystemTime,
     pub ctime: SystemTime,
+    pub atime: SystemTime,
     /// Device number of a device node.
     pub rdev: u32,
+    /// Owner and group, when not the mounting user's.
+    pub owner: Option<(u32, u32)>,
+    /// Links: 0 for a file unlinked while open, 1 for others, 2 plus the number of
+    /// subdirectories for directories.
+    pub nlink: u32,
+}
+
+/// The attributes a setattr request changes (`None`: left alone).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SystemTime>,
+    pub mtime: Option<SystemTime>,
 }
 
 pub(crate) struct Inner {
@@ -219,6 +241,8 @@ pub(crate) struct Inner {
 /// The mutable working copy of one mount.
 pub struct WorkingCopy {
     checkout_time: SystemTime,
+    /// The user and group the daemon runs as: the owner of every entry without its own.
+    mount_owner: (u32, u32),
     pub(crate) overlay: Overlay,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
@@ -294,6 +318,8 @@ impl Inner {
                 mode,
                 mtime: None,
                 ctime: None,
+                atime: None,
+                owner: None,
             },
         );
         ino
@@ -636,11 +662,15 @@ impl WorkingCopy {
                 mode: 0o755,
                 mtime: None,
                 ctime: None,
+                atime: None,
+                owner: None,
             },
         );
         let on_disk = overlay.ids()?;
         let wc = WorkingCopy {
             checkout_time,
+            // SAFETY: getuid/getgid have no preconditions.
+            mount_owner: unsafe { (libc::getuid(), libc::getgid()) },
             overlay,
             inner: RwLock::new(Inner {
                 entries,
@@ -721,6 +751,11 @@ impl WorkingCopy {
 
     pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The owner (uid, gid) of entries that have none of their own: the mounting user.
+    pub fn mount_owner(&self) -> (u32, u32) {
+        self.mount_owner
     }
 
     /// Number of inodes built so far.
@@ -811,6 +846,14 @@ impl WorkingCopy {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 inner.entry_mut(ino)?.mtime = Some(system_time(*secs, *nanos));
             }
+            Record::SetAtime { path, secs, nanos } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.atime = Some(system_time(*secs, *nanos));
+            }
+            Record::SetOwner { path, uid, gid } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.owner = Some((*uid, *gid));
+            }
             Record::Track { path, track } => set_track(inner, path, *track),
             Record::Copy { dest, source } => set_copy(inner, dest, source),
             Record::Restore { path } => {
@@ -898,12 +941,34 @@ impl WorkingCopy {
             Kind::Special { rdev, .. } => rdev,
             _ => 0,
         };
+        let nlink = match &e.kind {
+            // "." and the entry in the parent, and each subdirectory's "..".
+            Kind::Dir { children, source } => {
+                let subdirs = match (children, source) {
+                    (Some(c), _) => c.values().filter(|i| inner.is_dir(**i)).count(),
+                    // A manifest that cannot be listed fails the listing (which names
+                    // it), not the attributes.
+                    (None, Some(src)) => src.manifest.children(&src.path).map_or(0, |c| {
+                        c.iter()
+                            .filter(|c| matches!(c, revfs_store::manifest::Child::Dir { .. }))
+                            .count()
+                    }),
+                    (None, None) => 0,
+                };
+                2 + subdirs as u32
+            }
+            _ if e.parent == 0 => 0,
+            _ => 1,
+        };
         Ok(Attr {
             ino,
             kind,
             size,
             rdev,
             perm: (e.mode & 0o7777) as u16,
+            atime: e.atime.unwrap_or(mtime),
+            owner: e.owner,
+            nlink,
             mtime,
             ctime: if kind == EntryType::File
                 && matches!(e.kind, Kind::File(FileData::Overlay { .. }))
@@ -1334,38 +1399,61 @@ impl WorkingCopy {
         self.with_overlay(ino, true, |id| self.overlay.allocate(id, offset, len))
     }
 
-    /// chmod / truncate / utimens.
-    pub fn setattr(
-        &self,
-        ino: u64,
-        mode: Option<u32>,
-        size: Option<u64>,
-        mtime: Option<SystemTime>,
-    ) -> Result<Attr> {
-        if let Some(size) = size {
+    /// chmod / chown / truncate / utimens.
+    pub fn setattr(&self, ino: u64, change: &SetAttr) -> Result<Attr> {
+        if let Some(size) = change.size {
             self.with_overlay(ino, size != 0, |id| self.overlay.truncate(id, size))?;
         }
-        if mode.is_some() || mtime.is_some() {
+        let meta = change.mode.is_some()
+            || change.mtime.is_some()
+            || change.atime.is_some()
+            || change.uid.is_some()
+            || change.gid.is_some();
+        if meta {
             self.room()?;
         }
         let mut inner = self.write();
         let path = inner.path_of(ino);
-        if let Some(mode) = mode {
+        let now = SystemTime::now();
+        if let Some(mode) = change.mode {
             let mode = mode & 0o7777;
             let e = inner.entry_mut(ino)?;
             e.mode = mode;
-            e.ctime = Some(SystemTime::now());
+            e.ctime = Some(now);
             if let Some(path) = path.clone() {
                 self.record(&mut inner, Record::SetMode { path, mode })?;
             }
         }
-        if let Some(t) = mtime {
+        if change.uid.is_some() || change.gid.is_some() {
+            let (uid0, gid0) = inner.entry(ino)?.owner.unwrap_or(self.mount_owner);
+            let owner = (change.uid.unwrap_or(uid0), change.gid.unwrap_or(gid0));
+            let e = inner.entry_mut(ino)?;
+            e.owner = (owner != self.mount_owner).then_some(owner);
+            e.ctime = Some(now);
+            if let Some(path) = path.clone() {
+                let (uid, gid) = owner;
+                self.record(&mut inner, Record::SetOwner { path, uid, gid })?;
+            }
+        }
+        if let Some(t) = change.atime {
+            let e = inner.entry_mut(ino)?;
+            e.atime = Some(t);
+            e.ctime = Some(now);
+            if let Some(path) = path.clone() {
+                let (secs, nanos) = unix_time(t);
+                self.record(&mut inner, Record::SetAtime { path, secs, nanos })?;
+            }
+        }
+        if let Some(t) = change.mtime {
             match inner.entry(ino)?.kind {
-                Kind::File(FileData::Overlay { id }) => self.overlay.set_mtime(id, t)?,
+                Kind::File(FileData::Overlay { id }) => {
+                    self.overlay.set_mtime(id, t)?;
+                    inner.entry_mut(ino)?.ctime = Some(now);
+                }
                 _ => {
                     let e = inner.entry_mut(ino)?;
                     e.mtime = Some(t);
-                    e.ctime = Some(SystemTime::now());
+                    e.ctime = Some(now);
                     if let Some(path) = path {
                         let (secs, nanos) = unix_time(t);
                         self.record(&mut inner, Record::SetMtime { path, secs, nanos })?;
@@ -1373,8 +1461,8 @@ impl WorkingCopy {
                 }
             }
         }
-        if size.is_some() {
-            inner.entry_mut(ino)?.ctime = Some(SystemTime::now());
+        if change.size.is_some() {
+            inner.entry_mut(ino)?.ctime = Some(now);
         }
         self.attr_of(&inner, ino)
     }

@@ -77,6 +77,10 @@ impl Deref for FileBytes {
     }
 }
 
+/// The revisions whose chunks rebuild a revision, newest first, and a cached full text to
+/// start from.
+type DeltaChain = (Vec<Rev>, Option<Arc<[u8]>>);
+
 /// One open revlog.
 pub struct Revlog {
     name: String,
@@ -331,7 +335,7 @@ impl Revlog {
 
     /// The revisions whose chunks rebuild `rev`, newest first, and the cached text to start
     /// from when the walk met one.
-    fn delta_chain(&self, rev: Rev) -> Result<(Vec<Rev>, Option<Arc<[u8]>>)> {
+    fn delta_chain(&self, rev: Rev) -> Result<DeltaChain> {
         let mut chain = Vec::new();
         let mut cur = rev;
         loop {
