@@ -1,6 +1,7 @@
 //! Faults of the machine under the mount: the state directory's file system full (ENOSPC)
 //! gives the writer an error and loses nothing already written; files can be deleted to
-//! make room; a remount finds everything that was acknowledged.
+//! make room; a remount finds everything that was acknowledged. One working copy is served
+//! by one daemon at a time.
 
 use revfs_tests::hg_cmd;
 use revfs_tests::mount::{snapshot, Mount};
@@ -107,4 +108,59 @@ fn a_full_overlay_disk_refuses_the_write_and_loses_nothing() {
         assert!(!m.dir.join(name).exists(), "{name}");
     }
     m.unmount();
+}
+
+/// A second daemon for a working copy (two `revfs mount` racing, or a mount while another
+/// daemon still holds the working copy) stops at the working copy's lock, naming it.
+#[test]
+fn a_working_copy_held_by_another_daemon_is_not_mounted_twice() {
+    let repo = revfs_tests::fixtures().join("tiny");
+    let m = Mount::new(&repo, None);
+    std::fs::write(m.dir.join("kept.txt"), b"kept\n").unwrap();
+    m.unmount();
+    let state = std::fs::read_dir(m.state_root.join("mounts"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // Another process holds the lock, as a running daemon does.
+    use std::os::unix::process::CommandExt;
+    let mut holder = std::process::Command::new("flock")
+        .arg(state.join("lock"))
+        .args(["sleep", "30"])
+        .process_group(0)
+        .spawn()
+        .expect("flock(1)");
+    let held = std::time::Instant::now();
+    while std::time::Instant::now() < held + std::time::Duration::from_secs(5) {
+        let probe = std::process::Command::new("flock")
+            .args(["-n"])
+            .arg(state.join("lock"))
+            .arg("true")
+            .status()
+            .unwrap();
+        if !probe.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = m.revfs(&["mount", repo.to_str().unwrap(), m.dir.to_str().unwrap()]);
+    let err = s(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{err}");
+    assert!(
+        err.starts_with("abort: ")
+            && err.contains(&*state.to_string_lossy())
+            && err.contains("in use by another revfs daemon"),
+        "{err}"
+    );
+    assert!(std::fs::read_dir(&m.dir).unwrap().next().is_none());
+    // flock and its sleep both hold the lock: end the whole group.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", "--", &format!("-{}", holder.id())])
+        .status();
+    let _ = holder.wait();
+    // Once the lock is free the working copy mounts, with its change.
+    m.remount(&repo, None);
+    assert_eq!(std::fs::read(m.dir.join("kept.txt")).unwrap(), b"kept\n");
 }

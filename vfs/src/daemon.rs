@@ -328,6 +328,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     }
     let state_dir = StateDir::for_mountpoint(&req.mountpoint)?;
     state_dir.create()?;
+    // Held until the process ends: a second daemon for this working copy stops here.
+    let _lock = state_dir.lock()?;
     let log_filter = init_logging(&state_dir.log_file(), req.config.log.level)?;
     // Every repository handle of this process (the ones reopened after a commit or an
     // update too) gets the configured cache sizes.

@@ -8,6 +8,7 @@
 //!     daemon.log     the daemon's log (tracing)
 //!     control.sock   the daemon's control socket, while it runs
 //!     daemon.pid     the daemon's process id, while it runs
+//!     lock           flock'd by the daemon while it runs: one daemon per working copy
 //!     journal        the change journal (its header names the working-copy parent)
 //!     overlay/       content of changed files
 //! ```
@@ -37,6 +38,8 @@ pub enum StateError {
     Version { path: PathBuf, found: u32 },
     #[error("cannot find a state directory: set REVFS_STATE_DIR or HOME")]
     NoStateRoot,
+    #[error("{}: this working copy is in use by another revfs daemon{}", path.display(), holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    InUse { path: PathBuf, holder: Option<u32> },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
@@ -125,6 +128,35 @@ impl StateDir {
             .mode(0o700)
             .create(&self.dir)
             .map_err(io_err(&self.dir))
+    }
+
+    /// Takes the working copy's lock (an exclusive `flock` on `lock`, released when the
+    /// returned file is closed or the process dies): only one daemon serves a working copy.
+    pub fn lock(&self) -> Result<std::fs::File, StateError> {
+        use std::os::unix::io::AsRawFd;
+        let path = self.dir.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        // SAFETY: flock on a descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let holder = std::fs::read_to_string(self.pid_file())
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
+                return Err(StateError::InUse {
+                    path: self.dir.clone(),
+                    holder,
+                });
+            }
+            return Err(io_err(&path)(e));
+        }
+        Ok(file)
     }
 
     pub fn state_file(&self) -> PathBuf {
