@@ -22,3 +22,15 @@ install_deps() {
     exit 1
   fi
 }
+
+# What only the test suite needs beyond install_deps: pjdfstest (crates.io), for
+# tests/tests/pjdfstest.rs.
+PJDFSTEST_VERSION=0.2.2
+install_test_deps() {
+  local bin="${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest"
+  if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "$bin" ]; then
+    echo "installing: pjdfstest $PJDFSTEST_VERSION (cargo install)" >&2
+    cargo install --quiet --locked pjdfstest --version "$PJDFSTEST_VERSION"
+  fi
+  command -v flock >/dev/null 2>&1 || { echo "flock(1) (util-linux) is missing" >&2; exit 1; }
+}

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=tests/deps.sh
 . tests/deps.sh
 install_deps
+install_test_deps
 cargo build --workspace --locked
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -123,10 +123,20 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
             s(&v.stderr)
         );
         // No working-copy change is lost, whether the commit landed or not.
-        assert!(
-            snapshot(&m.dir) == before,
-            "round {round}: files changed by the crash"
-        );
+        let after = snapshot(&m.dir);
+        if after != before {
+            let diff: Vec<String> = after
+                .iter()
+                .filter(|e| !before.contains(e))
+                .chain(before.iter().filter(|e| !after.contains(e)))
+                .map(|(p, s)| format!("{} {s:?}", p.display()))
+                .take(6)
+                .collect();
+            panic!(
+                "round {round} (daemon killed: {kill_daemon}): files changed by the crash: {diff:#?}\nstatus now:\n{}",
+                s(&rv(&m, &["status"]).stdout)
+            );
+        }
         let parent = s(&rv(&m, &["log", "-r", ".", "-T", "{node}"]).stdout);
         let status = s(&rv(&m, &["status"]).stdout);
         if parent == parent_before {

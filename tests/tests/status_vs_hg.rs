@@ -45,6 +45,9 @@ fn errno_of<T>(r: std::io::Result<T>) -> Result<(), Option<i32>> {
     r.map(|_| ()).map_err(|e| e.raw_os_error())
 }
 
+/// How one operation ended on one side: done, or refused with this errno.
+type Outcome = Result<(), Option<i32>>;
+
 /// One random operation, applied the same way to both trees. Returns a description.
 fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
     let (files, dirs) = listing(b);
@@ -56,7 +59,7 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
         dir.join(format!("{}{}", names[rng.below(names.len())], rng.below(3)))
     };
     let choice = rng.below(100);
-    let (desc, ra, rb): (String, Result<(), Option<i32>>, Result<(), Option<i32>>) = match choice {
+    let (desc, ra, rb): (String, Outcome, Outcome) = match choice {
         0..=17 => {
             let Some(f) = rng.pick(&files).cloned() else {
                 return "noop".into();

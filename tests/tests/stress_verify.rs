@@ -2,7 +2,8 @@
 //! three kinds of files a mount holds: new files (in the overlay from the start), clean
 //! store files that the load writes over (copied up lazily under it), and files already
 //! materialized. Every block is checksummed when written and checked when read back; any
-//! corruption fails the run. Short runs here; `REVFS_STRESS_SECONDS` makes them longer.
+//! corruption fails the run. Short runs here; `REVFS_STRESS_SECONDS` makes them longer (fio
+//! repeats its jobs once per 5 s, stress-ng runs that long).
 
 use revfs_tests::hg_cmd;
 use revfs_tests::mount::Mount;
@@ -40,7 +41,9 @@ fn repo(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 fn fio(args: &[&str], what: &str) -> String {
-    let runtime = format!("--runtime={}", seconds());
+    // One verified pass per 5 s asked for: a longer run repeats the write-and-verify jobs.
+    let loops = format!("--loops={}", (seconds() / 5).max(1));
+    let runtime = format!("--runtime={}", seconds() * 10);
     let mut cmd = Command::new("fio");
     cmd.args([
         "--verify=crc32c",
@@ -50,6 +53,7 @@ fn fio(args: &[&str], what: &str) -> String {
         "--ioengine=psync",
         "--time_based=0",
         &runtime,
+        &loops,
         "--output-format=terse",
     ])
     .args(args);
