@@ -209,6 +209,26 @@ fn a_corrupt_file_gives_eio_for_that_file_alone() {
 }
 
 #[test]
+fn a_missing_filelog_gives_eio_for_that_file_alone() {
+    let tmp = revfs_tests::fixture_copy("tiny");
+    let repo = tmp.path().join("repo");
+    std::fs::remove_file(repo.join(".hg/store/data/a.txt.i")).unwrap();
+    let mount = Mount::new(&repo, None);
+    let err = std::fs::read(mount.dir.join("a.txt")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(5), "EIO expected, got {err}");
+    assert_eq!(std::fs::read(mount.dir.join("b/c.txt")).unwrap(), b"c\n");
+    let names: Vec<_> = std::fs::read_dir(&mount.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "a.txt"),
+        "still listed: {names:?}"
+    );
+    assert!(mount.log().contains("a.txt"), "{}", mount.log());
+}
+
+#[test]
 fn unmount_refuses_a_busy_mount_unless_forced() {
     let mount = Mount::new(&fixtures().join("tiny"), None);
     let held = std::fs::File::open(mount.dir.join("a.txt")).unwrap();
