@@ -26,7 +26,7 @@
 //! commit, after stripping, `empty username`.
 
 use crate::hgdate::py_bytes_repr;
-use crate::paths::normpath;
+use crate::paths::{join, normpath};
 use regex::bytes::Regex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -215,19 +215,6 @@ fn dirname(path: &[u8]) -> &[u8] {
     } else {
         head
     }
-}
-
-/// `os.path.join(a, b)`.
-fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
-    if b.starts_with(b"/") {
-        return b.to_vec();
-    }
-    let mut out = a.to_vec();
-    if !out.is_empty() && !out.ends_with(b"/") {
-        out.push(b'/');
-    }
-    out.extend_from_slice(b);
-    out
 }
 
 /// The text of an I/O error as Python's `strerror` has it.

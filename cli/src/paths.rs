@@ -171,6 +171,19 @@ fn under_or_equal(path: &[u8], p: &[u8]) -> bool {
     p.is_empty() || path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
 }
 
+/// Python's `os.path.join(a, b)` on bytes: `b` alone when absolute.
+pub fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
+    if b.starts_with(b"/") {
+        return b.to_vec();
+    }
+    let mut out = a.to_vec();
+    if !out.is_empty() && !out.ends_with(b"/") {
+        out.push(b'/');
+    }
+    out.extend_from_slice(b);
+    out
+}
+
 /// Python's `os.path.normpath` on bytes (as hg uses it): `.` and empty components go, `..`
 /// eats the component before it, a leading `//` (not `///`) is kept.
 pub fn normpath(path: &[u8]) -> Vec<u8> {

@@ -314,50 +314,43 @@ impl WorkingCopy {
                 }
             }
         }
-        // Modification times of store files that are not otherwise described (files an
-        // update changed, files a commit took from the overlay): they change no status.
-        let mut mtimes: Vec<(u64, SystemTime)> = inner
+        // Attributes no record above carries, in one pass over the inodes: modification
+        // times of store files not otherwise described (files an update changed, files a
+        // commit took from the overlay), owners and access times. None changes a status.
+        let store_mtime = |e: &crate::wc::Entry| match e.kind {
+            Kind::File(FileData::Store { .. }) | Kind::Symlink(LinkData::Store { .. }) => e.mtime,
+            _ => None,
+        };
+        let mut attrs: Vec<u64> = inner
             .entries
             .iter()
             .filter(|(_, e)| {
                 e.parent != 0
-                    && matches!(
-                        e.kind,
-                        Kind::File(FileData::Store { .. }) | Kind::Symlink(LinkData::Store { .. })
-                    )
+                    && (store_mtime(e).is_some() || e.owner.is_some() || e.atime.is_some())
             })
-            .filter_map(|(ino, e)| e.mtime.map(|t| (*ino, t)))
-            .collect();
-        mtimes.sort_unstable_by_key(|(ino, _)| *ino);
-        for (ino, t) in mtimes {
-            if let Some(path) = inner.path_of(ino) {
-                if !put_paths.contains(&path) {
-                    let (secs, nanos) = unix_time(t);
-                    records.push(Record::SetMtime { path, secs, nanos });
-                }
-            }
-        }
-        // Owners and access times, of whatever holds them.
-        let mut meta: Vec<u64> = inner
-            .entries
-            .iter()
-            .filter(|(_, e)| (e.parent != 0) && (e.owner.is_some() || e.atime.is_some()))
             .map(|(ino, _)| *ino)
             .collect();
-        meta.sort_unstable();
-        for ino in meta {
+        attrs.sort_unstable();
+        for ino in attrs {
             let (Some(path), Ok(e)) = (inner.path_of(ino), inner.entry(ino)) else {
                 continue;
             };
-            let (owner, atime) = (e.owner, e.atime);
-            if let Some((uid, gid)) = owner {
+            if let Some(t) = store_mtime(e).filter(|_| !put_paths.contains(&path)) {
+                let (secs, nanos) = unix_time(t);
+                records.push(Record::SetMtime {
+                    path: path.clone(),
+                    secs,
+                    nanos,
+                });
+            }
+            if let Some((uid, gid)) = e.owner {
                 records.push(Record::SetOwner {
                     path: path.clone(),
                     uid,
                     gid,
                 });
             }
-            if let Some(t) = atime {
+            if let Some(t) = e.atime {
                 let (secs, nanos) = unix_time(t);
                 records.push(Record::SetAtime { path, secs, nanos });
             }

@@ -101,15 +101,10 @@ impl RevFs {
     /// directory's group when the directory is set-group-ID (as on ext4); and whether the
     /// directory is set-group-ID (new directories inherit that bit).
     fn creator(&self, req: &Request, parent: u64) -> ((u32, u32), bool) {
-        let (uid, mut gid) = (req.uid(), req.gid());
-        let mut setgid = false;
-        if let Ok(p) = self.wc.getattr(parent) {
-            if u32::from(p.perm) & libc::S_ISGID != 0 {
-                setgid = true;
-                gid = p.owner.map_or(self.gid, |o| o.1);
-            }
+        match self.wc.owner_and_mode(parent) {
+            Ok(((_, dir_gid), mode)) if mode & libc::S_ISGID != 0 => ((req.uid(), dir_gid), true),
+            _ => ((req.uid(), req.gid()), false),
         }
-        ((uid, gid), setgid)
     }
 
     /// Gives a just-created entry its creator as owner, when that is not the mounting user.
@@ -326,8 +321,11 @@ impl Filesystem for RevFs {
         }
         // The kernel checks chown (default_permissions); only root gives a file away.
         if let Some(uid) = uid {
-            let current = self.wc.getattr(ino.0).ok().and_then(|a| a.owner);
-            if req.uid() != 0 && uid != current.map_or(self.uid, |o| o.0) {
+            let current = self
+                .wc
+                .owner_and_mode(ino.0)
+                .map_or(self.uid, |((u, _), _)| u);
+            if req.uid() != 0 && uid != current {
                 return reply.error(Errno::EPERM);
             }
         }

@@ -758,6 +758,14 @@ impl WorkingCopy {
         self.mount_owner
     }
 
+    /// The owner (uid, gid) and permission bits of `ino`, without the rest of its
+    /// attributes (no size, no subdirectory count).
+    pub fn owner_and_mode(&self, ino: u64) -> Result<((u32, u32), u32)> {
+        let inner = self.read();
+        let e = inner.entry(ino)?;
+        Ok((e.owner.unwrap_or(self.mount_owner), e.mode))
+    }
+
     /// Number of inodes built so far.
     pub fn inode_count(&self) -> usize {
         self.read().entries.len()

@@ -280,19 +280,19 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     mount_only(&ws)?;
     let spec = args.rev.as_deref().or(args.target.as_deref());
     let p1 = working_parent(&ws);
+    let p1rev = ws
+        .repo
+        .changelog()
+        .rev_of(&p1)
+        .filter(|_| !p1.is_null())
+        .unwrap_or(-1);
     let (rev, announce) = match spec {
         Some(s) => (ws.resolve_single(Some(s))?, false),
         None => {
             // hg's default: the tipmost head of the current branch that descends from the
             // working-copy parent.
             let branch = branch_of(&ws.repo, &p1)?;
-            let p1rev = ws
-                .repo
-                .changelog()
-                .rev_of(&p1)
-                .filter(|_| !p1.is_null())
-                .unwrap_or(-1);
-            let mut dest = if p1.is_null() { -1 } else { p1rev };
+            let mut dest = p1rev;
             for h in branch_heads(&ws.repo, &branch)? {
                 if h > dest && is_ancestor(&ws.repo, p1rev, h)? {
                     dest = h;
@@ -309,12 +309,6 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     if !args.clean {
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.
-        let p1rev = ws
-            .repo
-            .changelog()
-            .rev_of(&p1)
-            .filter(|_| !p1.is_null())
-            .unwrap_or(-1);
         let linear = is_ancestor(&ws.repo, p1rev, rev)? || is_ancestor(&ws.repo, rev, p1rev)?;
         if !linear {
             let status = super::wc::fetch(&ws, false, false, false)?;

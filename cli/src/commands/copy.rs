@@ -21,7 +21,7 @@
 use crate::commands::{open_workspace, Workspace};
 use crate::hgconfig::{parse_bool, strerror, Config, ConfigError};
 use crate::hgdate::py_bytes_repr;
-use crate::paths::normpath;
+use crate::paths::{join, normpath};
 use crate::paths::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -122,19 +122,6 @@ fn lossy(b: &[u8]) -> String {
 
 fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
-}
-
-/// Python's `os.path.join(a, b)` on bytes.
-fn pjoin(a: &[u8], b: &[u8]) -> Vec<u8> {
-    if b.starts_with(b"/") {
-        return b.to_vec();
-    }
-    let mut out = a.to_vec();
-    if !out.is_empty() && !out.ends_with(b"/") {
-        out.push(b'/');
-    }
-    out.extend_from_slice(b);
-    out
 }
 
 /// Python's `os.path.split(p)[0]` and `[1]`.
@@ -365,7 +352,7 @@ impl<'a> Copier<'a> {
         let joined = if name.starts_with(b"/") {
             name.to_vec()
         } else {
-            pjoin(&pjoin(&self.root, &self.cwd), name)
+            join(&join(&self.root, &self.cwd), name)
         };
         let full = normpath(&joined);
         let mut rootsep = self.root.clone();
@@ -693,8 +680,8 @@ enum TargetFn {
 impl TargetFn {
     fn apply(&self, dest: &[u8], src: &[u8]) -> Vec<u8> {
         match self {
-            TargetFn::Strip(n) => pjoin(dest, src.get(*n..).unwrap_or_default()),
-            TargetFn::Basename => pjoin(dest, basename(src)),
+            TargetFn::Strip(n) => join(dest, src.get(*n..).unwrap_or_default()),
+            TargetFn::Basename => join(dest, basename(src)),
             TargetFn::Dest => dest.to_vec(),
         }
     }
@@ -809,7 +796,7 @@ fn target_after(
         let evalpath = |striplen: usize| {
             srcs.iter()
                 .filter(|(s, _)| {
-                    let t = pjoin(dest, s.get(striplen..).unwrap_or_default());
+                    let t = join(dest, s.get(striplen..).unwrap_or_default());
                     Copier::lexists(&c.os_path(&t))
                 })
                 .count()
@@ -818,7 +805,7 @@ fn target_after(
         if striplen > 0 {
             striplen += 1;
         }
-        if c.os_path(&pjoin(dest, psplit(&abspfx).1)).is_dir() {
+        if c.os_path(&join(dest, psplit(&abspfx).1)).is_dir() {
             let score = evalpath(striplen);
             let mut striplen1 = psplit(&abspfx).0.len();
             if striplen1 > 0 {
@@ -1166,9 +1153,9 @@ mod tests {
 
     #[test]
     fn python_paths() {
-        assert_eq!(pjoin(b"d", b"x"), b"d/x");
-        assert_eq!(pjoin(b"d/", b"x"), b"d/x");
-        assert_eq!(pjoin(b"d", b""), b"d/");
+        assert_eq!(join(b"d", b"x"), b"d/x");
+        assert_eq!(join(b"d/", b"x"), b"d/x");
+        assert_eq!(join(b"d", b""), b"d/");
         assert_eq!(psplit(b"a/b/c"), (&b"a/b"[..], &b"c"[..]));
         assert_eq!(psplit(b"c"), (&b""[..], &b"c"[..]));
         assert_eq!(normpath(b"/r/./a/../b/"), b"/r/b");
