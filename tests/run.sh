@@ -10,6 +10,34 @@ cd "$(dirname "$0")/.."
 install_deps
 install_test_deps
 cargo build --workspace --locked
+
+# What a run must not leave behind: revfs mounts, revfs daemons of this checkout, test
+# directories in /dev/shm. Those there before the run are not this run's.
+leftovers() {
+  awk '{ for (i = 7; i <= NF; i++) if ($i == "-") break
+         if ($(i+1) ~ /^fuse/ && $(i+2) ~ /^revfs:/) print "mount " $5 " " $3 }' /proc/self/mountinfo
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+    case $cmd in "$PWD"/target/*/revfs\ mount\ --foreground\ *) echo "daemon ${p#/proc/} $cmd" ;; esac
+  done
+  ls -d /dev/shm/revfs-test* 2>/dev/null | sed 's/^/dir /' || true
+}
+# Ends what leftovers() lists: aborts the mount's FUSE connection and detaches it, kills the
+# daemon, removes the directory.
+clean_up() {
+  local kind what extra
+  while read -r kind what extra; do
+    case $kind in
+      mount) echo 1 > "/sys/fs/fuse/connections/${extra#*:}/abort" 2>/dev/null || true
+             umount -l "$what" 2>/dev/null || fusermount3 -uz "$what" 2>/dev/null || true ;;
+      daemon) kill -9 "$what" 2>/dev/null || true ;;
+      dir) rm -rf "$what" ;;
+    esac
+  done
+}
+before=$(leftovers | sort)
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
@@ -17,7 +45,16 @@ cargo test --workspace --locked --no-fail-fast -- --test-threads="$(nproc)" 2>&1
 demo=0
 bash tests/demo.sh >/dev/null || demo=1
 [ $demo -eq 0 ] && echo "demo: ok" || echo "demo: FAILED"
+after=$(leftovers | sort)
+left=$(comm -13 <(echo "$before") <(echo "$after") | sed '/^$/d')
+if [ -n "$left" ]; then
+  echo "left behind by the run (now removed):"
+  echo "$left" | sed 's/^/  /'
+  echo "$left" | clean_up
+  status=1
+fi
 read -r passed failed < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$log")
 passed=$((passed + 1 - demo)); failed=$((failed + demo))
+[ -z "$left" ] || failed=$((failed + 1))
 echo "tests: $passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

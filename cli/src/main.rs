@@ -9,6 +9,7 @@ mod debuggen;
 mod diff;
 mod hgconfig;
 mod hgdate;
+mod mounts;
 mod paths;
 mod prefetch;
 mod progress;

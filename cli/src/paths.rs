@@ -19,8 +19,14 @@ fn canonical(p: &Path) -> PathBuf {
 
 impl PathContext {
     pub fn new(root: &Path) -> Result<PathContext> {
-        let root = canonical(root);
-        let cwd = canonical(&std::env::current_dir()?);
+        // The current directory is canonical already; so is a mount's root. Canonicalizing
+        // only what is not spares a round of lstat calls through the mount.
+        let cwd = std::env::current_dir()?;
+        let root = if cwd.starts_with(root) && root.is_absolute() {
+            root.to_path_buf()
+        } else {
+            canonical(root)
+        };
         let cwd_in_repo = match cwd.strip_prefix(&root) {
             Ok(rel) => rel
                 .components()

@@ -30,7 +30,7 @@ pub struct PrefetchArgs {
 
 pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
     let ws = open_workspace(cli)?;
-    if ws.socket.is_none() {
+    if ws.mount.is_none() {
         bail!(
             "{} is not a revfs mount (prefetch runs inside a mount, or with -R MOUNTPOINT)",
             ws.root.display()

@@ -145,22 +145,17 @@ impl Drop for Progress {
 /// and returns the final answer (an error answer as an error). The bar is gone when this
 /// returns.
 pub fn request(ws: &Workspace, req: &Request, progress: &mut Progress) -> Result<Response> {
-    let socket = ws.socket.as_ref().ok_or_else(|| {
-        anyhow!(
-            "{} is not a revfs mount (working-copy commands run inside a mount, or with -R MOUNTPOINT)",
-            ws.root.display()
-        )
-    })?;
-    let timeout = Duration::from_secs(600);
+    let mount = ws.mount()?;
+    let deadline = crate::commands::control_deadline()?;
     let answer = if progress.enabled() {
-        revfs_vfs::control::request_with_progress(socket, req, timeout, &mut |w, d, t| {
+        revfs_vfs::control::request_with_progress(&mount.socket, req, deadline, &mut |w, d, t| {
             progress.update(w, d, t)
         })
     } else {
-        revfs_vfs::control::request(socket, req, timeout)
+        revfs_vfs::control::request(&mount.socket, req, deadline)
     };
     progress.finish();
-    match answer? {
+    match answer.map_err(|e| mount.error(e))? {
         Response::Error { message } => Err(anyhow!("{message}")),
         other => Ok(other),
     }

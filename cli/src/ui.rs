@@ -33,6 +33,9 @@ fn hg_text(err: &anyhow::Error) -> Option<String> {
     if let Some(e) = err.downcast_ref::<crate::hgdate::DateError>() {
         return Some(e.hg_message());
     }
+    if let Some(e) = err.downcast_ref::<crate::commands::NotAnswering>() {
+        return Some(e.hg_message());
+    }
     None
 }
 

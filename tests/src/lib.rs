@@ -4,6 +4,7 @@
 
 pub mod hg;
 pub mod mount;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

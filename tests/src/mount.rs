@@ -1,31 +1,48 @@
 //! Mounting revfs in tests: a [`Mount`] runs `revfs mount` with its own state directory and
 //! unmounts (lazily, so a failing test cannot leave a busy mount behind) when dropped.
+//! Every mount has a [`Watchdog`]: a mount that stops answering fails its test within a
+//! deadline, with the daemon's log and stacks, instead of hanging the run.
 
+use crate::watchdog::{self, Watchdog};
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::Mutex;
+use std::time::Duration;
 
 /// A live revfs mount.
 pub struct Mount {
     pub dir: PathBuf,
     pub state_root: PathBuf,
+    watchdog: Mutex<Option<Watchdog>>,
     _tmp: tempfile::TempDir,
 }
 
 impl Mount {
     /// Mounts `repo` (at `rev` when given) on a fresh directory.
     pub fn new(repo: &Path, rev: Option<&str>) -> Mount {
-        Mount::mount_with(repo, rev, None, &[])
+        Mount::mount_with(repo, rev, None, &[], watchdog::default_deadline())
+    }
+
+    /// Mounts `repo` with a watchdog deadline of its own.
+    pub fn with_deadline(repo: &Path, deadline: Duration) -> Mount {
+        Mount::mount_with(repo, None, None, &[], deadline)
     }
 
     /// Mounts `repo` with extra `revfs mount` arguments.
     pub fn with_args(repo: &Path, extra: &[&str]) -> Mount {
-        Mount::mount_with(repo, None, None, extra)
+        Mount::mount_with(repo, None, None, extra, watchdog::default_deadline())
     }
 
     /// Mounts `repo` with its state directories under `state_root` (for a state directory
     /// on a particular file system).
     pub fn with_state_root(repo: &Path, rev: Option<&str>, state_root: &Path) -> Mount {
-        Mount::mount_with(repo, rev, Some(state_root), &[])
+        Mount::mount_with(
+            repo,
+            rev,
+            Some(state_root),
+            &[],
+            watchdog::default_deadline(),
+        )
     }
 
     fn mount_with(
@@ -33,6 +50,7 @@ impl Mount {
         rev: Option<&str>,
         state_root: Option<&Path>,
         extra: &[&str],
+        deadline: Duration,
     ) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
@@ -41,6 +59,7 @@ impl Mount {
             .unwrap_or_else(|| tmp.path().join("state"));
         std::fs::create_dir(&dir).expect("mkdir");
         let m = Mount {
+            watchdog: Mutex::new(Some(Watchdog::start(&dir, &state_root, deadline))),
             dir,
             state_root,
             _tmp: tmp,
@@ -134,13 +153,32 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// Stops the watchdog: the evidence it saved if it fired (the mount is then gone).
+    pub fn stop_watchdog(&self) -> Option<String> {
+        let w = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        w.and_then(|mut w| w.stop())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
+        let report = self.stop_watchdog();
         let _ = std::process::Command::new("fusermount3")
             .arg("-uz")
             .arg(&self.dir)
             .stderr(std::process::Stdio::null())
             .status();
+        if let Some(report) = report {
+            if !std::thread::panicking() {
+                panic!("the mount stopped answering:\n{report}");
+            }
+            eprintln!("{report}");
+        }
     }
 }
 

@@ -159,7 +159,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
         ),
         (
             "[fuse]\nthreads = 4\n",
-            ": unknown key 'fuse' (known: version, [store], [mount], [log])",
+            ": unknown key 'fuse' (known: version, [store], [mount], [log], [control])",
         ),
         (
             "[mount]\nthreads = 0\n",

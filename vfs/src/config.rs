@@ -134,6 +134,17 @@ pub struct LogConfig {
     pub level: LogLevel,
 }
 
+/// `[control]`: how revfs commands talk to a mount's daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// How long a command waits for the daemon: to connect, for an answer, and between two
+    /// progress lines of a long request. Past it the daemon is taken as not answering.
+    pub timeout: std::time::Duration,
+}
+
+/// The default of `control.timeout`.
+pub const DEFAULT_CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The effective configuration: the file's values over the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -142,6 +153,7 @@ pub struct Config {
     pub store: StoreConfig,
     pub mount: MountConfig,
     pub log: LogConfig,
+    pub control: ControlConfig,
 }
 
 impl Default for Config {
@@ -159,6 +171,9 @@ impl Default for Config {
             },
             log: LogConfig {
                 level: LogLevel::Info,
+            },
+            control: ControlConfig {
+                timeout: DEFAULT_CONTROL_TIMEOUT,
             },
         }
     }
@@ -277,16 +292,17 @@ impl Config {
         for (section, value) in &table {
             let entries = match section.as_str() {
                 "version" => continue,
-                "store" | "mount" | "log" => value.as_table().ok_or_else(|| {
+                "store" | "mount" | "log" | "control" => value.as_table().ok_or_else(|| {
                     checker.value(
                         section,
                         format!("expected a table ([{section}]), found {}", describe(value)),
                     )
                 })?,
                 _ => {
-                    return Err(
-                        checker.unknown(section, "known: version, [store], [mount], [log]".into())
-                    )
+                    return Err(checker.unknown(
+                        section,
+                        "known: version, [store], [mount], [log], [control]".into(),
+                    ))
                 }
             };
             for (key, v) in entries {
@@ -324,10 +340,12 @@ impl Config {
                                 )
                             })?
                     }
+                    ("control", "timeout") => config.control.timeout = checker.seconds(&full, v)?,
                     _ => {
                         let known = match section.as_str() {
                             "store" => "text_cache_size, open_filelogs",
                             "mount" => "threads, allow_other",
+                            "control" => "timeout",
                             _ => "level",
                         };
                         return Err(
@@ -392,6 +410,26 @@ impl Checker<'_> {
             .ok()
             .filter(|n| (min..=max).contains(n))
             .ok_or_else(bad)
+    }
+
+    /// A number of seconds, integer or not, from 0.1 to 3600.
+    fn seconds(&self, key: &str, v: &toml::Value) -> Result<std::time::Duration, ConfigError> {
+        let secs = match v {
+            toml::Value::Integer(n) => Some(*n as f64),
+            toml::Value::Float(f) => Some(*f),
+            _ => None,
+        };
+        secs.filter(|s| (0.1..=3600.0).contains(s))
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                self.value(
+                    key,
+                    format!(
+                        "expected a number of seconds from 0.1 to 3600, found {}",
+                        describe(v)
+                    ),
+                )
+            })
     }
 
     fn size(&self, key: &str, v: &toml::Value) -> Result<usize, ConfigError> {
@@ -509,7 +547,15 @@ mod tests {
         );
         assert_eq!(
             msg("[fuse]\nthreads = 4\n"),
-            format!("{f}: unknown key 'fuse' (known: version, [store], [mount], [log])")
+            format!("{f}: unknown key 'fuse' (known: version, [store], [mount], [log], [control])")
+        );
+        assert_eq!(
+            msg("[control]\ntimeout = 0\n"),
+            format!("{f}: control.timeout: expected a number of seconds from 0.1 to 3600, found 0")
+        );
+        assert_eq!(
+            parse("[control]\ntimeout = 2.5\n").unwrap().control.timeout,
+            std::time::Duration::from_millis(2500)
         );
         assert_eq!(
             msg("[mount]\nthreads = 0\n"),

@@ -5,7 +5,14 @@
 //! A request may carry `"progress": true` (any request; default false): the daemon then
 //! sends `{"reply":"progress","done":N,"total":M,"what":"..."}` lines (the latest state, at
 //! most every [`PROGRESS_INTERVAL`]) before the final response. Clients that do not ask
-//! never see them.
+//! never see them. While the handler works without reporting (its thread uses CPU), the
+//! last state is sent again every [`HEARTBEAT_INTERVAL`]: a heartbeat. A handler that waits
+//! on a lock or on the kernel sends nothing, so the client's deadline catches a daemon that
+//! stopped working.
+//!
+//! Every client has a deadline ([`request`]): connecting, and each line of the answer,
+//! must come within it, or the call fails with [`ControlError::NotAnswering`]. A long
+//! request is fine for as long as its progress lines keep coming.
 
 use crate::journal::Track;
 use serde::{Deserialize, Serialize};
@@ -19,10 +26,14 @@ use std::time::Duration;
 /// The shortest time between two progress lines of one request.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How often a handler that works without reporting progress is announced as alive.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// What a client may ask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
+    /// Is the daemon there? Answered without any lock of the working copy.
     Ping,
     Info,
     /// Status of the working copy (M, A, R and ! always; the others on request).
@@ -65,6 +76,13 @@ pub enum Request {
         node: Option<String>,
         paths: Vec<Vec<u8>>,
     },
+    /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
+    /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
+    /// unmount left files open.
+    Shutdown,
+    /// Debug builds only: the daemon stops answering its filesystem (it holds the working
+    /// copy's lock forever), as a deadlock would. For tests of the watchdogs.
+    DebugHang,
 }
 
 /// Options that any request may carry next to its `cmd`.
@@ -92,6 +110,14 @@ pub struct MountInfo {
 pub enum Response {
     Pong {
         pid: u32,
+        /// How long the oldest filesystem request being served has been at it, in ms (0:
+        /// none). A large value means the filesystem does not answer although the control
+        /// socket does.
+        #[serde(default)]
+        busy_ms: u64,
+        /// Filesystem requests being served.
+        #[serde(default)]
+        busy: u32,
     },
     Info(MountInfo),
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
@@ -146,6 +172,19 @@ pub enum ControlError {
     },
     #[error("control socket {}: bad message: {reason}", path.display())]
     Protocol { path: PathBuf, reason: String },
+    /// The daemon did not accept the connection, or said nothing, within the deadline.
+    #[error("the revfs daemon at {} did not answer within {}", path.display(), seconds(*waited))]
+    NotAnswering { path: PathBuf, waited: Duration },
+}
+
+/// `5 s`, `0.5 s`: a duration as people read it.
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{} s", s as u64)
+    } else {
+        format!("{s:.1} s")
+    }
 }
 
 /// The uid of the peer of a Unix socket.
@@ -185,6 +224,8 @@ pub struct Progress {
 struct ProgressShared {
     state: Mutex<ProgressState>,
     wake: Condvar,
+    /// The CPU clock of the handler's thread: a heartbeat is sent while it advances.
+    handler_clock: Option<libc::clockid_t>,
 }
 
 #[derive(Default)]
@@ -204,15 +245,41 @@ impl ProgressShared {
     }
 }
 
-/// Sends the latest progress state, at most every [`PROGRESS_INTERVAL`], until finished.
+/// CPU time used so far on `clock` (a thread's CPU clock), if it can be read.
+fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; an invalid clock gives an error, no UB.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// Sends the latest progress state, at most every [`PROGRESS_INTERVAL`], until finished;
+/// and the same state again every [`HEARTBEAT_INTERVAL`] while the handler's thread uses
+/// CPU without reporting.
 fn progress_writer(shared: &ProgressShared, mut stream: UnixStream) {
     let mut state = shared.lock();
+    let mut last_sent = std::time::Instant::now();
+    let mut last_cpu = shared.handler_clock.and_then(cpu_time);
     loop {
         if state.finished {
             return;
         }
+        if !state.fresh && last_sent.elapsed() >= HEARTBEAT_INTERVAL {
+            let cpu = shared.handler_clock.and_then(cpu_time);
+            if cpu.is_some() && cpu != last_cpu {
+                state.fresh = true;
+            }
+            last_cpu = cpu;
+            last_sent = std::time::Instant::now();
+        }
         if state.fresh {
             state.fresh = false;
+            last_sent = std::time::Instant::now();
             let line = Response::Progress {
                 done: state.done,
                 total: state.total,
@@ -252,9 +319,16 @@ impl Progress {
         // A client that stops reading gives up its progress lines after a while instead of
         // keeping the writer (and then the answer) waiting forever.
         let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_getcpuclockid writes one clockid for the calling thread (the one
+        // that runs the handler).
+        let handler_clock =
+            (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0)
+                .then_some(clock);
         let shared = Arc::new(ProgressShared {
             state: Mutex::new(ProgressState::default()),
             wake: Condvar::new(),
+            handler_clock,
         });
         let theirs = shared.clone();
         match std::thread::Builder::new()
@@ -384,45 +458,134 @@ fn handle(stream: UnixStream, handler: &Handler) {
     }
 }
 
-/// Sends one request and waits for the response.
-pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Response, ControlError> {
-    exchange(path, req, timeout, None)
+/// Sends one request and waits for the response. `deadline` bounds the connection and the
+/// silence before each line of the answer: a daemon that says nothing for that long is not
+/// answering ([`ControlError::NotAnswering`]). Requests other than `Ping` and `Info` ask for
+/// progress lines (and ignore them), so that a long request whose daemon works is not
+/// mistaken for a frozen one.
+pub fn request(path: &Path, req: &Request, deadline: Duration) -> Result<Response, ControlError> {
+    let quick = matches!(req, Request::Ping | Request::Info);
+    let mut ignore = |_: &str, _: u64, _: u64| {};
+    exchange(
+        path,
+        req,
+        deadline,
+        (!quick).then_some(&mut ignore as OnProgress),
+    )
 }
 
 /// Sends one request asking for progress, calls `on_progress(what, done, total)` for each
-/// progress line, and returns the final response. `timeout` bounds the wait for each line.
+/// progress line, and returns the final response. `deadline` bounds the connection and the
+/// wait for each line.
 pub fn request_with_progress(
     path: &Path,
     req: &Request,
-    timeout: Duration,
+    deadline: Duration,
     on_progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Response, ControlError> {
-    exchange(path, req, timeout, Some(on_progress))
+    exchange(path, req, deadline, Some(on_progress))
 }
 
 /// What a client does with a progress line: `(what, done, total)`.
 type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
+/// Connects to the socket at `path`, giving up after `deadline`: a daemon whose listen
+/// backlog is full (it stopped accepting) makes a blocking `connect` wait forever.
+pub fn connect(path: &Path, deadline: Duration) -> Result<UnixStream, ControlError> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::FromRawFd;
+    let connect_err = |source| ControlError::Connect {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(connect_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "socket path too long",
+        )));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket has no memory preconditions.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(connect_err(std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is a fresh socket that nothing else owns.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    let start = std::time::Instant::now();
+    loop {
+        // SAFETY: addr is a valid sockaddr_un of the size given.
+        let rc = unsafe {
+            libc::connect(
+                fd,
+                (&addr as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // The backlog is full: the daemon does not accept.
+            Some(libc::EAGAIN) if start.elapsed() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Some(libc::EAGAIN) => {
+                return Err(ControlError::NotAnswering {
+                    path: path.to_owned(),
+                    waited: deadline,
+                })
+            }
+            _ => return Err(connect_err(e)),
+        }
+    }
+    stream.set_nonblocking(false).map_err(connect_err)?;
+    Ok(stream)
+}
+
 fn exchange(
     path: &Path,
     req: &Request,
-    timeout: Duration,
+    deadline: Duration,
     mut on_progress: Option<OnProgress>,
 ) -> Result<Response, ControlError> {
-    let stream = UnixStream::connect(path).map_err(|source| ControlError::Connect {
-        path: path.to_owned(),
-        source,
-    })?;
-    let io = |source| ControlError::Io {
-        path: path.to_owned(),
-        source,
+    let stream = connect(path, deadline)?;
+    let io = |source: std::io::Error| {
+        if matches!(
+            source.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            ControlError::NotAnswering {
+                path: path.to_owned(),
+                waited: deadline,
+            }
+        } else {
+            ControlError::Io {
+                path: path.to_owned(),
+                source,
+            }
+        }
     };
     let protocol = |reason: String| ControlError::Protocol {
         path: path.to_owned(),
         reason,
     };
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    stream.set_read_timeout(Some(deadline)).map_err(io)?;
+    stream.set_write_timeout(Some(deadline)).map_err(io)?;
     let mut value = serde_json::to_value(req).map_err(|e| protocol(e.to_string()))?;
     if on_progress.is_some() {
         if let serde_json::Value::Object(map) = &mut value {
@@ -463,7 +626,11 @@ mod tests {
         serve(
             &sock,
             Arc::new(|req, _: &Progress| match req {
-                Request::Ping => Response::Pong { pid: 7 },
+                Request::Ping => Response::Pong {
+                    pid: 7,
+                    busy_ms: 0,
+                    busy: 0,
+                },
                 _ => Response::Error {
                     message: "no".into(),
                 },
@@ -471,7 +638,7 @@ mod tests {
         )
         .unwrap();
         let r = request(&sock, &Request::Ping, Duration::from_secs(5)).unwrap();
-        assert_eq!(r, Response::Pong { pid: 7 });
+        assert!(matches!(r, Response::Pong { pid: 7, .. }));
         let r = request(&sock, &Request::Info, Duration::from_secs(5)).unwrap();
         assert_eq!(
             r,
@@ -497,7 +664,11 @@ mod tests {
                 progress.report("writing", 0, 0);
                 pause();
                 match req {
-                    Request::Ping => Response::Pong { pid: 1 },
+                    Request::Ping => Response::Pong {
+                        pid: 1,
+                        busy_ms: 0,
+                        busy: 0,
+                    },
                     _ => Response::Done,
                 }
             }),
@@ -505,16 +676,16 @@ mod tests {
         .unwrap();
         let five = Duration::from_secs(5);
         // Without asking: the final answer only.
-        assert_eq!(
+        assert!(matches!(
             request(&sock, &Request::Ping, five).unwrap(),
-            Response::Pong { pid: 1 }
-        );
+            Response::Pong { pid: 1, .. }
+        ));
         let mut seen = Vec::new();
         let r = request_with_progress(&sock, &Request::Ping, five, &mut |w, d, t| {
             seen.push((w.to_owned(), d, t))
         })
         .unwrap();
-        assert_eq!(r, Response::Pong { pid: 1 });
+        assert!(matches!(r, Response::Pong { pid: 1, .. }));
         // The latest state is sent: states replaced within an interval are not.
         assert_eq!(
             seen,
@@ -535,7 +706,7 @@ mod tests {
         };
         assert_eq!(
             raw("{\"cmd\":\"ping\"}\n"),
-            "{\"reply\":\"pong\",\"pid\":1}\n"
+            "{\"reply\":\"pong\",\"pid\":1,\"busy_ms\":0,\"busy\":0}\n"
         );
         let with = raw("{\"cmd\":\"ping\",\"progress\":true}\n");
         assert!(
@@ -545,7 +716,7 @@ mod tests {
             "{with}"
         );
         assert!(
-            with.ends_with("\n{\"reply\":\"pong\",\"pid\":1}\n"),
+            with.ends_with("\n{\"reply\":\"pong\",\"pid\":1,\"busy_ms\":0,\"busy\":0}\n"),
             "{with}"
         );
         let prefetch =
@@ -563,5 +734,65 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, ControlError::Connect { .. }));
+    }
+
+    #[test]
+    fn a_daemon_that_does_not_accept_is_not_answering_within_the_deadline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sock = tmp.path().join("control.sock");
+        // Bound but never accepting: connect succeeds (the backlog), the answer never comes.
+        let _listener = UnixListener::bind(&sock).unwrap();
+        let t0 = std::time::Instant::now();
+        let err = request(&sock, &Request::Ping, Duration::from_millis(500)).unwrap_err();
+        assert!(matches!(err, ControlError::NotAnswering { .. }), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert!(
+            err.to_string().contains("did not answer within 0.5 s"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_handler_that_works_sends_heartbeats_and_one_that_waits_does_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sock = tmp.path().join("control.sock");
+        serve(
+            &sock,
+            Arc::new(|req, _: &Progress| {
+                let until = std::time::Instant::now() + Duration::from_millis(2500);
+                match req {
+                    // Works (uses CPU) for 2.5 s without reporting anything.
+                    Request::Info => {
+                        let mut x = 0u64;
+                        while std::time::Instant::now() < until {
+                            x = std::hint::black_box(x.wrapping_add(1));
+                        }
+                        Response::Done
+                    }
+                    // Waits 2.5 s, as on a lock that never comes free.
+                    _ => {
+                        std::thread::sleep(until - std::time::Instant::now());
+                        Response::Done
+                    }
+                }
+            }),
+        )
+        .unwrap();
+        let deadline = Duration::from_millis(1800);
+        let mut beats = 0;
+        let r = request_with_progress(&sock, &Request::Info, deadline, &mut |_, _, _| beats += 1);
+        assert_eq!(r.unwrap(), Response::Done);
+        assert!(beats >= 1, "no heartbeat");
+        let err = request(
+            &sock,
+            &Request::Status {
+                clean: false,
+                ignored: false,
+                unknown: false,
+            },
+            deadline,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ControlError::NotAnswering { .. }), "{err}");
     }
 }

@@ -2,10 +2,12 @@
 //! state, serves the tree over FUSE with several request threads, answers the control
 //! socket, and unmounts cleanly on SIGTERM or SIGINT.
 
-use crate::checkout::{CommitSpec, Invalidation};
+use crate::busy::Busy;
+use crate::checkout::CommitSpec;
 use crate::config::LogLevel;
 use crate::control::{self, MountInfo, Request, Response};
 use crate::fs::{ControlTargets, RevFs};
+use crate::notify::{path_invalidations, Invalidator};
 use crate::state::{MountState, StateDir, StateError, MOUNT_STATE_VERSION};
 use crate::status::StatusRequest;
 use crate::wc::{WcError, WorkingCopy};
@@ -89,7 +91,9 @@ pub fn prepare_state(state_dir: &StateDir, req: &MountRequest) -> Result<MountSt
 /// What the control handler works with.
 struct Ctx {
     wc: Arc<WorkingCopy>,
-    notifier: fuser::Notifier,
+    invalidator: Invalidator,
+    busy: Arc<Busy>,
+    pid_file: PathBuf,
     state_dir: StateDir,
     state: std::sync::Mutex<MountState>,
     mountpoint: PathBuf,
@@ -125,17 +129,28 @@ impl Ctx {
     }
 }
 
-/// Answers one control request.
+/// Answers one control request. Kernel invalidations are sent (through the invalidation
+/// thread) after the working copy's locks are released, and before the answer.
 fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Response, WcError> {
-    let (wc, notifier) = (&*ctx.wc, &ctx.notifier);
+    let wc = &*ctx.wc;
     let report = |what: &str, done, total| progress.report(what, done, total);
     let report = progress
         .wanted()
         .then_some(&report as crate::checkout::ProgressFn);
+    let invalidate = |items| {
+        ctx.invalidator.send_all(items, &|done, total| {
+            progress.report("invalidating kernel caches", done, total)
+        })
+    };
     Ok(match req {
-        Request::Ping => Response::Pong {
-            pid: std::process::id(),
-        },
+        Request::Ping => {
+            let (busy, oldest) = ctx.busy.snapshot();
+            Response::Pong {
+                pid: std::process::id(),
+                busy_ms: oldest.as_millis() as u64,
+                busy,
+            }
+        }
         Request::Info => Response::Info(ctx.info()),
         Request::Status {
             clean,
@@ -165,10 +180,18 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             Response::Done
         }
         Request::Restore { paths } => {
+            let mut items = Vec::new();
+            let mut result = Ok(());
             for p in &paths {
-                wc.restore(p)?;
-                invalidate(wc, notifier, p);
+                if let Err(e) = wc.restore(p) {
+                    result = Err(e);
+                    break;
+                }
+                path_invalidations(wc, p, &mut items);
             }
+            // What was restored before an error is invalidated all the same.
+            invalidate(items);
+            result?;
             Response::Done
         }
         Request::Commit {
@@ -212,13 +235,13 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 Ok(outcome) => {
                     ctx.save_parent(node);
                     // After the lock is released: the kernel may call back into us.
-                    for inv in &outcome.invalidations {
-                        apply_invalidation(notifier, inv);
-                    }
+                    let invalidations = outcome.invalidations.len();
+                    let mut items = outcome.invalidations;
                     for p in &outcome.reverted {
-                        invalidate(wc, notifier, p);
+                        path_invalidations(wc, p, &mut items);
                     }
-                    tracing::info!(node = %node.to_hex(), updated = outcome.updated, removed = outcome.removed, invalidations = outcome.invalidations.len(), "updated");
+                    invalidate(items);
+                    tracing::info!(node = %node.to_hex(), updated = outcome.updated, removed = outcome.removed, invalidations, "updated");
                     Response::Updated {
                         updated: outcome.updated,
                         removed: outcome.removed,
@@ -244,47 +267,42 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 bytes: done.bytes,
             }
         }
+        Request::Shutdown => {
+            tracing::info!("shutdown requested: syncing the journal and ending the daemon");
+            if let Err(e) = wc.sync_journal() {
+                tracing::error!("final journal sync: {e}");
+            }
+            let _ = std::fs::remove_file(&ctx.pid_file);
+            let _ = std::fs::remove_file(ctx.state_dir.socket());
+            // After the answer has gone out. Exiting closes /dev/fuse: the kernel ends the
+            // connection, and whatever still waits on the mount gets an error.
+            let _ = std::thread::Builder::new()
+                .name("revfs-shutdown".into())
+                .spawn(|| {
+                    std::thread::sleep(Duration::from_millis(100));
+                    std::process::exit(0);
+                });
+            Response::Done
+        }
+        Request::DebugHang => {
+            if !cfg!(debug_assertions) {
+                return Ok(Response::Error {
+                    message: "debug_hang is only available in debug builds".into(),
+                });
+            }
+            tracing::warn!("debug_hang: holding the working copy's lock forever");
+            let wc = ctx.wc.clone();
+            let _ = std::thread::Builder::new()
+                .name("revfs-dbg-hang".into())
+                .spawn(move || {
+                    let _held = wc.write();
+                    loop {
+                        std::thread::park();
+                    }
+                });
+            Response::Done
+        }
     })
-}
-
-fn apply_invalidation(notifier: &fuser::Notifier, inv: &Invalidation) {
-    use std::os::unix::ffi::OsStrExt;
-    let r = match inv {
-        Invalidation::Entry { parent, name } => {
-            notifier.inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name))
-        }
-        Invalidation::Inode(ino) => notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
-    };
-    if let Err(e) = r {
-        // ENOENT: the kernel did not know it, which is fine.
-        if e.raw_os_error() != Some(libc::ENOENT) {
-            tracing::debug!(?inv, "invalidation failed: {e}");
-        }
-    }
-}
-
-/// Tells the kernel to forget what it cached about `path` (its data and attributes, and
-/// the names leading to it, negative entries included) after revfs changed it.
-fn invalidate(wc: &WorkingCopy, notifier: &fuser::Notifier, path: &[u8]) {
-    use std::os::unix::ffi::OsStrExt;
-    let mut parent = crate::wc::ROOT_INO;
-    for (i, part) in path.split(|&b| b == b'/').enumerate() {
-        let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::from_bytes(part));
-        // The directory's cached listing too.
-        let _ = notifier.inval_inode(fuser::INodeNo(parent), 0, 0);
-        let prefix = path
-            .splitn(i + 2, |&b| b == b'/')
-            .take(i + 1)
-            .collect::<Vec<_>>()
-            .join(&b'/');
-        match wc.ino_of(&prefix) {
-            Ok(Some(ino)) => parent = ino,
-            _ => break,
-        }
-    }
-    if let Ok(Some(ino)) = wc.ino_of(path) {
-        let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
-    }
 }
 
 /// Sends tracing output to the mount's log file, with the level from `REVFS_LOG` when it is
@@ -397,13 +415,19 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         path: req.mountpoint.clone(),
         source,
     };
+    let busy = fs.busy();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let mut unmounter = session.unmount_callable();
-    let notifier = session.notifier();
+    let invalidator = Invalidator::start(session.notifier()).map_err(|source| DaemonError::Io {
+        path: req.mountpoint.clone(),
+        source,
+    })?;
     {
         let ctx = Ctx {
             wc: wc.clone(),
-            notifier,
+            invalidator,
+            busy,
+            pid_file: pid_file.clone(),
             state_dir: state_dir.clone(),
             state: std::sync::Mutex::new(state.clone()),
             mountpoint: req.mountpoint.clone(),

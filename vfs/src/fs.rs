@@ -7,6 +7,7 @@
 //! root (not listed, but found by lookup) holds symlinks to the control socket, the
 //! repository and the state directory.
 
+use crate::busy::Busy;
 use crate::journal::SpecialKind;
 use crate::wc::{
     Attr, EntryType, SetAttr, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
@@ -62,6 +63,8 @@ pub struct RevFs {
     gid: u32,
     /// Time shown for the control entries.
     started: SystemTime,
+    /// The requests being served (for the control socket's `Ping`).
+    busy: Arc<Busy>,
 }
 
 impl RevFs {
@@ -73,7 +76,13 @@ impl RevFs {
             uid,
             gid,
             started: SystemTime::now(),
+            busy: Arc::new(Busy::default()),
         }
+    }
+
+    /// What this filesystem is serving right now, shared with the control socket.
+    pub fn busy(&self) -> Arc<Busy> {
+        self.busy.clone()
     }
 
     fn file_attr(&self, a: &Attr) -> FileAttr {
@@ -243,6 +252,7 @@ impl Filesystem for RevFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _busy = self.busy.enter();
         let parent = parent.0;
         if parent == ROOT_INO && name == CONTROL_DIR {
             if let Some(a) = self.control_attr(CONTROL_DIR_INO) {
@@ -283,12 +293,14 @@ impl Filesystem for RevFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _busy = self.busy.enter();
         if !Self::is_control(ino.0) {
             self.wc.forget(ino.0, nlookup);
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _busy = self.busy.enter();
         if let Some(a) = self.control_attr(ino.0) {
             return reply.attr(&TTL, &a);
         }
@@ -316,6 +328,7 @@ impl Filesystem for RevFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(ino.0) {
             return reply.error(Errno::EPERM);
         }
@@ -344,6 +357,7 @@ impl Filesystem for RevFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _busy = self.busy.enter();
         if let Some(target) = self.control.target(ino.0) {
             return reply.data(target.as_os_str().as_bytes());
         }
@@ -363,6 +377,7 @@ impl Filesystem for RevFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -394,6 +409,7 @@ impl Filesystem for RevFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -404,6 +420,7 @@ impl Filesystem for RevFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -411,6 +428,7 @@ impl Filesystem for RevFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) || (parent.0 == ROOT_INO && name == CONTROL_DIR) {
             return reply.error(Errno::EPERM);
         }
@@ -425,6 +443,7 @@ impl Filesystem for RevFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -447,6 +466,7 @@ impl Filesystem for RevFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) || Self::is_control(newparent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -478,11 +498,13 @@ impl Filesystem for RevFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _busy = self.busy.enter();
         // Hard links have no meaning in a Mercurial working copy (docs/FORMATS.md).
         reply.error(Errno::EPERM)
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _busy = self.busy.enter();
         // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
         reply.error(Errno::ENOSYS)
     }
@@ -498,6 +520,7 @@ impl Filesystem for RevFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _busy = self.busy.enter();
         match self.wc.read_file(ino.0, offset, size as usize) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(errno("read", &e)),
@@ -516,6 +539,7 @@ impl Filesystem for RevFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _busy = self.busy.enter();
         match self.wc.write_file(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno("write", &e)),
@@ -530,6 +554,7 @@ impl Filesystem for RevFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         // Writes reach the overlay synchronously: nothing to do at close. After one ENOSYS
         // the kernel stops sending flush on every close.
         reply.error(Errno::ENOSYS)
@@ -543,6 +568,7 @@ impl Filesystem for RevFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         reply_empty("fsync", self.wc.fsync(ino.0), reply)
     }
 
@@ -554,6 +580,7 @@ impl Filesystem for RevFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         reply_empty("fsyncdir", self.wc.sync_journal(), reply)
     }
 
@@ -567,6 +594,7 @@ impl Filesystem for RevFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         reply_empty(
             "fallocate",
             self.wc.fallocate(ino.0, offset, length, mode),
@@ -584,6 +612,7 @@ impl Filesystem for RevFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _busy = self.busy.enter();
         if Self::is_control(parent.0) {
             return reply.error(Errno::EPERM);
         }
@@ -602,6 +631,7 @@ impl Filesystem for RevFs {
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _busy = self.busy.enter();
         // No per-directory state: with FUSE_NO_OPENDIR_SUPPORT the kernel stops sending
         // opendir/releasedir and keeps listings cached (as FOPEN_CACHE_DIR does). It drops
         // them itself when a change goes through the mount; revfs invalidates them when it
@@ -617,6 +647,7 @@ impl Filesystem for RevFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _busy = self.busy.enter();
         if ino.0 == CONTROL_DIR_INO {
             for (i, (ino, kind, name)) in control_entries()
                 .into_iter()
@@ -661,6 +692,7 @@ impl Filesystem for RevFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _busy = self.busy.enter();
         // Not requested from the kernel (plain readdir keeps `find` cheap), but correct.
         let (parent, children) = match self.wc.readdir(ino.0) {
             Ok(x) => x,
@@ -697,10 +729,12 @@ impl Filesystem for RevFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         reply.ok()
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _busy = self.busy.enter();
         // Space is the overlay's: report the state directory's file system.
         let files = self.wc.inode_count() as u64;
         match nix_statvfs(&self.control.state) {
@@ -719,6 +753,7 @@ impl Filesystem for RevFs {
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        let _busy = self.busy.enter();
         // The kernel checks modes itself (default_permissions).
         reply.ok()
     }
@@ -731,6 +766,7 @@ impl Filesystem for RevFs {
         _size: u32,
         reply: ReplyXattr,
     ) {
+        let _busy = self.busy.enter();
         // Asked before every write (security.capability): answer at once.
         reply.error(Errno::ENODATA)
     }
@@ -745,10 +781,12 @@ impl Filesystem for RevFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.busy.enter();
         reply.error(Errno::EOPNOTSUPP)
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _busy = self.busy.enter();
         if size == 0 {
             reply.size(0)
         } else {
@@ -757,6 +795,7 @@ impl Filesystem for RevFs {
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.busy.enter();
         reply.error(Errno::ENODATA)
     }
 }

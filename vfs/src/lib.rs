@@ -5,6 +5,7 @@
 //! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
 //! ([`daemon`]). It reads source-control objects only through `revfs-store`.
 
+pub mod busy;
 pub mod checkout;
 pub mod config;
 pub mod control;
@@ -12,6 +13,7 @@ pub mod daemon;
 pub mod fs;
 pub mod ignore;
 pub mod journal;
+pub mod notify;
 pub mod overlay;
 pub mod state;
 pub mod status;

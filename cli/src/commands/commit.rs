@@ -71,7 +71,7 @@ fn lossy(b: &[u8]) -> String {
 }
 
 fn mount_only(ws: &Workspace) -> Result<()> {
-    if ws.socket.is_none() {
+    if ws.mount.is_none() {
         bail!(
             "{} is not a revfs mount (commit and update run inside a mount, or with -R MOUNTPOINT)",
             ws.root.display()

@@ -689,7 +689,7 @@ impl TargetFn {
 
 fn run(cli: &crate::Cli, args: &CopyArgs, rename: bool) -> Result<u8> {
     let ws = open_workspace(cli)?;
-    if ws.socket.is_none() {
+    if ws.mount.is_none() {
         // Outside a mount: the same error as the other working-copy commands.
         ws.request(&Request::Ping)?;
     }

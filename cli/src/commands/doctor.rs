@@ -21,7 +21,7 @@
 //!   directory): requirements this revfs supports, no abandoned store transaction
 //!   (`.hg/store/journal`), no stale lock (`.hg/wlock`, `.hg/store/lock`).
 
-use super::mount::{mountpoint_path, process_running, revfs_mounts};
+use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts};
 use anyhow::Result;
 use clap::Args;
 use revfs_vfs::config::{Config, ConfigLocation};
@@ -80,7 +80,13 @@ pub fn doctor(cli: &crate::Cli, args: &DoctorArgs) -> Result<u8> {
             None => std::env::current_dir().ok(),
         };
         if let Some(start) = start {
-            if let Some(root) = start.ancestors().find(|d| d.join(".hg").is_dir()) {
+            // Nothing inside a mount is looked at: its daemon may not answer.
+            let table = revfs_mounts().unwrap_or_default();
+            if let Some(root) = start
+                .ancestors()
+                .filter(|d| mounts::containing(d, &table).is_none())
+                .find(|d| d.join(".hg").is_dir())
+            {
                 let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
                 repos.entry(root).or_default();
             }
@@ -247,7 +253,8 @@ fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
             let Ok(sd) = StateDir::for_mountpoint(&mp) else {
                 return repos;
             };
-            let source = table.iter().find(|(m, _)| *m == mp).map(|(_, s)| s.clone());
+            let km = table.iter().find(|m| m.mountpoint == mp);
+            let source = km.map(|m| m.source.clone());
             if source.is_none() && !sd.path().exists() {
                 r.check(&format!("mount {}", mp.display()));
                 r.problem(
@@ -266,6 +273,7 @@ fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
                     mounted: source.is_some(),
                     mountpoint: Some(mp),
                     source,
+                    conn: km.and_then(|m| m.conn),
                 },
             );
         }
@@ -279,7 +287,8 @@ fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
                     }
                 }
             }
-            for (mp, source) in &table {
+            for km in &table {
+                let (mp, source) = (&km.mountpoint, &km.source);
                 match StateDir::for_mountpoint(mp) {
                     Ok(sd) if sd.path().exists() => {
                         dirs.insert(
@@ -288,6 +297,7 @@ fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
                                 mountpoint: Some(mp.clone()),
                                 mounted: true,
                                 source: Some(source.clone()),
+                                conn: km.conn,
                             },
                         );
                     }
@@ -380,6 +390,9 @@ fn overlay_ids(dir: &Path) -> BTreeSet<u64> {
         .collect()
 }
 
+/// A filesystem request served for this long (ms) means the mount does not answer.
+const STUCK_REQUEST_MS: u64 = 10_000;
+
 /// What the mount table says of a state directory's mount.
 #[derive(Debug, Default)]
 struct Target {
@@ -390,6 +403,8 @@ struct Target {
     mounted: bool,
     /// The mount table's source (`revfs:REPO`).
     source: Option<String>,
+    /// The mount's FUSE connection.
+    conn: Option<u32>,
 }
 
 fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut RepoMounts) {
@@ -466,23 +481,37 @@ fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut R
         .and_then(|s| s.trim().parse::<i32>().ok());
     let running = pid.filter(|&p| process_running(p));
     if target.mounted {
+        let force = format!(
+            "run `revfs unmount --force {mp_arg}`, then `revfs mount {repo_arg} {mp_arg}` \
+             resumes the working copy"
+        );
+        let waiting = target.conn.and_then(mounts::waiting_requests).unwrap_or(0);
         match control::request(&sd.socket(), &Request::Ping, Duration::from_secs(2)) {
-            Ok(Response::Pong { pid }) => notes.push(format!("mounted; daemon {pid} answers")),
+            Ok(Response::Pong { pid, busy_ms, busy }) if busy_ms >= STUCK_REQUEST_MS => r.problem(
+                &format!(
+                    "daemon {pid} answers, but its filesystem does not: a request has \
+                         waited {} s ({busy} being served, {waiting} waiting in the kernel)",
+                    busy_ms / 1000
+                ),
+                &force,
+            ),
+            Ok(Response::Pong { pid, .. }) => notes.push(format!("mounted; daemon {pid} answers")),
+            Err(control::ControlError::NotAnswering { .. }) => r.problem(
+                &format!(
+                    "daemon{} does not answer on its control socket ({waiting} filesystem \
+                     requests waiting)",
+                    running.map(|p| format!(" {p}")).unwrap_or_default()
+                ),
+                &force,
+            ),
             _ => match running {
                 Some(pid) => r.problem(
                     &format!("daemon {pid} does not answer on its control socket"),
-                    &format!(
-                        "wait for it, or stop it (kill {pid}; kill -9 {pid} if that is not \
-                         enough), then: revfs unmount --force {mp_arg}; revfs mount \
-                         {repo_arg} {mp_arg}"
-                    ),
+                    &force,
                 ),
                 None => r.problem(
                     "the daemon is gone (killed or crashed): the mount is dead",
-                    &format!(
-                        "run `revfs unmount --force {mp_arg}`, then `revfs mount {repo_arg} \
-                         {mp_arg}` resumes the working copy"
-                    ),
+                    &force,
                 ),
             },
         }

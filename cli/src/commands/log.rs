@@ -342,7 +342,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
         }
         None => {
             revs.push(ws.resolve_single(Some("."))?);
-            if ws.socket.is_none() {
+            if ws.mount.is_none() {
                 if let Some([_, p2]) = revfs_vfs::store::dirstate::parents(ws.repo.dot_hg())? {
                     if let Some(r) = cl.rev_of(&p2).filter(|&r| r != NULL_REV) {
                         revs.push(r);
@@ -372,7 +372,7 @@ pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     let repo = &ws.repo;
     let rev = ws.resolve_single(Some(args.rev.as_deref().unwrap_or(".")))?;
-    let dirty = match (&args.rev, &ws.socket) {
+    let dirty = match (&args.rev, &ws.mount) {
         (Some(_), _) => false,
         (None, Some(_)) => super::wc::fetch_status(&ws, false, false, false)?
             .iter()

@@ -10,12 +10,17 @@ pub mod mount;
 pub mod repo;
 pub mod wc;
 
+use crate::mounts::{self, KernelMount};
 use anyhow::{anyhow, Context, Result};
+use revfs_vfs::config::Config;
+use revfs_vfs::control::{self, ControlError, Request, Response};
 use revfs_vfs::fs::CONTROL_DIR;
 use revfs_vfs::state::StateDir;
 use revfs_vfs::store::revset::{self, Scope};
 use revfs_vfs::store::{Node, Repo, Rev, StoreError};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 /// Where a command works: a repository, seen either from its own working directory or
 /// from a revfs mount of it.
@@ -25,35 +30,163 @@ pub struct Workspace {
     pub root: PathBuf,
     /// What `.` means here.
     pub scope: Scope,
-    /// The control socket of the mount, when the workspace is one.
-    pub socket: Option<PathBuf>,
+    /// The mount, when the workspace is one.
+    pub mount: Option<MountRef>,
 }
 
-/// The mount whose root is `dir`, if `dir` is one: its repository and working parent.
-fn mount_at(dir: &Path) -> Result<Option<Workspace>> {
-    let control = dir.join(CONTROL_DIR);
-    let Ok(repo_root) = std::fs::read_link(control.join("repo")) else {
-        return Ok(None);
+/// A mount a command works in: how to reach its daemon, and what to tell the user when
+/// the daemon does not answer.
+pub struct MountRef {
+    pub mountpoint: PathBuf,
+    pub socket: PathBuf,
+    /// The daemon's process id, from its last answer.
+    pub pid: Option<u32>,
+}
+
+/// A mount's daemon did not answer within the deadline. Printed with hg's layout: the
+/// abort line, then the way out as a hint.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.message())]
+pub struct NotAnswering {
+    pub mountpoint: PathBuf,
+    pub pid: Option<u32>,
+    pub why: String,
+}
+
+impl NotAnswering {
+    fn message(&self) -> String {
+        let pid = self.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        format!(
+            "the revfs daemon of {}{pid} is not answering: {}",
+            self.mountpoint.display(),
+            self.why
+        )
+    }
+
+    /// The complete stderr text: the abort and its hint.
+    pub fn hg_message(&self) -> String {
+        format!(
+            "abort: {}\n(free the mount with: revfs unmount --force {}; revfs mount then resumes the working copy)\n",
+            self.message(),
+            self.mountpoint.display()
+        )
+    }
+}
+
+/// How long a command waits for a mount's daemon: `control.timeout` of the configuration.
+pub fn control_deadline() -> Result<Duration> {
+    static DEADLINE: OnceLock<Duration> = OnceLock::new();
+    if let Some(d) = DEADLINE.get() {
+        return Ok(*d);
+    }
+    let d = Config::load()?.control.timeout;
+    Ok(*DEADLINE.get_or_init(|| d))
+}
+
+impl MountRef {
+    /// The error for a failed exchange with this mount's daemon.
+    pub fn error(&self, e: ControlError) -> anyhow::Error {
+        match e {
+            ControlError::NotAnswering { waited, .. } => NotAnswering {
+                mountpoint: self.mountpoint.clone(),
+                pid: self.pid,
+                why: format!("nothing heard for {}", control::seconds(waited)),
+            }
+            .into(),
+            other => other.into(),
+        }
+    }
+
+    /// Asks the daemon whether it and its filesystem answer, before anything touches the
+    /// mount. A daemon that cannot be reached at all (gone) is left for the first request
+    /// to report; one that does not answer, or whose filesystem has had a request waiting
+    /// longer than the deadline, stops the command here.
+    fn check_alive(&mut self, deadline: Duration) -> Result<()> {
+        match control::request(&self.socket, &Request::Ping, deadline) {
+            Ok(Response::Pong { pid, busy_ms, .. }) => {
+                self.pid = Some(pid);
+                if Duration::from_millis(busy_ms) > deadline {
+                    return Err(NotAnswering {
+                        mountpoint: self.mountpoint.clone(),
+                        pid: self.pid,
+                        why: format!(
+                            "a filesystem request has waited {}",
+                            control::seconds(Duration::from_secs(busy_ms / 1000))
+                        ),
+                    }
+                    .into());
+                }
+                Ok(())
+            }
+            Ok(_) | Err(ControlError::Connect { .. }) => Ok(()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+}
+
+/// Opens the working copy of the revfs mount `m`. Its state directory is found from the
+/// mountpoint (under this user's state root); only when it is not there (another
+/// `REVFS_STATE_DIR`) is the mount's `.revfs/state` link read, under the deadline.
+fn open_mount(m: &KernelMount) -> Result<Workspace> {
+    let deadline = control_deadline()?;
+    let own = StateDir::for_mountpoint(&m.mountpoint)?;
+    let state_dir = match own.load() {
+        Ok(Some(s)) if s.mountpoint == m.mountpoint => own,
+        _ => StateDir::at(
+            read_link_within(&m.mountpoint.join(CONTROL_DIR).join("state"), deadline).map_err(
+                |e| match e {
+                    None => NotAnswering {
+                        mountpoint: m.mountpoint.clone(),
+                        pid: None,
+                        why: format!("nothing heard for {}", control::seconds(deadline)),
+                    }
+                    .into(),
+                    Some(e) => anyhow!("{}: {e}", m.mountpoint.display()),
+                },
+            )?,
+        ),
     };
-    let state_dir = StateDir::at(std::fs::read_link(control.join("state"))?);
     let state = state_dir
         .load()?
         .ok_or_else(|| anyhow!("{}: mount state is missing", state_dir.path().display()))?;
+    let mut mount = MountRef {
+        mountpoint: m.mountpoint.clone(),
+        socket: state_dir.socket(),
+        pid: mounts::daemon_pid(&state_dir, &m.mountpoint).map(|p| p as u32),
+    };
+    mount.check_alive(deadline)?;
     // The journal names the working-copy parent; mount.json follows it.
     let node = match state_dir.journal_parent()? {
         Some(node) => node,
         None => Node::from_hex(state.node.as_bytes())
             .ok_or_else(|| anyhow!("{}: bad node", state_dir.state_file().display()))?,
     };
-    Ok(Some(Workspace {
-        repo: Repo::open(&repo_root)
-            .with_context(|| format!("repository of mount {}", dir.display()))?,
-        root: dir.to_path_buf(),
+    Ok(Workspace {
+        repo: Repo::open(&state.repo)
+            .with_context(|| format!("repository of mount {}", m.mountpoint.display()))?,
+        root: m.mountpoint.clone(),
         scope: Scope {
             working_parent: Some(node),
         },
-        socket: Some(std::fs::read_link(control.join("socket"))?),
-    }))
+        mount: Some(mount),
+    })
+}
+
+/// `readlink` of a path inside a mount, given up after `deadline` (`Err(None)`). The
+/// thread left waiting ends with the process.
+fn read_link_within(path: &Path, deadline: Duration) -> Result<PathBuf, Option<std::io::Error>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.to_owned();
+    std::thread::Builder::new()
+        .name("readlink".into())
+        .spawn(move || {
+            let _ = tx.send(std::fs::read_link(&p));
+        })
+        .map_err(Some)?;
+    match rx.recv_timeout(deadline) {
+        Ok(r) => r.map_err(Some),
+        Err(_) => Err(None),
+    }
 }
 
 fn repo_at(dir: &Path) -> Result<Workspace> {
@@ -61,26 +194,32 @@ fn repo_at(dir: &Path) -> Result<Workspace> {
         repo: Repo::open(dir)?,
         root: dir.to_path_buf(),
         scope: Scope::default(),
-        socket: None,
+        mount: None,
     })
 }
 
 /// Opens the workspace named by `-R` (a repository or a mountpoint), or the nearest one
-/// containing the current directory.
+/// containing the current directory. Which mount a path is in comes from the kernel's
+/// mount table: nothing inside a mount is looked at before its daemon has answered.
 pub fn open_workspace(cli: &crate::Cli) -> Result<Workspace> {
+    let mounts = mounts::revfs_mounts().unwrap_or_default();
     if let Some(path) = &cli.repository {
-        if let Some(ws) = mount_at(path)? {
-            return Ok(ws);
+        let resolved = mounts::resolve(path, &mounts)?;
+        if let Some(m) = mounts.iter().find(|m| m.mountpoint == resolved) {
+            return open_mount(m);
         }
-        if !path.join(".hg").is_dir() {
+        if mounts::containing(&resolved, &mounts).is_some() || !path.join(".hg").is_dir() {
             return Err(anyhow!("repository {} not found", path.display()));
         }
         return repo_at(path);
     }
     let cwd = std::env::current_dir()?;
     for dir in cwd.ancestors() {
-        if let Some(ws) = mount_at(dir)? {
-            return Ok(ws);
+        if let Some(m) = mounts.iter().find(|m| m.mountpoint == dir) {
+            return open_mount(m);
+        }
+        if mounts::containing(dir, &mounts).is_some() {
+            continue;
         }
         if dir.join(".hg").is_dir() {
             return repo_at(dir);
@@ -90,17 +229,21 @@ pub fn open_workspace(cli: &crate::Cli) -> Result<Workspace> {
 }
 
 impl Workspace {
-    /// Sends a request to the mount's daemon; aborts outside a mount.
-    pub fn request(
-        &self,
-        req: &revfs_vfs::control::Request,
-    ) -> Result<revfs_vfs::control::Response> {
-        let socket = self.socket.as_ref().ok_or_else(|| {
+    /// The mount, or an abort outside one.
+    pub fn mount(&self) -> Result<&MountRef> {
+        self.mount.as_ref().ok_or_else(|| {
             anyhow!("{} is not a revfs mount (working-copy commands run inside a mount, or with -R MOUNTPOINT)", self.root.display())
-        })?;
-        match revfs_vfs::control::request(socket, req, std::time::Duration::from_secs(600))? {
-            revfs_vfs::control::Response::Error { message } => Err(anyhow!("{message}")),
-            other => Ok(other),
+        })
+    }
+
+    /// Sends a request to the mount's daemon; aborts outside a mount, and when the daemon
+    /// does not answer within the deadline.
+    pub fn request(&self, req: &Request) -> Result<Response> {
+        let mount = self.mount()?;
+        match control::request(&mount.socket, req, control_deadline()?) {
+            Ok(Response::Error { message }) => Err(anyhow!("{message}")),
+            Ok(other) => Ok(other),
+            Err(e) => Err(mount.error(e)),
         }
     }
 

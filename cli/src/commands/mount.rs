@@ -1,10 +1,12 @@
 //! `revfs mount`, `revfs unmount` and `revfs list`: start a filesystem daemon for a
 //! repository revision, stop it, and show the active mounts.
 
+use super::{control_deadline, NotAnswering};
+use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts, KernelMount};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use revfs_vfs::config::Config;
-use revfs_vfs::control::{self, Request, Response};
+use revfs_vfs::control::{self, ControlError, Request, Response};
 use revfs_vfs::daemon::{self, MountRequest};
 use revfs_vfs::state::StateDir;
 use revfs_vfs::store::{names, revset, Node, Repo};
@@ -43,7 +45,8 @@ pub struct MountArgs {
 
 #[derive(Args, Debug)]
 pub struct UnmountArgs {
-    /// Detach now even if files are open (a lazy unmount)
+    /// Detach now, even with files open or a daemon that does not answer: the daemon ends,
+    /// open files fail, the working copy is kept for the next mount
     #[arg(short = 'f', long)]
     force: bool,
     mountpoint: PathBuf,
@@ -56,63 +59,8 @@ pub struct ListArgs {
     template: Option<String>,
 }
 
-/// The mounts the kernel knows of whose type is `fuse.revfs`: (mountpoint, source).
-pub(crate) fn revfs_mounts() -> Result<Vec<(PathBuf, String)>> {
-    let text =
-        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut r = right.split(' ');
-        let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
-        // fusermount3 records the subtype only with libfuse; the source name is ours anyway.
-        if !(fstype == "fuse.revfs" || (fstype.starts_with("fuse") && source.starts_with("revfs:")))
-        {
-            continue;
-        }
-        if let Some(mp) = left.split(' ').nth(4) {
-            out.push((PathBuf::from(unescape_mountinfo(mp)), source.to_owned()));
-        }
-    }
-    Ok(out)
-}
-
-/// Undoes the octal escapes (`\040` for a space) of /proc/self/mountinfo.
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The absolute form of a mountpoint without touching it (a dead mount cannot be stat'ed):
-/// the parent is canonicalized, the last component kept.
-pub(crate) fn mountpoint_path(p: &Path) -> Result<PathBuf> {
-    let abs = std::path::absolute(p)?;
-    match (abs.parent(), abs.file_name()) {
-        (Some(parent), Some(name)) => Ok(std::fs::canonicalize(parent)
-            .with_context(|| format!("{}", parent.display()))?
-            .join(name)),
-        _ => Ok(abs),
-    }
-}
-
 fn is_mounted(mountpoint: &Path) -> Result<bool> {
-    Ok(revfs_mounts()?.iter().any(|(m, _)| m == mountpoint))
+    Ok(revfs_mounts()?.iter().any(|m| m.mountpoint == mountpoint))
 }
 
 pub fn mount(args: &MountArgs) -> Result<u8> {
@@ -142,6 +90,20 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         bail!("cannot mount on {}: not a directory", mountpoint.display());
     }
     let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    // The daemon reads the store and its state directory; through its own mount it would
+    // wait on itself.
+    for (what, path) in [
+        ("the repository", &repo_root),
+        ("its state directory", &state_dir.path().to_path_buf()),
+    ] {
+        if path.starts_with(&mountpoint) {
+            bail!(
+                "cannot mount on {}: {what} {} is inside it (the daemon would read it through its own mount)",
+                mountpoint.display(),
+                path.display()
+            );
+        }
+    }
     // The working copy kept here, if any: its repository and, from the journal, its parent.
     let saved = state_dir.load()?;
     let journal_parent = state_dir.journal_parent()?;
@@ -229,10 +191,9 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
         });
     }
     let mut child = cmd.spawn().context("starting the revfs daemon")?;
-    let probe = req
-        .mountpoint
-        .join(revfs_vfs::fs::CONTROL_DIR)
-        .join("socket");
+    // Ready when the kernel lists the mount and the daemon answers on its socket; the mount
+    // itself is never touched (a daemon that hangs while starting would hang us too).
+    let socket = state_dir.socket();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = child.try_wait()? {
@@ -251,7 +212,13 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
                 ))
             );
         }
-        if std::fs::symlink_metadata(&probe).is_ok() {
+        if socket.exists()
+            && is_mounted(&req.mountpoint)?
+            && matches!(
+                control::request(&socket, &Request::Ping, Duration::from_secs(2)),
+                Ok(Response::Pong { .. })
+            )
+        {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -264,52 +231,191 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
     }
 }
 
-pub fn unmount(args: &UnmountArgs) -> Result<u8> {
-    let mountpoint = mountpoint_path(&args.mountpoint)?;
-    if !is_mounted(&mountpoint)? {
-        bail!("{} is not a revfs mount", mountpoint.display());
+/// What the daemon of a mount says when asked, within `deadline`.
+enum Health {
+    /// It answers, and its filesystem has no request waiting longer than the deadline.
+    Answers,
+    /// It does not answer, or a filesystem request has waited too long: the reason.
+    Stuck(String),
+    /// Nothing listens on its socket: the daemon is gone.
+    Gone,
+}
+
+fn health(state_dir: &StateDir, deadline: Duration) -> Health {
+    match control::request(&state_dir.socket(), &Request::Ping, deadline) {
+        Ok(Response::Pong { busy_ms, .. }) if Duration::from_millis(busy_ms) > deadline => {
+            Health::Stuck(format!(
+                "a filesystem request has waited {}",
+                control::seconds(Duration::from_secs(busy_ms / 1000))
+            ))
+        }
+        Ok(_) => Health::Answers,
+        Err(ControlError::NotAnswering { waited, .. }) => {
+            Health::Stuck(format!("nothing heard for {}", control::seconds(waited)))
+        }
+        Err(_) => Health::Gone,
     }
-    let state_dir = StateDir::for_mountpoint(&mountpoint)?;
-    let pid = std::fs::read_to_string(state_dir.pid_file())
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok());
-    let mut cmd = Command::new("fusermount3");
-    cmd.arg(if args.force { "-uz" } else { "-u" })
-        .arg(&mountpoint);
-    let out = cmd
-        .output()
+}
+
+/// Waits up to `limit` for process `pid` to end; true when it has.
+fn wait_exit(pid: Option<i32>, limit: Duration) -> bool {
+    let Some(pid) = pid else { return true };
+    let deadline = Instant::now() + limit;
+    while process_running(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// Detaches the mount at once, busy or not. Never waits on the daemon: as root the
+/// kernel is asked directly, otherwise fusermount3, given a few seconds.
+fn detach(mountpoint: &Path) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+        // SAFETY: umount2 reads a NUL-terminated path.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINVAL) && !is_mounted(mountpoint)? {
+            return Ok(());
+        }
+    }
+    let mut child = Command::new("fusermount3")
+        .arg("-uz")
+        .arg(mountpoint)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("running fusermount3 (is fuse3 installed?)")?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("busy") {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if status.success() || !is_mounted(mountpoint)? {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
             bail!(
-                "{} is busy: a process still has files open in it (close them, or use --force for a lazy unmount)",
+                "unmounting {} failed: fusermount3 did not finish",
                 mountpoint.display()
             );
         }
-        bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
+        std::thread::sleep(Duration::from_millis(5));
     }
-    // Wait for the daemon to finish so that its state is flushed when we return.
+}
+
+/// Ends a mount whose daemon does not answer: its FUSE connection is aborted (every process
+/// waiting on the mount gets ENOTCONN at once), the daemon killed, the mount detached. The
+/// overlay and the journal stay as they are; what the daemon acknowledged is in them.
+fn end_connection(km: &KernelMount, pid: Option<i32>) -> Result<()> {
+    let aborted = match km.conn {
+        Some(conn) => mounts::abort_connection(conn).is_ok(),
+        None => false,
+    };
     if let Some(pid) = pid {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while process_running(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        // SAFETY: kill sends a signal to a pid we checked is this mount's daemon.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    detach(&km.mountpoint)?;
+    if !wait_exit(pid, Duration::from_secs(5)) {
+        bail!(
+            "{} is detached, but its daemon (pid {}) did not end{}",
+            km.mountpoint.display(),
+            pid.unwrap_or(0),
+            if aborted {
+                ""
+            } else {
+                " (the FUSE control filesystem was not available to end its connection)"
+            }
+        );
+    }
+    Ok(())
+}
+
+pub fn unmount(args: &UnmountArgs) -> Result<u8> {
+    let mountpoint = mountpoint_path(&args.mountpoint)?;
+    let table = revfs_mounts()?;
+    let Some(km) = table.iter().find(|m| m.mountpoint == mountpoint) else {
+        bail!("{} is not a revfs mount", mountpoint.display());
+    };
+    let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    let pid = mounts::daemon_pid(&state_dir, &mountpoint);
+    let deadline = control_deadline()?;
+    // --force must free the mount within a few seconds: it waits less for an answer.
+    let ask = if args.force {
+        deadline.min(Duration::from_secs(2))
+    } else {
+        deadline
+    };
+    let health = health(&state_dir, ask);
+    if !args.force {
+        if let Health::Stuck(why) = health {
+            return Err(NotAnswering {
+                mountpoint,
+                pid: pid.map(|p| p as u32),
+                why,
+            }
+            .into());
+        }
+        let out = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&mountpoint)
+            .output()
+            .context("running fusermount3 (is fuse3 installed?)")?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains("busy") {
+                bail!(
+                    "{} is busy: a process still has files open in it (close them, or use --force)",
+                    mountpoint.display()
+                );
+            }
+            bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
+        }
+        // Wait for the daemon to finish so that its state is flushed when we return.
+        wait_exit(pid, Duration::from_secs(10));
+        return Ok(0);
+    }
+    match health {
+        Health::Answers => {
+            detach(&mountpoint)?;
+            // With nothing open the daemon ends by itself; files still open keep it
+            // serving them, so it is asked to sync and end.
+            if !wait_exit(pid, Duration::from_millis(500)) {
+                let _ = control::request(&state_dir.socket(), &Request::Shutdown, ask);
+                if !wait_exit(pid, Duration::from_secs(2)) {
+                    end_connection(km, pid)?;
+                }
+            }
+        }
+        Health::Gone => {
+            detach(&mountpoint)?;
+        }
+        Health::Stuck(why) => {
+            eprintln!(
+                "revfs: the daemon of {}{} is not answering ({why}): ending its connection",
+                mountpoint.display(),
+                pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            );
+            end_connection(km, pid)?;
         }
     }
     Ok(0)
-}
-
-/// True while process `pid` exists and has not exited (a zombie waiting for its parent to
-/// reap it counts as exited).
-pub(crate) fn process_running(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state follows the parenthesised command name, which may itself hold spaces.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z') | Some('X') | None)
 }
 
 pub fn list(args: &ListArgs) -> Result<u8> {
@@ -319,38 +425,39 @@ pub fn list(args: &ListArgs) -> Result<u8> {
         Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
     };
     let mut rows = Vec::new();
-    for (mountpoint, _source) in revfs_mounts()? {
-        let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    for km in revfs_mounts()? {
+        let state_dir = StateDir::for_mountpoint(&km.mountpoint)?;
         let state = state_dir.load().ok().flatten();
-        let alive = matches!(
-            control::request(&state_dir.socket(), &Request::Ping, Duration::from_secs(2)),
-            Ok(Response::Pong { .. })
-        );
-        rows.push((mountpoint, state, alive));
+        let health = health(&state_dir, Duration::from_secs(2));
+        rows.push((km.mountpoint, state, health));
     }
     if json {
         let items: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(m, s, alive)| {
+            .map(|(m, s, health)| {
                 serde_json::json!({
                     "mountpoint": m,
                     "repo": s.as_ref().map(|s| &s.repo),
                     "node": s.as_ref().map(|s| &s.node),
-                    "running": alive,
+                    "running": !matches!(health, Health::Gone),
+                    "answering": matches!(health, Health::Answers),
                 })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        for (m, s, alive) in rows {
+        for (m, s, health) in rows {
             let (repo, node) = match &s {
                 Some(s) => (s.repo.display().to_string(), s.node[..12].to_owned()),
                 None => ("?".into(), "?".into()),
             };
-            let note = if alive {
-                ""
-            } else {
-                "  (daemon not running: revfs unmount it)"
+            let note = match health {
+                Health::Answers => String::new(),
+                Health::Gone => format!("  (daemon not running: revfs unmount {})", m.display()),
+                Health::Stuck(why) => format!(
+                    "  (daemon not answering, {why}: revfs unmount --force {})",
+                    m.display()
+                ),
             };
             println!("{}  {repo}  {node}{note}", m.display());
         }

@@ -1,0 +1,285 @@
+//! The kernel's side of revfs mounts, read without ever touching a mount: the mount table,
+//! each mount's FUSE connection (`/sys/fs/fuse/connections/N`), its daemon process, and
+//! paths resolved up to a mountpoint but never through one.
+//!
+//! A process that stats, opens or lists anything in a mount whose daemon is frozen waits
+//! with it, and may not even be killable. So the commands find out whether a path is in a
+//! mount, and which mount, from `/proc/self/mountinfo` and the state directory alone, and
+//! ask the daemon (with a deadline) before anything looks inside.
+
+use anyhow::{Context, Result};
+use revfs_vfs::state::StateDir;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Where the kernel shows FUSE connections.
+const FUSECTL: &str = "/sys/fs/fuse/connections";
+
+/// A revfs mount as the kernel's mount table shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelMount {
+    /// The mountpoint, as the kernel names it (canonical).
+    pub mountpoint: PathBuf,
+    /// The mount's source: `revfs:REPO`.
+    pub source: String,
+    /// The FUSE connection number (the minor of the mount's device).
+    pub conn: Option<u32>,
+}
+
+/// The mounts the kernel knows of whose type is `fuse.revfs`.
+pub fn revfs_mounts() -> Result<Vec<KernelMount>> {
+    let text =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    Ok(parse_mountinfo(&text))
+}
+
+fn parse_mountinfo(text: &str) -> Vec<KernelMount> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut r = right.split(' ');
+        let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
+        // fusermount3 records the subtype only with libfuse; the source name is ours anyway.
+        if !(fstype == "fuse.revfs" || (fstype.starts_with("fuse") && source.starts_with("revfs:")))
+        {
+            continue;
+        }
+        let fields: Vec<&str> = left.split(' ').collect();
+        let Some(mp) = fields.get(4) else { continue };
+        let conn = fields
+            .get(2)
+            .and_then(|dev| dev.split_once(':'))
+            .and_then(|(_, minor)| minor.parse().ok());
+        out.push(KernelMount {
+            mountpoint: PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(mp))),
+            source: String::from_utf8_lossy(&unescape_mountinfo(source)).into_owned(),
+            conn,
+        });
+    }
+    out
+}
+
+/// Undoes the octal escapes (`\040` for a space) of /proc/self/mountinfo.
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The mount whose mountpoint is `path` or the nearest ancestor of it (lexically).
+pub fn containing<'a>(path: &Path, mounts: &'a [KernelMount]) -> Option<&'a KernelMount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.mountpoint))
+        .max_by_key(|m| m.mountpoint.as_os_str().len())
+}
+
+/// `path` made absolute with its symlinks resolved, except that nothing at or below a
+/// revfs mountpoint is looked at: from there on the path is taken as written. The
+/// current directory (already canonical) is never resolved again.
+pub fn resolve(path: &Path, mounts: &[KernelMount]) -> std::io::Result<PathBuf> {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut rest: std::collections::VecDeque<OsString> = abs
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut done = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = rest.pop_front() {
+        if c == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&c);
+        if containing(&next, mounts).is_some() {
+            done = next;
+            continue;
+        }
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
+                    return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                let target = std::fs::read_link(&next)?;
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                for (i, part) in target
+                    .components()
+                    .filter_map(|c| match c {
+                        Component::Normal(s) => Some(s.to_owned()),
+                        Component::ParentDir => Some("..".into()),
+                        _ => None,
+                    })
+                    .enumerate()
+                {
+                    rest.insert(i, part);
+                }
+            }
+            _ => done = next,
+        }
+    }
+    Ok(done)
+}
+
+/// The absolute form of a mountpoint, never touching it (a dead or frozen mount cannot be
+/// stat'ed): the path up to it resolved, the last component kept.
+pub fn mountpoint_path(p: &Path) -> Result<PathBuf> {
+    let mounts = revfs_mounts().unwrap_or_default();
+    let abs = std::path::absolute(p)?;
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => Ok(resolve(parent, &mounts)
+            .with_context(|| format!("{}", parent.display()))?
+            .join(name)),
+        _ => Ok(abs),
+    }
+}
+
+/// True while process `pid` exists and has not exited (a zombie waiting for its parent to
+/// reap it counts as exited).
+pub fn process_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may itself hold spaces.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+/// The daemon of the mount at `mountpoint`: the pid its state directory records, if that
+/// process is running and is a revfs daemon of this mountpoint (its command line ends with
+/// it), so that a stale pid file never names another process.
+pub fn daemon_pid(sd: &StateDir, mountpoint: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(sd.pid_file())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if pid <= 0 || !process_running(pid) {
+        return None;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .collect();
+    let is_daemon = args.iter().any(|a| *a == b"--foreground")
+        && args.last() == Some(&mountpoint.as_os_str().as_bytes());
+    is_daemon.then_some(pid)
+}
+
+/// Requests of FUSE connection `conn` that wait for the daemon (`None`: not visible).
+pub fn waiting_requests(conn: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("{FUSECTL}/{conn}/waiting"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Ends FUSE connection `conn`: every request waiting on it, and every later one, fails
+/// with ENOTCONN at once. Mounts the FUSE control filesystem first when it is not.
+pub fn abort_connection(conn: u32) -> std::io::Result<()> {
+    let abort = PathBuf::from(format!("{FUSECTL}/{conn}/abort"));
+    if !abort.exists() && Path::new(FUSECTL).is_dir() {
+        // Only root can mount it; it is usually mounted at boot.
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "fusectl", "none", FUSECTL])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    std::fs::write(&abort, b"1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_gives_revfs_mounts_with_their_connection() {
+        let text = "\
+36 35 98:0 / /mnt1 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+120 29 0:63 / /tmp/a\\040b/mnt rw,nosuid,nodev,noatime - fuse.revfs revfs:/src/repo rw,user_id=0,group_id=0
+121 29 0:64 / /tmp/other rw - fuse.sshfs host:/x rw
+122 29 0:65 / /tmp/c rw - fuse revfs:/r rw
+";
+        let m = parse_mountinfo(text);
+        assert_eq!(
+            m,
+            [
+                KernelMount {
+                    mountpoint: "/tmp/a b/mnt".into(),
+                    source: "revfs:/src/repo".into(),
+                    conn: Some(63)
+                },
+                KernelMount {
+                    mountpoint: "/tmp/c".into(),
+                    source: "revfs:/r".into(),
+                    conn: Some(65)
+                }
+            ]
+        );
+        assert_eq!(
+            containing(Path::new("/tmp/a b/mnt/x/y"), &m).map(|k| k.conn),
+            Some(Some(63))
+        );
+        assert!(containing(Path::new("/tmp/a b/mntx"), &m).is_none());
+        assert!(containing(Path::new("/tmp/a b"), &m).is_none());
+    }
+
+    #[test]
+    fn resolve_follows_symlinks_outside_mounts_and_stops_at_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir_all(base.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        std::os::unix::fs::symlink("real/sub", base.join("rel")).unwrap();
+        assert_eq!(
+            resolve(&base.join("link/sub/../sub"), &[]).unwrap(),
+            base.join("real/sub")
+        );
+        assert_eq!(
+            resolve(&base.join("rel"), &[]).unwrap(),
+            base.join("real/sub")
+        );
+        // Inside a mount (here a plain directory standing for one) nothing is looked at:
+        // a symlink there stays as written.
+        std::os::unix::fs::symlink("/nowhere", base.join("real/sub/l")).unwrap();
+        let fake = [KernelMount {
+            mountpoint: base.join("real"),
+            source: "revfs:/r".into(),
+            conn: None,
+        }];
+        assert_eq!(
+            resolve(&base.join("link/sub/l"), &fake).unwrap(),
+            base.join("real/sub/l")
+        );
+    }
+}
