@@ -43,7 +43,16 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --locked --no-fail-fast -- --test-threads="$(nproc)" 2>&1 | tee "$log" || status=$?
 demo=0
-bash tests/demo.sh >/dev/null || demo=1
+# The demo mounts too: if it has not ended after 10 minutes, its new mounts are ended.
+bash tests/demo.sh >/dev/null &
+demo_pid=$!
+for ((i = 0; i < 600; i++)); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 1; done
+if kill -0 "$demo_pid" 2>/dev/null; then
+  echo "demo: no end after 600 s: ending its mounts" >&2
+  comm -13 <(echo "$before") <(leftovers | sort) | grep '^mount ' | clean_up
+  kill -9 "$demo_pid" 2>/dev/null || true
+fi
+wait "$demo_pid" || demo=1
 [ $demo -eq 0 ] && echo "demo: ok" || echo "demo: FAILED"
 after=$(leftovers | sort)
 left=$(comm -13 <(echo "$before") <(echo "$after") | sed '/^$/d')

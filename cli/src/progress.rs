@@ -146,13 +146,10 @@ impl Drop for Progress {
 /// returns.
 pub fn request(ws: &Workspace, req: &Request, progress: &mut Progress) -> Result<Response> {
     let mount = ws.mount()?;
-    let deadline = crate::commands::control_deadline()?;
     let answer = if progress.enabled() {
-        revfs_vfs::control::request_with_progress(&mount.socket, req, deadline, &mut |w, d, t| {
-            progress.update(w, d, t)
-        })
+        mount.exchange(req, Some(&mut |w, d, t| progress.update(w, d, t)))
     } else {
-        revfs_vfs::control::request(&mount.socket, req, deadline)
+        mount.exchange(req, None)
     };
     progress.finish();
     match answer.map_err(|e| mount.error(e))? {

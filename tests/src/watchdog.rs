@@ -6,7 +6,7 @@
 //! with ENOTCONN, so the test goes on and fails), kills the daemon and detaches the mount.
 //! The owner ([`crate::mount::Mount`]) then fails the test with that evidence.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,42 @@ impl Shared {
     }
 }
 
-/// Watches one mount until dropped or [`Watchdog::stop`]ped.
+/// Which mounts a watchdog watches.
+#[derive(Clone)]
+enum Target {
+    /// The mount at this mountpoint.
+    Exact(PathBuf),
+    /// Every revfs mount below this directory (for tests that mount through a script).
+    Under(PathBuf),
+}
+
+impl Target {
+    /// The watched mounts now: (mountpoint, FUSE connection).
+    fn mounts(&self) -> Vec<(PathBuf, u32)> {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        table
+            .lines()
+            .filter_map(|l| {
+                let (left, right) = l.split_once(" - ")?;
+                let mut r = right.split(' ');
+                let (fstype, source) = (r.next()?, r.next()?);
+                if !fstype.starts_with("fuse") || !source.starts_with("revfs") {
+                    return None;
+                }
+                let f: Vec<&str> = left.split(' ').collect();
+                let mp = PathBuf::from(f.get(4)?.replace("\\040", " "));
+                let conn = f.get(2)?.split_once(':')?.1.parse().ok()?;
+                let wanted = match self {
+                    Target::Exact(p) => mp == *p,
+                    Target::Under(d) => mp.starts_with(d),
+                };
+                wanted.then_some((mp, conn))
+            })
+            .collect()
+    }
+}
+
+/// Watches a mount until dropped or [`Watchdog::stop`]ped.
 pub struct Watchdog {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -52,15 +87,25 @@ impl Watchdog {
     /// Starts watching the mount at `mountpoint`, whose state directories are under
     /// `state_root`.
     pub fn start(mountpoint: &Path, state_root: &Path, deadline: Duration) -> Watchdog {
+        Self::spawn(Target::Exact(mountpoint.to_owned()), state_root, deadline)
+    }
+
+    /// Starts watching every revfs mount that appears below `dir` (mounts made by a script
+    /// the test runs), whose state directories are under `state_root`.
+    pub fn start_under(dir: &Path, state_root: &Path, deadline: Duration) -> Watchdog {
+        Self::spawn(Target::Under(dir.to_owned()), state_root, deadline)
+    }
+
+    fn spawn(target: Target, state_root: &Path, deadline: Duration) -> Watchdog {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
         });
         let theirs = shared.clone();
-        let (mountpoint, state_root) = (mountpoint.to_owned(), state_root.to_owned());
+        let state_root = state_root.to_owned();
         let thread = std::thread::Builder::new()
             .name("mount-watchdog".into())
-            .spawn(move || watch(&theirs, &mountpoint, &state_root, deadline))
+            .spawn(move || watch(&theirs, &target, &state_root, deadline))
             .expect("spawn the watchdog");
         Watchdog {
             shared,
@@ -85,49 +130,61 @@ impl Watchdog {
 }
 
 impl Drop for Watchdog {
+    /// A watchdog that fired fails its test (unless it is failing already).
     fn drop(&mut self) {
         if let Some(report) = self.stop() {
+            if !std::thread::panicking() {
+                panic!("a mount stopped answering:\n{report}");
+            }
             eprintln!("{report}");
         }
     }
 }
 
-fn watch(shared: &Shared, mountpoint: &Path, state_root: &Path, deadline: Duration) {
+fn watch(shared: &Shared, target: &Target, state_root: &Path, deadline: Duration) {
     let start = Instant::now();
-    // (CPU ticks of the daemon, since when) while requests wait.
+    // (CPU ticks of the daemons, since when) while requests wait.
     let mut idle: Option<(u64, Instant)> = None;
     let mut state = shared.lock();
     loop {
         if state.stop {
             return;
         }
-        let why = if start.elapsed() >= deadline {
+        let mounts = target.mounts();
+        let why = if mounts.is_empty() {
+            idle = None;
+            None
+        } else if start.elapsed() >= deadline {
             Some(format!(
                 "the test's work on it took longer than {deadline:?}"
             ))
         } else {
-            let conn = connection(mountpoint);
-            let waiting = conn.and_then(waiting_requests).unwrap_or(0);
-            let ticks = daemon_pid(state_root).and_then(cpu_ticks);
-            match (waiting, ticks) {
-                (w, Some(t)) if w > 0 => match idle {
-                    Some((t0, since)) if t0 == t => (since.elapsed() >= STUCK).then(|| {
-                        format!("{w} requests waited {STUCK:?} while its daemon used no CPU")
+            let waiting: u64 = mounts
+                .iter()
+                .filter_map(|(_, c)| waiting_requests(*c))
+                .sum();
+            let ticks: u64 = daemon_pids(state_root)
+                .into_iter()
+                .filter_map(cpu_ticks)
+                .sum();
+            if waiting == 0 {
+                idle = None;
+                None
+            } else {
+                match idle {
+                    Some((t0, since)) if t0 == ticks => (since.elapsed() >= STUCK).then(|| {
+                        format!("{waiting} requests waited {STUCK:?} while its daemon used no CPU")
                     }),
                     _ => {
-                        idle = Some((t, Instant::now()));
+                        idle = Some((ticks, Instant::now()));
                         None
                     }
-                },
-                _ => {
-                    idle = None;
-                    None
                 }
             }
         };
         if let Some(why) = why {
             drop(state);
-            let report = fire(mountpoint, state_root, &why);
+            let report = fire(&mounts, state_root, &why);
             eprintln!("{report}");
             shared.lock().report = Some(report);
             return;
@@ -139,20 +196,26 @@ fn watch(shared: &Shared, mountpoint: &Path, state_root: &Path, deadline: Durati
     }
 }
 
-/// Collects the evidence, then ends the connection, the daemon and the mount.
-fn fire(mountpoint: &Path, state_root: &Path, why: &str) -> String {
+/// Collects the evidence, then ends the connections, the daemons and the mounts.
+fn fire(mounts: &[(PathBuf, u32)], state_root: &Path, why: &str) -> String {
+    let names: Vec<String> = mounts
+        .iter()
+        .map(|(m, _)| m.display().to_string())
+        .collect();
     let mut report = format!(
         "==== mount watchdog: {} stopped answering: {why}\n",
-        mountpoint.display()
+        names.join(", ")
     );
-    let pid = daemon_pid(state_root);
-    let conn = connection(mountpoint);
-    report.push_str(&format!(
-        "daemon pid: {pid:?}; FUSE connection {conn:?}, requests waiting: {:?}\n",
-        conn.and_then(waiting_requests)
-    ));
-    if let Some(pid) = pid {
-        report.push_str("---- daemon threads (state, wchan):\n");
+    let pids = daemon_pids(state_root);
+    for (mp, conn) in mounts {
+        report.push_str(&format!(
+            "{}: FUSE connection {conn}, requests waiting: {:?}\n",
+            mp.display(),
+            waiting_requests(*conn)
+        ));
+    }
+    for &pid in &pids {
+        report.push_str(&format!("---- daemon {pid}: threads (state, wchan):\n"));
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             for t in tasks.flatten() {
                 let p = t.path();
@@ -171,26 +234,31 @@ fn fire(mountpoint: &Path, state_root: &Path, why: &str) -> String {
                 ));
             }
         }
-        report.push_str("---- daemon stacks:\n");
+        report.push_str(&format!("---- daemon {pid}: stacks:\n"));
         report.push_str(&stacks(pid));
     }
     report.push_str("---- daemon log (last 200 lines):\n");
     report.push_str(&log_tail(state_root, 200));
-    // The way out: end the connection, the daemon, the mount.
-    let aborted =
-        conn.map(|c| std::fs::write(format!("/sys/fs/fuse/connections/{c}/abort"), b"1").is_ok());
-    if let Some(pid) = pid {
+    // The way out: end the connections, the daemons, the mounts.
+    let mut aborted = Vec::new();
+    for (_, conn) in mounts {
+        aborted
+            .push(std::fs::write(format!("/sys/fs/fuse/connections/{conn}/abort"), b"1").is_ok());
+    }
+    for &pid in &pids {
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])
             .status();
     }
-    let _ = std::process::Command::new("umount")
-        .arg("-l")
-        .arg(mountpoint)
-        .stderr(std::process::Stdio::null())
-        .status();
+    for (mp, _) in mounts {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(mp)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
     report.push_str(&format!(
-        "==== connection aborted: {aborted:?}; daemon killed; mount detached\n"
+        "==== connections aborted: {aborted:?}; daemons killed; mounts detached\n"
     ));
     report
 }
@@ -236,15 +304,15 @@ fn log_tail(state_root: &Path, n: usize) -> String {
     out
 }
 
-/// The daemon's pid, from the (one) state directory under `state_root`.
-pub fn daemon_pid(state_root: &Path) -> Option<i32> {
+/// The pids of the daemons whose state directories are under `state_root`.
+pub fn daemon_pids(state_root: &Path) -> Vec<i32> {
     std::fs::read_dir(state_root.join("mounts"))
-        .ok()?
+        .into_iter()
         .flatten()
-        .find_map(|e| std::fs::read_to_string(e.path().join("daemon.pid")).ok())?
-        .trim()
-        .parse()
-        .ok()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("daemon.pid")).ok())
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
 }
 
 /// The FUSE connection of the mount at `mountpoint`, from the mount table.

@@ -4,6 +4,7 @@
 //! with the command line and `REVFS_LOG` winning over it; the file is found through
 //! `REVFS_CONFIG`, `XDG_CONFIG_HOME` and `HOME`.
 
+use revfs_tests::watchdog::{default_deadline, Watchdog};
 use revfs_tests::{hg_cmd, hg_env, revfs_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -18,6 +19,7 @@ struct Setup {
     tmp: tempfile::TempDir,
     repo: PathBuf,
     mnt: PathBuf,
+    _watchdog: Watchdog,
 }
 
 impl Setup {
@@ -29,7 +31,13 @@ impl Setup {
         assert!(hg_cmd(&repo, &["commit", "-qAm", "a"]).status.success());
         let mnt = tmp.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        Setup { tmp, repo, mnt }
+        let _watchdog = Watchdog::start(&mnt, &tmp.path().join("state"), default_deadline());
+        Setup {
+            tmp,
+            repo,
+            mnt,
+            _watchdog,
+        }
     }
 
     /// `revfs ARGS` with this setup's state root, no configuration file (`REVFS_CONFIG`

@@ -5,6 +5,7 @@
 //! to a clean bill of health (exit 0). (/dev/fuse that cannot be opened is not made here:
 //! that needs another user or a container.)
 
+use revfs_tests::watchdog::{default_deadline, Watchdog};
 use revfs_tests::{hg_cmd, hg_env, revfs_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -18,6 +19,7 @@ struct Setup {
     tmp: tempfile::TempDir,
     repo: PathBuf,
     mnt: PathBuf,
+    _watchdog: Watchdog,
 }
 
 impl Setup {
@@ -31,7 +33,13 @@ impl Setup {
         assert!(hg_cmd(&repo, &["commit", "-qAm", "base"]).status.success());
         let mnt = tmp.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        Setup { tmp, repo, mnt }
+        let _watchdog = Watchdog::start(&mnt, &tmp.path().join("state"), default_deadline());
+        Setup {
+            tmp,
+            repo,
+            mnt,
+            _watchdog,
+        }
     }
 
     fn state_root(&self) -> PathBuf {

@@ -304,3 +304,57 @@ fn hang(sock: &Path) {
     c.read_to_string(&mut answer).unwrap();
     assert_eq!(answer, "{\"reply\":\"done\"}\n");
 }
+
+#[test]
+fn force_unmount_of_a_live_daemon_with_files_open_ends_it_and_keeps_every_change() {
+    let t = Setup::new();
+    t.make_changes();
+    let pid = t.mount.daemon_pid();
+    // A process holding a file of the mount open: a lazy unmount alone leaves the daemon
+    // serving it.
+    let holder = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<a.txt; sleep 60")
+        .current_dir(&t.mount.dir)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (out, took) = t.revfs_in(t.tmp.path(), &["unmount", &t.mnt()]);
+    assert_eq!(out.status.code(), Some(255));
+    assert!(s(&out.stderr).contains("is busy"), "{}", s(&out.stderr));
+    assert!(took < Duration::from_secs(6));
+    let (out, took) = t.revfs_in(t.tmp.path(), &["unmount", "--force", &t.mnt()]);
+    assert!(out.status.success(), "{}", s(&out.stderr));
+    assert_eq!(s(&out.stderr), "");
+    assert!(
+        took < Duration::from_secs(6),
+        "unmount --force took {took:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z")) {
+        assert!(Instant::now() < deadline, "the daemon is still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut holder = holder;
+    let _ = holder.kill();
+    let _ = holder.wait();
+    t.remount_and_check();
+}
+
+#[test]
+fn a_mountpoint_holding_the_repository_is_refused() {
+    let t = Setup::new();
+    let repo = t.repo.display().to_string();
+    let parent = t.tmp.path().display().to_string();
+    for mp in [&repo, &parent] {
+        let (out, _) = t.revfs_in(t.tmp.path(), &["mount", &repo, mp]);
+        assert_eq!(out.status.code(), Some(255));
+        assert_eq!(
+            s(&out.stderr),
+            format!(
+                "abort: cannot mount on {mp}: the repository {repo} is inside it (the daemon would read it through its own mount)\n"
+            )
+        );
+    }
+    t.mount.unmount();
+}

@@ -100,6 +100,12 @@ fn the_user_guide_runs_as_written() {
     for d in [&dir, &home, &out] {
         std::fs::create_dir(d).unwrap();
     }
+    // The guide's mounts are made by its script: watch whatever appears below it.
+    let _watchdog = revfs_tests::watchdog::Watchdog::start_under(
+        tmp.path(),
+        &home.join(".local/state/revfs"),
+        revfs_tests::watchdog::default_deadline(),
+    );
     // Each step in a group (not a subshell: `cd` and variables carry on), its output to a
     // file of its own; `current` says which one ran last.
     let mut script = String::from("set -e\n");

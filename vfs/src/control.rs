@@ -213,36 +213,92 @@ fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
 
 /// Where a request's progress goes: to its connection as `progress` lines when the client
 /// asked for them, else nowhere. [`Progress::report`] only records the latest state (a
-/// mutex, no I/O: callers may hold the working copy's lock); a writer thread sends it at
-/// most every [`PROGRESS_INTERVAL`], so a client that reads slowly, or not at all, never
-/// holds up the work. A client that went away does not stop the work either.
+/// mutex, no I/O: callers may hold the working copy's lock); one thread of the daemon (the
+/// progress thread, shared by every request) sends it at most every [`PROGRESS_INTERVAL`],
+/// and the heartbeats, so a client that reads slowly, or not at all, never holds up the
+/// work. A client that went away does not stop the work either.
 pub struct Progress {
-    shared: Option<Arc<ProgressShared>>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    entry: Option<Arc<Entry>>,
 }
 
-struct ProgressShared {
+/// One request that asked for progress, as the progress thread sees it.
+struct Entry {
     state: Mutex<ProgressState>,
-    wake: Condvar,
+    /// Held while a line is written: [`Progress::finish`] takes it to wait for a line in
+    /// flight, so that none follows the answer.
+    writing: Mutex<UnixStream>,
     /// The CPU clock of the handler's thread: a heartbeat is sent while it advances.
     handler_clock: Option<libc::clockid_t>,
 }
 
-#[derive(Default)]
 struct ProgressState {
     what: String,
     done: u64,
     total: u64,
     /// A state not sent yet.
     fresh: bool,
-    /// The request is over: the writer stops.
+    /// The request is over (or its client gone): nothing more is sent.
     finished: bool,
+    last_sent: std::time::Instant,
+    last_cpu: Option<Duration>,
 }
 
-impl ProgressShared {
+impl Entry {
     fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The line to send now, if any: the latest state when it changed, or again as a
+    /// heartbeat when the handler used CPU since the last line a second ago.
+    fn due(&self) -> Option<Response> {
+        let mut st = self.lock();
+        if st.finished {
+            return None;
+        }
+        if !st.fresh && st.last_sent.elapsed() >= HEARTBEAT_INTERVAL {
+            // Working, not waiting: at least 1% of the interval on a CPU.
+            let cpu = self.handler_clock.and_then(cpu_time);
+            if let (Some(now), Some(before)) = (cpu, st.last_cpu) {
+                if now.saturating_sub(before) >= HEARTBEAT_INTERVAL / 100 {
+                    st.fresh = true;
+                }
+            }
+            st.last_cpu = cpu;
+            st.last_sent = std::time::Instant::now();
+        }
+        if !st.fresh {
+            return None;
+        }
+        st.fresh = false;
+        st.last_sent = std::time::Instant::now();
+        Some(Response::Progress {
+            done: st.done,
+            total: st.total,
+            what: st.what.clone(),
+        })
+    }
+}
+
+/// The requests the progress thread serves.
+struct Hub {
+    entries: Mutex<Vec<Arc<Entry>>>,
+    wake: Condvar,
+}
+
+/// The progress thread, started with the first request that asks for progress.
+fn hub() -> Option<&'static Hub> {
+    static HUB: std::sync::OnceLock<Option<&'static Hub>> = std::sync::OnceLock::new();
+    *HUB.get_or_init(|| {
+        let hub: &'static Hub = Box::leak(Box::new(Hub {
+            entries: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
+        }));
+        std::thread::Builder::new()
+            .name("revfs-progress".into())
+            .spawn(move || progress_thread(hub))
+            .ok()
+            .map(|_| hub)
+    })
 }
 
 /// CPU time used so far on `clock` (a thread's CPU clock), if it can be read.
@@ -258,101 +314,83 @@ fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
     Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
-/// Sends the latest progress state, at most every [`PROGRESS_INTERVAL`], until finished;
-/// and the same state again every [`HEARTBEAT_INTERVAL`] while the handler's thread uses
-/// CPU without reporting.
-fn progress_writer(shared: &ProgressShared, mut stream: UnixStream) {
-    let mut state = shared.lock();
-    let mut last_sent = std::time::Instant::now();
-    let mut last_cpu = shared.handler_clock.and_then(cpu_time);
+/// Every [`PROGRESS_INTERVAL`] while requests want progress: sends each one's due line.
+/// A client that does not take a line within a second loses its progress (not its answer).
+fn progress_thread(hub: &Hub) {
+    let mut entries = hub.entries.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        if state.finished {
-            return;
+        entries.retain(|e| !e.lock().finished);
+        if entries.is_empty() {
+            entries = hub.wake.wait(entries).unwrap_or_else(|p| p.into_inner());
+            continue;
         }
-        if !state.fresh && last_sent.elapsed() >= HEARTBEAT_INTERVAL {
-            let cpu = shared.handler_clock.and_then(cpu_time);
-            if cpu.is_some() && cpu != last_cpu {
-                state.fresh = true;
+        let now: Vec<Arc<Entry>> = entries.clone();
+        drop(entries);
+        for e in now {
+            let mut stream = e.writing.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(line) = e.due() else { continue };
+            let sent = serde_json::to_vec(&line).is_ok_and(|mut msg| {
+                msg.push(b'\n');
+                stream.write_all(&msg).is_ok()
+            });
+            if !sent {
+                e.lock().finished = true;
             }
-            last_cpu = cpu;
-            last_sent = std::time::Instant::now();
         }
-        if state.fresh {
-            state.fresh = false;
-            last_sent = std::time::Instant::now();
-            let line = Response::Progress {
-                done: state.done,
-                total: state.total,
-                what: state.what.clone(),
-            };
-            drop(state);
-            let Ok(mut msg) = serde_json::to_vec(&line) else {
-                return;
-            };
-            msg.push(b'\n');
-            if stream.write_all(&msg).is_err() {
-                return;
-            }
-            state = shared.lock();
-        }
-        state = match shared.wake.wait_timeout(state, PROGRESS_INTERVAL) {
-            Ok((s, _)) => s,
-            Err(p) => p.into_inner().0,
-        };
+        std::thread::sleep(PROGRESS_INTERVAL);
+        entries = hub.entries.lock().unwrap_or_else(|p| p.into_inner());
     }
 }
 
 impl Progress {
     /// Progress that goes nowhere.
     pub fn none() -> Progress {
-        Progress {
-            shared: None,
-            writer: None,
-        }
+        Progress { entry: None }
     }
 
-    /// Progress sent on `stream` (nowhere if the writer cannot be set up).
+    /// Progress sent on `stream` (nowhere if it cannot be set up). Called on the thread
+    /// that runs the handler: its CPU clock drives the heartbeats.
     fn to(stream: &UnixStream) -> Progress {
-        let Ok(clone) = stream.try_clone() else {
+        let (Ok(clone), Some(hub)) = (stream.try_clone(), hub()) else {
             return Progress::none();
         };
-        // A client that stops reading gives up its progress lines after a while instead of
-        // keeping the writer (and then the answer) waiting forever.
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+        let _ = clone.set_write_timeout(Some(Duration::from_secs(1)));
         let mut clock: libc::clockid_t = 0;
-        // SAFETY: pthread_getcpuclockid writes one clockid for the calling thread (the one
-        // that runs the handler).
+        // SAFETY: pthread_getcpuclockid writes one clockid for the calling thread.
         let handler_clock =
             (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0)
                 .then_some(clock);
-        let shared = Arc::new(ProgressShared {
-            state: Mutex::new(ProgressState::default()),
-            wake: Condvar::new(),
+        let entry = Arc::new(Entry {
+            state: Mutex::new(ProgressState {
+                what: String::new(),
+                done: 0,
+                total: 0,
+                fresh: false,
+                finished: false,
+                last_sent: std::time::Instant::now(),
+                last_cpu: handler_clock.and_then(cpu_time),
+            }),
+            writing: Mutex::new(clone),
             handler_clock,
         });
-        let theirs = shared.clone();
-        match std::thread::Builder::new()
-            .name("revfs-progress".into())
-            .spawn(move || progress_writer(&theirs, clone))
-        {
-            Ok(writer) => Progress {
-                shared: Some(shared),
-                writer: Some(writer),
-            },
-            Err(_) => Progress::none(),
-        }
+        hub.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry.clone());
+        hub.wake.notify_all();
+        Progress { entry: Some(entry) }
     }
 
     /// True when the client asked for progress (callers may skip work meant only for it).
     pub fn wanted(&self) -> bool {
-        self.shared.is_some()
+        self.entry.is_some()
     }
 
     /// `done` of `total` units of phase `what` are done (`total` 0: unknown). Cheap: the
-    /// state is recorded, the writer thread sends the latest one.
+    /// state is recorded, the progress thread sends the latest one.
     pub fn report(&self, what: &str, done: u64, total: u64) {
-        let Some(shared) = &self.shared else { return };
-        let mut state = shared.lock();
+        let Some(entry) = &self.entry else { return };
+        let mut state = entry.lock();
         if state.what != what {
             state.what.clear();
             state.what.push_str(what);
@@ -362,14 +400,11 @@ impl Progress {
         state.fresh = true;
     }
 
-    /// Stops the writer (after the line it may be sending): the answer comes next.
+    /// No more lines (after the one in flight, if any): the answer comes next.
     fn finish(&mut self) {
-        if let Some(shared) = &self.shared {
-            shared.lock().finished = true;
-            shared.wake.notify_all();
-        }
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        if let Some(entry) = self.entry.take() {
+            entry.lock().finished = true;
+            drop(entry.writing.lock().unwrap_or_else(|p| p.into_inner()));
         }
     }
 }
@@ -458,20 +493,13 @@ fn handle(stream: UnixStream, handler: &Handler) {
     }
 }
 
-/// Sends one request and waits for the response. `deadline` bounds the connection and the
-/// silence before each line of the answer: a daemon that says nothing for that long is not
-/// answering ([`ControlError::NotAnswering`]). Requests other than `Ping` and `Info` ask for
-/// progress lines (and ignore them), so that a long request whose daemon works is not
-/// mistaken for a frozen one.
+/// Sends one request on a connection of its own and waits for the response. `deadline`
+/// bounds the connection and the silence before each line of the answer: a daemon that
+/// says nothing for that long is not answering ([`ControlError::NotAnswering`]). Requests
+/// other than `Ping` and `Info` ask for progress lines (and ignore them), so that a long
+/// request whose daemon works is not mistaken for a frozen one.
 pub fn request(path: &Path, req: &Request, deadline: Duration) -> Result<Response, ControlError> {
-    let quick = matches!(req, Request::Ping | Request::Info);
-    let mut ignore = |_: &str, _: u64, _: u64| {};
-    exchange(
-        path,
-        req,
-        deadline,
-        (!quick).then_some(&mut ignore as OnProgress),
-    )
+    Client::connect(path, deadline)?.request(req, None)
 }
 
 /// Sends one request asking for progress, calls `on_progress(what, done, total)` for each
@@ -483,11 +511,112 @@ pub fn request_with_progress(
     deadline: Duration,
     on_progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Response, ControlError> {
-    exchange(path, req, deadline, Some(on_progress))
+    Client::connect(path, deadline)?.request(req, Some(on_progress))
 }
 
 /// What a client does with a progress line: `(what, done, total)`.
-type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+pub type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+
+/// A connection to a daemon, for one request or several in a row (a command pings, then
+/// asks: one connection saves the daemon a thread and the client a round trip).
+pub struct Client {
+    path: PathBuf,
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+    deadline: Duration,
+    last_used: std::time::Instant,
+}
+
+/// The daemon closes a connection idle for 30 s; a client reconnects well before.
+const REUSE_IDLE: Duration = Duration::from_secs(20);
+
+impl Client {
+    /// Connects within `deadline`; each request's lines must then come within it too.
+    pub fn connect(path: &Path, deadline: Duration) -> Result<Client, ControlError> {
+        let stream = connect(path, deadline)?;
+        let io = |source| ControlError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        stream.set_read_timeout(Some(deadline)).map_err(io)?;
+        stream.set_write_timeout(Some(deadline)).map_err(io)?;
+        let reader = BufReader::new(stream.try_clone().map_err(io)?);
+        Ok(Client {
+            path: path.to_owned(),
+            stream,
+            reader,
+            deadline,
+            last_used: std::time::Instant::now(),
+        })
+    }
+
+    /// Whether the connection may still be used (the daemon has not dropped it for idling).
+    pub fn fresh(&self) -> bool {
+        self.last_used.elapsed() < REUSE_IDLE
+    }
+
+    /// Sends `req` and returns the final response. Progress lines go to `on_progress` when
+    /// given; requests other than `Ping` and `Info` ask for them anyway (for the deadline's
+    /// sake) and drop them.
+    pub fn request(
+        &mut self,
+        req: &Request,
+        on_progress: Option<OnProgress>,
+    ) -> Result<Response, ControlError> {
+        let path = &self.path;
+        let deadline = self.deadline;
+        let io = |source: std::io::Error| {
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                ControlError::NotAnswering {
+                    path: path.to_owned(),
+                    waited: deadline,
+                }
+            } else {
+                ControlError::Io {
+                    path: path.to_owned(),
+                    source,
+                }
+            }
+        };
+        let protocol = |reason: String| ControlError::Protocol {
+            path: path.to_owned(),
+            reason,
+        };
+        let quick = matches!(req, Request::Ping | Request::Info);
+        let mut value = serde_json::to_value(req).map_err(|e| protocol(e.to_string()))?;
+        if on_progress.is_some() || !quick {
+            if let serde_json::Value::Object(map) = &mut value {
+                map.insert("progress".into(), serde_json::Value::Bool(true));
+            }
+        }
+        let mut msg = serde_json::to_vec(&value).map_err(|e| protocol(e.to_string()))?;
+        msg.push(b'\n');
+        (&self.stream).write_all(&msg).map_err(io)?;
+        let mut on_progress = on_progress;
+        let mut line = String::new();
+        let answer = loop {
+            line.clear();
+            if self.reader.read_line(&mut line).map_err(io)? == 0 {
+                return Err(protocol(
+                    "the daemon closed the connection without an answer".into(),
+                ));
+            }
+            match serde_json::from_str(&line).map_err(|e| protocol(e.to_string()))? {
+                Response::Progress { done, total, what } => {
+                    if let Some(f) = on_progress.as_mut() {
+                        f(&what, done, total);
+                    }
+                }
+                other => break other,
+            }
+        };
+        self.last_used = std::time::Instant::now();
+        Ok(answer)
+    }
+}
 
 /// Connects to the socket at `path`, giving up after `deadline`: a daemon whose listen
 /// backlog is full (it stopped accepting) makes a blocking `connect` wait forever.
@@ -555,64 +684,6 @@ pub fn connect(path: &Path, deadline: Duration) -> Result<UnixStream, ControlErr
     }
     stream.set_nonblocking(false).map_err(connect_err)?;
     Ok(stream)
-}
-
-fn exchange(
-    path: &Path,
-    req: &Request,
-    deadline: Duration,
-    mut on_progress: Option<OnProgress>,
-) -> Result<Response, ControlError> {
-    let stream = connect(path, deadline)?;
-    let io = |source: std::io::Error| {
-        if matches!(
-            source.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ) {
-            ControlError::NotAnswering {
-                path: path.to_owned(),
-                waited: deadline,
-            }
-        } else {
-            ControlError::Io {
-                path: path.to_owned(),
-                source,
-            }
-        }
-    };
-    let protocol = |reason: String| ControlError::Protocol {
-        path: path.to_owned(),
-        reason,
-    };
-    stream.set_read_timeout(Some(deadline)).map_err(io)?;
-    stream.set_write_timeout(Some(deadline)).map_err(io)?;
-    let mut value = serde_json::to_value(req).map_err(|e| protocol(e.to_string()))?;
-    if on_progress.is_some() {
-        if let serde_json::Value::Object(map) = &mut value {
-            map.insert("progress".into(), serde_json::Value::Bool(true));
-        }
-    }
-    let mut msg = serde_json::to_vec(&value).map_err(|e| protocol(e.to_string()))?;
-    msg.push(b'\n');
-    (&stream).write_all(&msg).map_err(io)?;
-    let mut reader = BufReader::new(&stream);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).map_err(io)? == 0 {
-            return Err(protocol(
-                "the daemon closed the connection without an answer".into(),
-            ));
-        }
-        match serde_json::from_str(&line).map_err(|e| protocol(e.to_string()))? {
-            Response::Progress { done, total, what } => {
-                if let Some(f) = on_progress.as_mut() {
-                    f(&what, done, total);
-                }
-            }
-            other => return Ok(other),
-        }
-    }
 }
 
 #[cfg(test)]

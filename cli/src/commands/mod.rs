@@ -41,6 +41,8 @@ pub struct MountRef {
     pub socket: PathBuf,
     /// The daemon's process id, from its last answer.
     pub pid: Option<u32>,
+    /// The connection to the daemon, kept from one request to the next.
+    client: std::cell::RefCell<Option<control::Client>>,
 }
 
 /// A mount's daemon did not answer within the deadline. Printed with hg's layout: the
@@ -97,12 +99,33 @@ impl MountRef {
         }
     }
 
+    /// Sends `req` on the mount's connection (made, or made again, as needed), with the
+    /// deadline; progress lines go to `on_progress`.
+    pub fn exchange(
+        &self,
+        req: &Request,
+        on_progress: Option<control::OnProgress>,
+    ) -> Result<Response, ControlError> {
+        let deadline = control_deadline().map_err(|e| ControlError::Protocol {
+            path: self.socket.clone(),
+            reason: format!("{e:#}"),
+        })?;
+        let mut slot = self.client.borrow_mut();
+        let mut client = match slot.take() {
+            Some(c) if c.fresh() => c,
+            _ => control::Client::connect(&self.socket, deadline)?,
+        };
+        let answer = client.request(req, on_progress)?;
+        *slot = Some(client);
+        Ok(answer)
+    }
+
     /// Asks the daemon whether it and its filesystem answer, before anything touches the
     /// mount. A daemon that cannot be reached at all (gone) is left for the first request
     /// to report; one that does not answer, or whose filesystem has had a request waiting
     /// longer than the deadline, stops the command here.
     fn check_alive(&mut self, deadline: Duration) -> Result<()> {
-        match control::request(&self.socket, &Request::Ping, deadline) {
+        match self.exchange(&Request::Ping, None) {
             Ok(Response::Pong { pid, busy_ms, .. }) => {
                 self.pid = Some(pid);
                 if Duration::from_millis(busy_ms) > deadline {
@@ -153,6 +176,7 @@ fn open_mount(m: &KernelMount) -> Result<Workspace> {
         mountpoint: m.mountpoint.clone(),
         socket: state_dir.socket(),
         pid: mounts::daemon_pid(&state_dir, &m.mountpoint).map(|p| p as u32),
+        client: Default::default(),
     };
     mount.check_alive(deadline)?;
     // The journal names the working-copy parent; mount.json follows it.
@@ -240,7 +264,7 @@ impl Workspace {
     /// does not answer within the deadline.
     pub fn request(&self, req: &Request) -> Result<Response> {
         let mount = self.mount()?;
-        match control::request(&mount.socket, req, control_deadline()?) {
+        match mount.exchange(req, None) {
             Ok(Response::Error { message }) => Err(anyhow!("{message}")),
             Ok(other) => Ok(other),
             Err(e) => Err(mount.error(e)),
