@@ -61,6 +61,24 @@ pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn hg (is mercurial installed?)")
 }
 
+/// A repository `dir/repo` made with hg, with one commit of `files` (path, content).
+pub fn hg_repo(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let repo = dir.join("repo");
+    assert!(hg_cmd(dir, &["init", "repo"]).status.success(), "hg init");
+    for (path, content) in files {
+        let p = repo.join(path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(p, content).expect("write");
+    }
+    assert!(
+        hg_cmd(&repo, &["commit", "-qAm", "base"]).status.success(),
+        "hg commit"
+    );
+    repo
+}
+
 /// The directory holding the fixture repositories, built once per test run by
 /// `tests/fixtures/make_fixtures.py` (it skips repositories that are already complete).
 pub fn fixtures() -> &'static Path {

@@ -90,19 +90,56 @@ impl Mount {
             .expect("spawn revfs")
     }
 
-    /// The daemon's process id.
-    pub fn daemon_pid(&self) -> i32 {
-        let mounts = self.state_root.join("mounts");
-        let entry = std::fs::read_dir(&mounts)
+    /// The mount's state directory.
+    pub fn state_dir(&self) -> PathBuf {
+        std::fs::read_dir(self.state_root.join("mounts"))
             .expect("state dir")
             .flatten()
             .next()
-            .expect("one mount state");
-        std::fs::read_to_string(entry.path().join("daemon.pid"))
+            .expect("one mount state")
+            .path()
+    }
+
+    /// The daemon's process id.
+    pub fn daemon_pid(&self) -> i32 {
+        std::fs::read_to_string(self.state_dir().join("daemon.pid"))
             .expect("pid file")
             .trim()
             .parse()
             .expect("pid")
+    }
+
+    /// The daemon's control socket.
+    pub fn socket(&self) -> PathBuf {
+        self.state_dir().join("control.sock")
+    }
+
+    /// Sends one raw request line (JSON) to the daemon and returns its answer, all lines.
+    pub fn control(&self, request: &str) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(self.socket()).expect("connect");
+        c.write_all(request.as_bytes()).expect("send");
+        c.write_all(b"\n").expect("send");
+        c.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).expect("answer");
+        answer
+    }
+
+    /// Debug builds: makes the daemon hold its working copy's lock forever (`debug_hang`),
+    /// as a deadlock would.
+    pub fn debug_hang(&self) {
+        assert_eq!(
+            self.control("{\"cmd\":\"debug_hang\"}"),
+            "{\"reply\":\"done\"}\n"
+        );
+    }
+
+    /// How long the oldest filesystem request being served has waited, as `ping` says.
+    pub fn busy(&self) -> Duration {
+        let pong = self.control("{\"cmd\":\"ping\"}");
+        let v: serde_json::Value = serde_json::from_str(&pong).expect("pong");
+        Duration::from_millis(v["busy_ms"].as_u64().expect("busy_ms"))
     }
 
     /// The daemon's log so far.

@@ -7,7 +7,7 @@
 //! gives that one command.
 
 use revfs_tests::mount::Mount;
-use revfs_tests::{hg_cmd, hg_env, revfs_bin};
+use revfs_tests::{hg_env, hg_repo, revfs_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -28,13 +28,14 @@ struct Setup {
 impl Setup {
     fn new() -> Setup {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let repo = tmp.path().join("repo");
-        assert!(hg_cmd(tmp.path(), &["init", "repo"]).status.success());
-        std::fs::create_dir_all(repo.join("dir/sub")).unwrap();
-        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-        std::fs::write(repo.join("dir/b.txt"), "b\n").unwrap();
-        std::fs::write(repo.join("dir/sub/c.txt"), "c\n").unwrap();
-        assert!(hg_cmd(&repo, &["commit", "-qAm", "base"]).status.success());
+        let repo = hg_repo(
+            tmp.path(),
+            &[
+                ("a.txt", "a\n"),
+                ("dir/b.txt", "b\n"),
+                ("dir/sub/c.txt", "c\n"),
+            ],
+        );
         std::fs::write(
             tmp.path().join("config.toml"),
             format!("[control]\ntimeout = {}\n", DEADLINE.as_secs()),
@@ -265,19 +266,19 @@ fn a_deadlocked_filesystem_is_seen_although_the_control_socket_answers() {
     let t = Setup::new();
     t.make_changes();
     let pid = t.mount.daemon_pid();
-    let sock = std::fs::read_dir(t.mount.state_root.join("mounts"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path()
-        .join("control.sock");
     let inside = t.mount.dir.join("dir/sub");
     let held = vec![t.held(&inside, &["status"]), t.held(&inside, &["diff"])];
-    hang(&sock);
+    t.mount.debug_hang();
     let readers = vec![reader("cat", &t.mount.dir.join("dir/b.txt"))];
     // Until the reader's request has waited longer than the deadline.
-    std::thread::sleep(DEADLINE + Duration::from_millis(700));
+    let t0 = Instant::now();
+    while t.mount.busy() <= DEADLINE + Duration::from_millis(100) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the reader never got stuck"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     t.expect_abort(pid, "a filesystem request has waited ", held);
     // Until it has waited doctor's 10 s.
     std::thread::sleep(Duration::from_secs(8));
@@ -292,17 +293,6 @@ fn a_deadlocked_filesystem_is_seen_although_the_control_socket_answers() {
     );
     t.force_unmount(pid, readers);
     t.remount_and_check();
-}
-
-/// Sends the debug-only `debug_hang` request: the daemon holds its working copy's lock.
-fn hang(sock: &Path) {
-    use std::io::{Read, Write};
-    let mut c = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    c.write_all(b"{\"cmd\":\"debug_hang\"}\n").unwrap();
-    c.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut answer = String::new();
-    c.read_to_string(&mut answer).unwrap();
-    assert_eq!(answer, "{\"reply\":\"done\"}\n");
 }
 
 #[test]

@@ -3,42 +3,23 @@
 //! is turned by the mount's watchdog into a failure within its deadline, with the daemon's
 //! log and stacks as evidence; the blocked reader is released and nothing is left behind.
 
-use revfs_tests::hg_cmd;
+use revfs_tests::hg_repo;
 use revfs_tests::mount::Mount;
 use revfs_tests::watchdog;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn hang(sock: &Path) {
-    use std::io::{Read, Write};
-    let mut c = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    c.write_all(b"{\"cmd\":\"debug_hang\"}\n").unwrap();
-    c.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut answer = String::new();
-    c.read_to_string(&mut answer).unwrap();
-    assert_eq!(answer, "{\"reply\":\"done\"}\n");
-}
-
 #[test]
 fn a_hung_daemon_becomes_a_failure_with_evidence_within_the_deadline() {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    assert!(hg_cmd(tmp.path(), &["init", "repo"]).status.success());
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    assert!(hg_cmd(&repo, &["commit", "-qAm", "base"]).status.success());
+    let repo = hg_repo(tmp.path(), &[("a.txt", "a\n")]);
 
     let deadline = Duration::from_secs(4);
     let m = Mount::with_deadline(&repo, deadline);
     let t0 = Instant::now();
     let pid = m.daemon_pid();
-    let state = std::fs::read_dir(m.state_root.join("mounts"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
-    hang(&state.join("control.sock"));
+    m.debug_hang();
     // A reader that blocks in the daemon (it waits for the lock, in userspace: it cannot
     // even be killed until the connection ends).
     let mut cat = Command::new("cat")

@@ -159,6 +159,18 @@ impl StateDir {
         Ok(file)
     }
 
+    /// Whether a daemon holds this working copy's lock now (a daemon that is still ending
+    /// holds it until its last thread is gone, after its pid already looks dead).
+    pub fn is_locked(&self) -> bool {
+        use std::os::unix::io::AsRawFd;
+        let Ok(file) = std::fs::File::open(self.dir.join("lock")) else {
+            return false;
+        };
+        // SAFETY: flock on a descriptor we own; the lock (if taken) goes with it.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    }
+
     pub fn state_file(&self) -> PathBuf {
         self.dir.join("mount.json")
     }

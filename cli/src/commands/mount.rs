@@ -159,6 +159,16 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
 /// Starts the daemon as a detached process and waits until the mount answers.
 fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
     state_dir.create()?;
+    // A daemon just killed may still hold the working copy's lock for a moment, until its
+    // last thread is gone: wait for that (a live one is for the new daemon to report).
+    let recorded: Option<i32> = std::fs::read_to_string(state_dir.pid_file())
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let dying = |pid: i32| Path::new(&format!("/proc/{pid}")).exists() && !process_running(pid);
+    let until = Instant::now() + Duration::from_secs(5);
+    while recorded.is_some_and(dying) && state_dir.is_locked() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let log = state_dir.log_file();
     let log_out = std::fs::OpenOptions::new()
         .create(true)
@@ -257,11 +267,11 @@ fn health(state_dir: &StateDir, deadline: Duration) -> Health {
     }
 }
 
-/// Waits up to `limit` for process `pid` to end; true when it has.
-fn wait_exit(pid: Option<i32>, limit: Duration) -> bool {
-    let Some(pid) = pid else { return true };
+/// Waits up to `limit` for the daemon `pid` of `state_dir` to end, until its last thread
+/// has let go of the working copy's lock; true when it has.
+fn wait_exit(state_dir: &StateDir, pid: Option<i32>, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    while process_running(pid) {
+    while pid.is_some_and(process_running) || state_dir.is_locked() {
         if Instant::now() > deadline {
             return false;
         }
@@ -320,7 +330,7 @@ fn detach(mountpoint: &Path) -> Result<()> {
 /// Ends a mount whose daemon does not answer: its FUSE connection is aborted (every process
 /// waiting on the mount gets ENOTCONN at once), the daemon killed, the mount detached. The
 /// overlay and the journal stay as they are; what the daemon acknowledged is in them.
-fn end_connection(km: &KernelMount, pid: Option<i32>) -> Result<()> {
+fn end_connection(km: &KernelMount, state_dir: &StateDir, pid: Option<i32>) -> Result<()> {
     let aborted = match km.conn {
         Some(conn) => mounts::abort_connection(conn).is_ok(),
         None => false,
@@ -332,7 +342,7 @@ fn end_connection(km: &KernelMount, pid: Option<i32>) -> Result<()> {
         }
     }
     detach(&km.mountpoint)?;
-    if !wait_exit(pid, Duration::from_secs(5)) {
+    if !wait_exit(state_dir, pid, Duration::from_secs(5)) {
         bail!(
             "{} is detached, but its daemon (pid {}) did not end{}",
             km.mountpoint.display(),
@@ -388,7 +398,7 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
             bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
         }
         // Wait for the daemon to finish so that its state is flushed when we return.
-        wait_exit(pid, Duration::from_secs(10));
+        wait_exit(&state_dir, pid, Duration::from_secs(10));
         return Ok(0);
     }
     match health {
@@ -396,10 +406,10 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
             detach(&mountpoint)?;
             // With nothing open the daemon ends by itself; files still open keep it
             // serving them, so it is asked to sync and end.
-            if !wait_exit(pid, Duration::from_millis(500)) {
+            if !wait_exit(&state_dir, pid, Duration::from_millis(500)) {
                 let _ = control::request(&state_dir.socket(), &Request::Shutdown, ask);
-                if !wait_exit(pid, Duration::from_secs(2)) {
-                    end_connection(km, pid)?;
+                if !wait_exit(&state_dir, pid, Duration::from_secs(2)) {
+                    end_connection(km, &state_dir, pid)?;
                 }
             }
         }
@@ -412,7 +422,7 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
                 mountpoint.display(),
                 pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
             );
-            end_connection(km, pid)?;
+            end_connection(km, &state_dir, pid)?;
         }
     }
     Ok(0)
