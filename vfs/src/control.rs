@@ -175,6 +175,9 @@ pub enum ControlError {
     /// The daemon did not accept the connection, or said nothing, within the deadline.
     #[error("the revfs daemon at {} did not answer within {}", path.display(), seconds(*waited))]
     NotAnswering { path: PathBuf, waited: Duration },
+    /// The daemon answers, but a filesystem request of its mount has waited this long.
+    #[error("the revfs daemon at {} answers, but a filesystem request has waited {}", path.display(), seconds(*waited))]
+    FilesystemStuck { path: PathBuf, waited: Duration },
 }
 
 /// `5 s`, `0.5 s`: a duration as people read it.
@@ -563,48 +566,41 @@ impl Client {
         req: &Request,
         on_progress: Option<OnProgress>,
     ) -> Result<Response, ControlError> {
-        let path = &self.path;
-        let deadline = self.deadline;
-        let io = |source: std::io::Error| {
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) {
-                ControlError::NotAnswering {
-                    path: path.to_owned(),
-                    waited: deadline,
-                }
-            } else {
-                ControlError::Io {
-                    path: path.to_owned(),
-                    source,
-                }
-            }
-        };
-        let protocol = |reason: String| ControlError::Protocol {
-            path: path.to_owned(),
-            reason,
-        };
+        self.send(req, on_progress.is_some())?;
+        self.receive(on_progress)
+    }
+
+    /// Sends `req` without waiting for its answer ([`Client::receive`] reads it; answers
+    /// come in the order of the requests). `progress` asks for progress lines.
+    pub fn send(&mut self, req: &Request, progress: bool) -> Result<(), ControlError> {
         let quick = matches!(req, Request::Ping | Request::Info);
-        let mut value = serde_json::to_value(req).map_err(|e| protocol(e.to_string()))?;
-        if on_progress.is_some() || !quick {
+        let mut value = serde_json::to_value(req).map_err(|e| self.protocol(e.to_string()))?;
+        if progress || !quick {
             if let serde_json::Value::Object(map) = &mut value {
                 map.insert("progress".into(), serde_json::Value::Bool(true));
             }
         }
-        let mut msg = serde_json::to_vec(&value).map_err(|e| protocol(e.to_string()))?;
+        let mut msg = serde_json::to_vec(&value).map_err(|e| self.protocol(e.to_string()))?;
         msg.push(b'\n');
-        (&self.stream).write_all(&msg).map_err(io)?;
+        (&self.stream).write_all(&msg).map_err(|e| self.io(e))
+    }
+
+    /// Reads the answer to the oldest request sent and not answered yet.
+    pub fn receive(&mut self, on_progress: Option<OnProgress>) -> Result<Response, ControlError> {
         let mut on_progress = on_progress;
         let mut line = String::new();
         let answer = loop {
             line.clear();
-            if self.reader.read_line(&mut line).map_err(io)? == 0 {
-                return Err(protocol(
-                    "the daemon closed the connection without an answer".into(),
-                ));
+            match self.reader.read_line(&mut line) {
+                Ok(0) => {
+                    return Err(self.protocol(
+                        "the daemon closed the connection without an answer".into(),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(self.io(e)),
             }
-            match serde_json::from_str(&line).map_err(|e| protocol(e.to_string()))? {
+            match serde_json::from_str(&line).map_err(|e| self.protocol(e.to_string()))? {
                 Response::Progress { done, total, what } => {
                     if let Some(f) = on_progress.as_mut() {
                         f(&what, done, total);
@@ -615,6 +611,31 @@ impl Client {
         };
         self.last_used = std::time::Instant::now();
         Ok(answer)
+    }
+
+    fn protocol(&self, reason: String) -> ControlError {
+        ControlError::Protocol {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// A read or write that timed out means the daemon is not answering.
+    fn io(&self, source: std::io::Error) -> ControlError {
+        if matches!(
+            source.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            ControlError::NotAnswering {
+                path: self.path.clone(),
+                waited: self.deadline,
+            }
+        } else {
+            ControlError::Io {
+                path: self.path.clone(),
+                source,
+            }
+        }
     }
 }
 

@@ -40,9 +40,13 @@ pub struct MountRef {
     pub mountpoint: PathBuf,
     pub socket: PathBuf,
     /// The daemon's process id, from its last answer.
-    pub pid: Option<u32>,
+    pub pid: std::cell::Cell<Option<u32>>,
     /// The connection to the daemon, kept from one request to the next.
     client: std::cell::RefCell<Option<control::Client>>,
+    state_dir: StateDir,
+    /// Whether the daemon has answered a ping yet (a deferred check goes with the first
+    /// request, see [`open_workspace_deferred`]).
+    checked: std::cell::Cell<bool>,
 }
 
 /// A mount's daemon did not answer within the deadline. Printed with hg's layout: the
@@ -86,13 +90,29 @@ pub fn control_deadline() -> Result<Duration> {
 }
 
 impl MountRef {
+    /// The daemon's pid: from its last answer, else as its state directory records it.
+    fn daemon_pid(&self) -> Option<u32> {
+        self.pid.get().or_else(|| {
+            mounts::daemon_pid(&self.state_dir, &self.mountpoint).map(|p| p as u32)
+        })
+    }
+
     /// The error for a failed exchange with this mount's daemon.
     pub fn error(&self, e: ControlError) -> anyhow::Error {
         match e {
             ControlError::NotAnswering { waited, .. } => NotAnswering {
                 mountpoint: self.mountpoint.clone(),
-                pid: self.pid,
+                pid: self.daemon_pid(),
                 why: format!("nothing heard for {}", control::seconds(waited)),
+            }
+            .into(),
+            ControlError::FilesystemStuck { waited, .. } => NotAnswering {
+                mountpoint: self.mountpoint.clone(),
+                pid: self.daemon_pid(),
+                why: format!(
+                    "a filesystem request has waited {}",
+                    control::seconds(Duration::from_secs(waited.as_secs()))
+                ),
             }
             .into(),
             other => other.into(),
@@ -115,33 +135,49 @@ impl MountRef {
             Some(c) if c.fresh() => c,
             _ => control::Client::connect(&self.socket, deadline)?,
         };
+        if !self.checked.get() {
+            // The deferred check, in the same round trip as the (read-only) request.
+            client.send(&Request::Ping, false)?;
+            client.send(req, on_progress.is_some())?;
+            let pong = client.receive(None)?;
+            self.checked.set(true);
+            if let Err(e) = self.judge(pong, deadline) {
+                // The request's answer is not read: the connection goes.
+                return Err(e);
+            }
+            let answer = client.receive(on_progress)?;
+            *slot = Some(client);
+            return Ok(answer);
+        }
         let answer = client.request(req, on_progress)?;
         *slot = Some(client);
         Ok(answer)
+    }
+
+    /// What a ping's answer says: the daemon's pid, and whether its filesystem has had a
+    /// request waiting longer than the deadline.
+    fn judge(&self, pong: Response, deadline: Duration) -> Result<(), ControlError> {
+        if let Response::Pong { pid, busy_ms, .. } = pong {
+            self.pid.set(Some(pid));
+            if Duration::from_millis(busy_ms) > deadline {
+                return Err(ControlError::FilesystemStuck {
+                    path: self.socket.clone(),
+                    waited: Duration::from_millis(busy_ms),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Asks the daemon whether it and its filesystem answer, before anything touches the
     /// mount. A daemon that cannot be reached at all (gone) is left for the first request
     /// to report; one that does not answer, or whose filesystem has had a request waiting
     /// longer than the deadline, stops the command here.
-    fn check_alive(&mut self, deadline: Duration) -> Result<()> {
+    fn check_alive(&self) -> Result<()> {
+        self.checked.set(true);
         match self.exchange(&Request::Ping, None) {
-            Ok(Response::Pong { pid, busy_ms, .. }) => {
-                self.pid = Some(pid);
-                if Duration::from_millis(busy_ms) > deadline {
-                    return Err(NotAnswering {
-                        mountpoint: self.mountpoint.clone(),
-                        pid: self.pid,
-                        why: format!(
-                            "a filesystem request has waited {}",
-                            control::seconds(Duration::from_secs(busy_ms / 1000))
-                        ),
-                    }
-                    .into());
-                }
-                Ok(())
-            }
-            Ok(_) | Err(ControlError::Connect { .. }) => Ok(()),
+            Ok(pong) => self.judge(pong, control_deadline()?).map_err(|e| self.error(e)),
+            Err(ControlError::Connect { .. }) => Ok(()),
             Err(e) => Err(self.error(e)),
         }
     }
@@ -150,35 +186,41 @@ impl MountRef {
 /// Opens the working copy of the revfs mount `m`. Its state directory is found from the
 /// mountpoint (under this user's state root); only when it is not there (another
 /// `REVFS_STATE_DIR`) is the mount's `.revfs/state` link read, under the deadline.
-fn open_mount(m: &KernelMount) -> Result<Workspace> {
+fn open_mount(m: &KernelMount, defer_check: bool) -> Result<Workspace> {
     let deadline = control_deadline()?;
     let own = StateDir::for_mountpoint(&m.mountpoint)?;
-    let state_dir = match own.load() {
-        Ok(Some(s)) if s.mountpoint == m.mountpoint => own,
-        _ => StateDir::at(
-            read_link_within(&m.mountpoint.join(CONTROL_DIR).join("state"), deadline).map_err(
-                |e| match e {
-                    None => NotAnswering {
-                        mountpoint: m.mountpoint.clone(),
-                        pid: None,
-                        why: format!("nothing heard for {}", control::seconds(deadline)),
-                    }
-                    .into(),
-                    Some(e) => anyhow!("{}: {e}", m.mountpoint.display()),
-                },
-            )?,
-        ),
+    let (state_dir, state) = match own.load() {
+        Ok(Some(s)) if s.mountpoint == m.mountpoint => (own, s),
+        _ => {
+            let sd = StateDir::at(
+                read_link_within(&m.mountpoint.join(CONTROL_DIR).join("state"), deadline)
+                    .map_err(|e| match e {
+                        None => NotAnswering {
+                            mountpoint: m.mountpoint.clone(),
+                            pid: None,
+                            why: format!("nothing heard for {}", control::seconds(deadline)),
+                        }
+                        .into(),
+                        Some(e) => anyhow!("{}: {e}", m.mountpoint.display()),
+                    })?,
+            );
+            let state = sd
+                .load()?
+                .ok_or_else(|| anyhow!("{}: mount state is missing", sd.path().display()))?;
+            (sd, state)
+        }
     };
-    let state = state_dir
-        .load()?
-        .ok_or_else(|| anyhow!("{}: mount state is missing", state_dir.path().display()))?;
-    let mut mount = MountRef {
+    let mount = MountRef {
         mountpoint: m.mountpoint.clone(),
         socket: state_dir.socket(),
-        pid: mounts::daemon_pid(&state_dir, &m.mountpoint).map(|p| p as u32),
+        pid: Default::default(),
         client: Default::default(),
+        state_dir: state_dir.clone(),
+        checked: Default::default(),
     };
-    mount.check_alive(deadline)?;
+    if !defer_check {
+        mount.check_alive()?;
+    }
     // The journal names the working-copy parent; mount.json follows it.
     let node = match state_dir.journal_parent()? {
         Some(node) => node,
@@ -226,11 +268,22 @@ fn repo_at(dir: &Path) -> Result<Workspace> {
 /// containing the current directory. Which mount a path is in comes from the kernel's
 /// mount table: nothing inside a mount is looked at before its daemon has answered.
 pub fn open_workspace(cli: &crate::Cli) -> Result<Workspace> {
+    open_workspace_with(cli, false)
+}
+
+/// [`open_workspace`] for a command whose first step is a read-only request to the daemon
+/// (`status`): the daemon's check goes with that request, in one round trip. The command
+/// must not touch the mount before its first request.
+pub fn open_workspace_deferred(cli: &crate::Cli) -> Result<Workspace> {
+    open_workspace_with(cli, true)
+}
+
+fn open_workspace_with(cli: &crate::Cli, defer_check: bool) -> Result<Workspace> {
     let mounts = mounts::revfs_mounts().unwrap_or_default();
     if let Some(path) = &cli.repository {
         let resolved = mounts::resolve(path, &mounts)?;
         if let Some(m) = mounts.iter().find(|m| m.mountpoint == resolved) {
-            return open_mount(m);
+            return open_mount(m, defer_check);
         }
         if mounts::containing(&resolved, &mounts).is_some() || !path.join(".hg").is_dir() {
             return Err(anyhow!("repository {} not found", path.display()));
@@ -240,7 +293,7 @@ pub fn open_workspace(cli: &crate::Cli) -> Result<Workspace> {
     let cwd = std::env::current_dir()?;
     for dir in cwd.ancestors() {
         if let Some(m) = mounts.iter().find(|m| m.mountpoint == dir) {
-            return open_mount(m);
+            return open_mount(m, defer_check);
         }
         if mounts::containing(dir, &mounts).is_some() {
             continue;

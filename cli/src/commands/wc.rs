@@ -91,7 +91,8 @@ pub fn fetch_status(
 }
 
 pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
-    let ws = super::open_workspace(cli)?;
+    // Nothing below touches the mount before the status request.
+    let ws = super::open_workspace_deferred(cli)?;
     let json = match args.template.as_deref() {
         None => false,
         Some("json") => true,
