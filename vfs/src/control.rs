@@ -593,9 +593,9 @@ impl Client {
             line.clear();
             match self.reader.read_line(&mut line) {
                 Ok(0) => {
-                    return Err(self.protocol(
-                        "the daemon closed the connection without an answer".into(),
-                    ))
+                    return Err(
+                        self.protocol("the daemon closed the connection without an answer".into())
+                    )
                 }
                 Ok(_) => {}
                 Err(e) => return Err(self.io(e)),

@@ -92,9 +92,9 @@ pub fn control_deadline() -> Result<Duration> {
 impl MountRef {
     /// The daemon's pid: from its last answer, else as its state directory records it.
     fn daemon_pid(&self) -> Option<u32> {
-        self.pid.get().or_else(|| {
-            mounts::daemon_pid(&self.state_dir, &self.mountpoint).map(|p| p as u32)
-        })
+        self.pid
+            .get()
+            .or_else(|| mounts::daemon_pid(&self.state_dir, &self.mountpoint).map(|p| p as u32))
     }
 
     /// The error for a failed exchange with this mount's daemon.
@@ -176,7 +176,9 @@ impl MountRef {
     fn check_alive(&self) -> Result<()> {
         self.checked.set(true);
         match self.exchange(&Request::Ping, None) {
-            Ok(pong) => self.judge(pong, control_deadline()?).map_err(|e| self.error(e)),
+            Ok(pong) => self
+                .judge(pong, control_deadline()?)
+                .map_err(|e| self.error(e)),
             Err(ControlError::Connect { .. }) => Ok(()),
             Err(e) => Err(self.error(e)),
         }
@@ -193,8 +195,8 @@ fn open_mount(m: &KernelMount, defer_check: bool) -> Result<Workspace> {
         Ok(Some(s)) if s.mountpoint == m.mountpoint => (own, s),
         _ => {
             let sd = StateDir::at(
-                read_link_within(&m.mountpoint.join(CONTROL_DIR).join("state"), deadline)
-                    .map_err(|e| match e {
+                read_link_within(&m.mountpoint.join(CONTROL_DIR).join("state"), deadline).map_err(
+                    |e| match e {
                         None => NotAnswering {
                             mountpoint: m.mountpoint.clone(),
                             pid: None,
@@ -202,7 +204,8 @@ fn open_mount(m: &KernelMount, defer_check: bool) -> Result<Workspace> {
                         }
                         .into(),
                         Some(e) => anyhow!("{}: {e}", m.mountpoint.display()),
-                    })?,
+                    },
+                )?,
             );
             let state = sd
                 .load()?
