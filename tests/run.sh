@@ -11,8 +11,8 @@ install_deps
 install_test_deps
 cargo build --workspace --locked
 
-# What a run must not leave behind: revfs mounts, revfs daemons of this checkout, test
-# directories in /dev/shm. Those there before the run are not this run's.
+# What a run must not leave behind: revfs mounts, revfs daemons of this checkout, files
+# and directories in /dev/shm. Those there before the run are not this run's.
 leftovers() {
   awk '{ for (i = 7; i <= NF; i++) if ($i == "-") break
          if ($(i+1) ~ /^fuse/ && $(i+2) ~ /^revfs:/) print "mount " $5 " " $3 }' /proc/self/mountinfo
@@ -21,7 +21,8 @@ leftovers() {
     cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
     case $cmd in "$PWD"/target/*/revfs\ mount\ --foreground\ *) echo "daemon ${p#/proc/} $cmd" ;; esac
   done
-  ls -d /dev/shm/revfs-test* 2>/dev/null | sed 's/^/dir /' || true
+  # Everything in /dev/shm but POSIX semaphores (sem.*), which other programs make too.
+  find /dev/shm -mindepth 1 -maxdepth 1 ! -name 'sem.*' 2>/dev/null | sed 's/^/dir /' || true
 }
 # Ends what leftovers() lists: aborts the mount's FUSE connection and detaches it, kills the
 # daemon, removes the directory.

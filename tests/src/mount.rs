@@ -205,11 +205,19 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let report = self.stop_watchdog();
-        let _ = std::process::Command::new("fusermount3")
+        let detached = std::process::Command::new("fusermount3")
             .arg("-uz")
             .arg(&self.dir)
             .stderr(std::process::Stdio::null())
-            .status();
+            .status()
+            .is_ok_and(|s| s.success());
+        if !detached && crate::watchdog::is_mounted(&self.dir) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.dir)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
         if let Some(report) = report {
             if !std::thread::panicking() {
                 panic!("the mount stopped answering:\n{report}");

@@ -94,12 +94,31 @@ fn pjdfstest_fails_only_where_docs_say_why() {
     std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
     let base = m.dir.join("pjd");
     std::fs::create_dir(&base).unwrap();
-    let secondary = PathBuf::from("/dev/shm/pjdsecondary");
-    std::fs::create_dir_all(&secondary).unwrap();
+    // A directory on another file system for the EXDEV tests, of this run only: the
+    // template's `secondary_fs` is replaced in a copy of the configuration.
+    let secondary = revfs_tests::scratch_dir();
+    let template =
+        std::fs::read_to_string(revfs_tests::workspace().join("tests/pjdfstest.toml")).unwrap();
+    let config = tmp.path().join("pjdfstest.toml");
+    let config_text: String = template
+        .lines()
+        .map(|l| {
+            if l.starts_with("secondary_fs") {
+                format!("secondary_fs = {:?}\n", secondary.path())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert!(
+        config_text.contains("secondary_fs = \"/"),
+        "no secondary_fs line"
+    );
+    std::fs::write(&config, config_text).unwrap();
 
     let out = std::process::Command::new(pjdfstest_bin())
         .arg("-c")
-        .arg(revfs_tests::workspace().join("tests/pjdfstest.toml"))
+        .arg(&config)
         .arg("-p")
         .arg(&base)
         .output()
