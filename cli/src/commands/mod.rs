@@ -141,10 +141,8 @@ impl MountRef {
             client.send(req, on_progress.is_some())?;
             let pong = client.receive(None)?;
             self.checked.set(true);
-            if let Err(e) = self.judge(pong, deadline) {
-                // The request's answer is not read: the connection goes.
-                return Err(e);
-            }
+            // On an error the request's answer is not read: the connection goes.
+            self.judge(pong, deadline)?;
             let answer = client.receive(on_progress)?;
             *slot = Some(client);
             return Ok(answer);
