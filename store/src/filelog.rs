@@ -5,7 +5,9 @@
 use crate::error::{Result, StoreError};
 use crate::node::{Node, Rev, NULL_REV};
 use crate::revlog::Revlog;
+use std::io::Write;
 use std::ops::Deref;
+use std::path::Path;
 use std::sync::Arc;
 
 const META_MARK: &[u8] = b"\x01\n";
@@ -59,6 +61,76 @@ fn content_start(raw: &[u8]) -> Option<usize> {
         .windows(2)
         .position(|w| w == META_MARK)
         .map(|i| i + 4)
+}
+
+/// Where [`SkipMeta`] is in the raw text.
+enum MetaState {
+    /// At the start: up to two bytes kept to tell whether a metadata block opens.
+    Start(Vec<u8>),
+    /// In the metadata block; `one`: the last byte seen was `\1`.
+    Meta { one: bool },
+    /// In the content: everything goes through.
+    Content,
+}
+
+/// A writer that drops a filelog text's metadata block (`\1\n ... \1\n`) and passes the
+/// content on, whatever the boundaries of the writes.
+struct SkipMeta<'a> {
+    out: &'a mut dyn Write,
+    state: MetaState,
+    written: u64,
+}
+
+impl Write for SkipMeta<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            match &mut self.state {
+                MetaState::Start(head) => {
+                    let take = (2 - head.len()).min(rest.len());
+                    head.extend_from_slice(&rest[..take]);
+                    rest = &rest[take..];
+                    if head.len() == 2 {
+                        if head.as_slice() == META_MARK {
+                            self.state = MetaState::Meta { one: false };
+                        } else {
+                            let head = std::mem::take(head);
+                            self.out.write_all(&head)?;
+                            self.written += 2;
+                            self.state = MetaState::Content;
+                        }
+                    }
+                }
+                MetaState::Meta { one } => {
+                    let mut end = None;
+                    for (i, &b) in rest.iter().enumerate() {
+                        if *one && b == b'\n' {
+                            end = Some(i + 1);
+                            break;
+                        }
+                        *one = b == 1;
+                    }
+                    match end {
+                        Some(i) => {
+                            rest = &rest[i..];
+                            self.state = MetaState::Content;
+                        }
+                        None => rest = &[],
+                    }
+                }
+                MetaState::Content => {
+                    self.out.write_all(rest)?;
+                    self.written += rest.len() as u64;
+                    rest = &[];
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// One file's revlog.
@@ -126,6 +198,36 @@ impl Filelog {
         })
     }
 
+    /// Writes the content of `rev` (metadata removed) to `out`, rebuilt with memory bounded
+    /// by its deltas, not its size ([`Revlog::write_revision`]); returns the content's
+    /// length. For texts too big to hold.
+    pub fn write_content(&self, rev: Rev, scratch: &Path, out: &mut dyn Write) -> Result<u64> {
+        let mut skip = SkipMeta {
+            out,
+            state: MetaState::Start(Vec::with_capacity(2)),
+            written: 0,
+        };
+        self.revlog.write_revision(rev, scratch, &mut skip)?;
+        match std::mem::replace(&mut skip.state, MetaState::Content) {
+            // A text shorter than the marker is all content.
+            MetaState::Start(head) => {
+                skip.out
+                    .write_all(&head)
+                    .map_err(|e| StoreError::io(scratch, e))?;
+                skip.written += head.len() as u64;
+            }
+            MetaState::Meta { .. } => {
+                return Err(StoreError::corrupt_rev(
+                    self.revlog.name(),
+                    rev as u32,
+                    "unterminated metadata header",
+                ))
+            }
+            MetaState::Content => {}
+        }
+        Ok(skip.written)
+    }
+
     /// The copy source of `rev`, as hg's `renamed()` reports it: only when p1 is null and
     /// both `copy` and `copyrev` are present.
     pub fn copy_source(&self, rev: Rev) -> Result<Option<CopySource>> {
@@ -177,5 +279,50 @@ mod tests {
         assert_eq!(t.meta_value(b"copyrev"), Some(&b"0123"[..]));
         assert_eq!(t.meta_value(b"cop"), None);
         assert_eq!(content_start(b"\x01\nunterminated"), None);
+    }
+}
+
+#[cfg(test)]
+mod skip_meta_tests {
+    use super::*;
+
+    /// What `SkipMeta` passes on of `raw` written in pieces of `step` bytes.
+    fn through(raw: &[u8], step: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut s = SkipMeta {
+            out: &mut out,
+            state: MetaState::Start(Vec::new()),
+            written: 0,
+        };
+        for piece in raw.chunks(step.max(1)) {
+            s.write_all(piece).unwrap();
+        }
+        let state = std::mem::replace(&mut s.state, MetaState::Content);
+        match state {
+            MetaState::Start(head) => s.out.write_all(&head).unwrap(),
+            MetaState::Meta { .. } => return None,
+            MetaState::Content => {}
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn metadata_is_dropped_whatever_the_write_boundaries() {
+        let cases: [&[u8]; 7] = [
+            b"",
+            b"a",
+            b"\x01",
+            b"plain\ntext\n",
+            b"\x01\ncopy: a\ncopyrev: 0123\n\x01\ncontent\n",
+            b"\x01\n\x01\n\x01\nstarts with the marker\n",
+            b"\x01\nkey: v\x01x\n\x01\n",
+        ];
+        for raw in cases {
+            let want = content_start(raw).map(|i| raw[i..].to_vec());
+            for step in 1..=raw.len().max(1) {
+                assert_eq!(through(raw, step), want, "{raw:?} in steps of {step}");
+            }
+        }
+        assert_eq!(through(b"\x01\nunterminated", 3), None);
     }
 }

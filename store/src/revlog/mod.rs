@@ -7,6 +7,7 @@
 mod cache;
 mod chunk;
 mod index;
+mod stream;
 
 pub use cache::TextCache;
 pub use index::{IndexEntry, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};

@@ -1,0 +1,558 @@
+//! Rebuilding a revision into a writer with memory bounded by its deltas' hunk lists, not
+//! by its text: for texts too big to hold (a 1 GB asset).
+//!
+//! The chunks of the delta chain are decompressed, streaming, into a scratch file (a base
+//! stored uncompressed is read in place from the revlog). The text is then described as a
+//! list of pieces, each a range of the base or of a delta's inserted data; applying a delta
+//! to that list costs its hunks, not the text. Finally the pieces are copied to the writer
+//! in bounded blocks, hashed on the way and checked against the revision's node. Reads go
+//! through `pread`, never a memory map, so the process's resident memory stays small.
+
+use super::{Revlog, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
+use crate::error::{Result, StoreError};
+use crate::node::{Node, Rev, NULL_REV};
+use sha1::{Digest, Sha1};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Bytes copied per block, from the pieces to the writer.
+const BLOCK: usize = 1 << 20;
+
+/// Where a piece's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Src {
+    /// The text the chain starts from.
+    Base,
+    /// The scratch file (inserted data of the deltas).
+    Scratch,
+}
+
+/// A range of the text: `len` bytes at `off` of `src`.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    src: Src,
+    off: u64,
+    len: u64,
+}
+
+/// The text the chain starts from.
+enum Base {
+    /// A cached text (from the in-memory cache), or the empty text.
+    Memory(Arc<[u8]>),
+    /// A range of a file: the revlog (a chunk stored uncompressed) or the scratch file.
+    File { file: Arc<File>, off: u64, len: u64 },
+}
+
+impl Base {
+    fn len(&self) -> u64 {
+        match self {
+            Base::Memory(t) => t.len() as u64,
+            Base::File { len, .. } => *len,
+        }
+    }
+}
+
+/// A `Read` over `len` bytes of a file from `off`, by `pread`.
+struct RangeReader<'a> {
+    file: &'a File,
+    off: u64,
+    left: u64,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.off)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shorter than its index says",
+            ));
+        }
+        self.off += n as u64;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Advances over the pieces of a text as ranges of it are copied, in increasing order.
+struct Cursor<'a> {
+    rope: &'a [Piece],
+    /// The first piece not wholly before the last range copied, and where it starts.
+    i: usize,
+    at: u64,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(rope: &'a [Piece]) -> Self {
+        Cursor { rope, i: 0, at: 0 }
+    }
+
+    /// Appends the pieces covering `[from, to)` of the text to `out`. `from` is never before
+    /// the end of the previous call's range.
+    fn copy(&mut self, from: u64, to: u64, out: &mut Vec<Piece>) {
+        if from >= to {
+            return;
+        }
+        while self.i < self.rope.len() && self.at + self.rope[self.i].len <= from {
+            self.at += self.rope[self.i].len;
+            self.i += 1;
+        }
+        while self.i < self.rope.len() && self.at < to {
+            let p = self.rope[self.i];
+            let (s, e) = (from.max(self.at), to.min(self.at + p.len));
+            if e > s {
+                push(
+                    out,
+                    Piece {
+                        src: p.src,
+                        off: p.off + (s - self.at),
+                        len: e - s,
+                    },
+                );
+            }
+            if self.at + p.len <= to {
+                self.at += p.len;
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// Appends a piece, joined to the last one when it continues it.
+fn push(out: &mut Vec<Piece>, p: Piece) {
+    if let Some(last) = out.last_mut() {
+        if last.src == p.src && last.off + last.len == p.off {
+            last.len += p.len;
+            return;
+        }
+    }
+    out.push(p);
+}
+
+impl Revlog {
+    /// Writes the raw text of `rev` (for filelogs, with any metadata header) to `out`,
+    /// rebuilt from its delta chain with memory bounded by the chain's hunks, checked
+    /// against its length and node; returns its length. Decompressed chunks are spooled to
+    /// an unnamed file in `scratch` (on disk: not `/tmp`, which may be memory).
+    pub fn write_revision(&self, rev: Rev, scratch: &Path, out: &mut dyn Write) -> Result<u64> {
+        if rev == NULL_REV {
+            return Ok(0);
+        }
+        let entry = self.entry(rev)?;
+        if entry.flags & REVIDX_ISCENSORED != 0 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                "censored node",
+            ));
+        }
+        if entry.flags & (REVIDX_ELLIPSIS | REVIDX_EXTSTORED) != 0 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!(
+                    "unsupported revision flag {:#x} (narrow or lfs)",
+                    entry.flags
+                ),
+            ));
+        }
+        let scratch_file =
+            Arc::new(tempfile::tempfile_in(scratch).map_err(|e| StoreError::io(scratch, e))?);
+        let mut spooled = 0u64;
+        let (chain, start) = self.delta_chain(rev)?;
+        let mut deltas = chain.iter().rev();
+        let base = match start {
+            Some(text) => Base::Memory(text),
+            None => match deltas.next() {
+                Some(&r) => self.base_of(r, &scratch_file, &mut spooled)?,
+                None => Base::Memory(Arc::from(&[][..])),
+            },
+        };
+        let mut len = base.len();
+        let mut rope = Vec::new();
+        if len > 0 {
+            rope.push(Piece {
+                src: Src::Base,
+                off: 0,
+                len,
+            });
+        }
+        for &r in deltas {
+            let (off, dlen) = self.spool(r, &scratch_file, &mut spooled)?;
+            let (next, next_len) = apply(&rope, len, &scratch_file, off, dlen)
+                .map_err(|reason| StoreError::corrupt_rev(&self.name, r as u32, reason))?;
+            rope = next;
+            len = next_len;
+        }
+        if entry.raw_len >= 0 && len != entry.raw_len as u64 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!("unpacked size is {len}, {} expected", entry.raw_len),
+            ));
+        }
+        let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
+        let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
+        let mut hash = Sha1::new();
+        hash.update(a.0);
+        hash.update(b.0);
+        let io = |e| StoreError::io(scratch, e);
+        let mut buf = vec![0u8; BLOCK.min(usize::try_from(len).unwrap_or(BLOCK)).max(1)];
+        for p in &rope {
+            let mut done = 0u64;
+            while done < p.len {
+                let n = usize::try_from(p.len - done)
+                    .unwrap_or(BLOCK)
+                    .min(buf.len());
+                let block = &mut buf[..n];
+                let at = p.off + done;
+                match (&p.src, &base) {
+                    (Src::Base, Base::Memory(t)) => {
+                        block.copy_from_slice(&t[at as usize..at as usize + n]);
+                    }
+                    (Src::Base, Base::File { file, off, .. }) => {
+                        file.read_exact_at(block, off + at).map_err(io)?
+                    }
+                    (Src::Scratch, _) => scratch_file.read_exact_at(block, at).map_err(io)?,
+                }
+                hash.update(&*block);
+                out.write_all(block).map_err(io)?;
+                done += n as u64;
+            }
+        }
+        if Node(hash.finalize().into()) != entry.node {
+            return Err(StoreError::IntegrityCheckFailed {
+                revlog: self.name.clone(),
+                rev: rev as u32,
+            });
+        }
+        Ok(len)
+    }
+
+    /// The base text of a chain, from its chunk: read in place when stored uncompressed in
+    /// a data file, else decompressed into the scratch file.
+    fn base_of(&self, rev: Rev, scratch: &Arc<File>, spooled: &mut u64) -> Result<Base> {
+        if let Some((file, off, len)) = self.chunk_in_file(rev)? {
+            let mut kind = [0u8; 1];
+            if len > 0 {
+                file.read_exact_at(&mut kind, off)
+                    .map_err(|e| StoreError::io(&self.data_path, e))?;
+            }
+            match kind[0] {
+                b'u' => {
+                    return Ok(Base::File {
+                        file: Arc::new(file),
+                        off: off + 1,
+                        len: len - 1,
+                    })
+                }
+                b'\0' if len > 0 => {
+                    return Ok(Base::File {
+                        file: Arc::new(file),
+                        off,
+                        len,
+                    })
+                }
+                _ => {}
+            }
+        }
+        let (off, len) = self.spool(rev, scratch, spooled)?;
+        Ok(Base::File {
+            file: scratch.clone(),
+            off,
+            len,
+        })
+    }
+
+    /// The data file, offset and length of `rev`'s chunk, when it is in a data file big
+    /// enough to be mapped (smaller ones, and inline revlogs, are in memory already).
+    fn chunk_in_file(&self, rev: Rev) -> Result<Option<(File, u64, u64)>> {
+        if !matches!(
+            (&self.layout, &self.data),
+            (super::Layout::Split, Some(super::FileBytes::Mapped(_)))
+        ) {
+            return Ok(None);
+        }
+        let e = self.entry(rev)?;
+        let file =
+            File::open(&self.data_path).map_err(|err| StoreError::io(&self.data_path, err))?;
+        let size = file
+            .metadata()
+            .map_err(|err| StoreError::io(&self.data_path, err))?
+            .len();
+        let len = e.compressed_len as u64;
+        if e.offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!(
+                    "data truncated: chunk {}+{len} beyond the {size} bytes of the data file",
+                    e.offset
+                ),
+            ));
+        }
+        Ok(Some((file, e.offset, len)))
+    }
+
+    /// Decompresses `rev`'s chunk to the end of the scratch file; its offset and length
+    /// there.
+    fn spool(&self, rev: Rev, scratch: &File, spooled: &mut u64) -> Result<(u64, u64)> {
+        let corrupt = |reason: String| StoreError::corrupt_rev(&self.name, rev as u32, reason);
+        let mut sink = scratch;
+        let written = match self.chunk_in_file(rev)? {
+            Some((file, off, len)) => {
+                let mut kind = [0u8; 1];
+                if len > 0 {
+                    file.read_exact_at(&mut kind, off)
+                        .map_err(|e| StoreError::io(&self.data_path, e))?;
+                }
+                let whole = RangeReader {
+                    file: &file,
+                    off,
+                    left: len,
+                };
+                decompress_into(kind[0], len, whole, &mut sink).map_err(corrupt)?
+            }
+            None => {
+                let bytes = self.chunk(rev)?;
+                let kind = bytes.first().copied().unwrap_or(0);
+                decompress_into(kind, bytes.len() as u64, bytes, &mut sink).map_err(corrupt)?
+            }
+        };
+        let off = *spooled;
+        *spooled += written;
+        Ok((off, written))
+    }
+}
+
+/// Decompresses a whole chunk (`len` bytes from `input`, starting with its kind byte) into
+/// `out`; the bytes written.
+fn decompress_into(
+    kind: u8,
+    len: u64,
+    mut input: impl Read,
+    out: &mut impl Write,
+) -> std::result::Result<u64, String> {
+    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
+    if len == 0 {
+        return Ok(0);
+    }
+    match kind {
+        b'\0' => std::io::copy(&mut input, out).map_err(err),
+        b'u' => {
+            let mut skip = [0u8; 1];
+            input.read_exact(&mut skip).map_err(err)?;
+            std::io::copy(&mut input, out).map_err(err)
+        }
+        b'x' => {
+            let mut d = flate2::read::ZlibDecoder::new(std::io::BufReader::new(input));
+            std::io::copy(&mut d, out).map_err(err)
+        }
+        b'(' => {
+            let mut d = zstd::stream::read::Decoder::new(input)
+                .map_err(err)?
+                .single_frame();
+            std::io::copy(&mut d, out).map_err(err)
+        }
+        other => Err(format!("unknown compression type {other:#04x}")),
+    }
+}
+
+/// Applies the delta spooled at `off` (`len` bytes) of `scratch` to the text `rope` of
+/// `old_len` bytes: the new pieces and length. Checks hunks as `mpatch::apply` does.
+fn apply(
+    rope: &[Piece],
+    old_len: u64,
+    scratch: &File,
+    off: u64,
+    len: u64,
+) -> std::result::Result<(Vec<Piece>, u64), String> {
+    let mut out = Vec::with_capacity(rope.len() + 4);
+    let mut cursor = Cursor::new(rope);
+    let mut pos = 0u64;
+    let mut read = 0u64;
+    let truncated = || crate::mpatch::PatchError::Truncated.to_string();
+    while read < len {
+        if len - read < 12 {
+            return Err(truncated());
+        }
+        let mut header = [0u8; 12];
+        scratch
+            .read_exact_at(&mut header, off + read)
+            .map_err(|e| format!("scratch file: {e}"))?;
+        let field =
+            |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        let (start, end, dlen) = (field(0), field(4), field(8));
+        let bad = || {
+            crate::mpatch::PatchError::BadHunk {
+                start: start as u32,
+                end: end as u32,
+                old_len: old_len as usize,
+            }
+            .to_string()
+        };
+        if start < 0 || end < start || dlen < 0 {
+            return Err(bad());
+        }
+        let (start, end, dlen) = (start as u64, end as u64, dlen as u64);
+        if len - read - 12 < dlen {
+            return Err(truncated());
+        }
+        if start < pos || end > old_len {
+            return Err(bad());
+        }
+        cursor.copy(pos, start, &mut out);
+        if dlen > 0 {
+            push(
+                &mut out,
+                Piece {
+                    src: Src::Scratch,
+                    off: off + read + 12,
+                    len: dlen,
+                },
+            );
+        }
+        pos = end;
+        read += 12 + dlen;
+    }
+    cursor.copy(pos, old_len, &mut out);
+    let new_len = out.iter().map(|p| p.len).sum();
+    Ok((out, new_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::revlog::TextCache;
+    use crate::revlog_writer::{Compression, RevlogWriter};
+
+    /// A split revlog of a 300 KB text and four edits of it (deltas), zstd.
+    fn big_revlog(dir: &Path) -> Vec<Vec<u8>> {
+        let (ip, dp) = (dir.join("f.i"), dir.join("f.d"));
+        let mut w = RevlogWriter::open(&ip, &dp, true, Compression::Zstd)
+            .unwrap()
+            .store_deltas(true);
+        // Lines of random hex (line deltas then carry only the lines changed).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut line = |n: usize| -> Vec<u8> {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut l = format!("{x:016x}{n:08}").into_bytes();
+            l.push(b'\n');
+            l
+        };
+        let mut lines: Vec<Vec<u8>> = (0..12_000).map(&mut line).collect();
+        let mut texts = Vec::new();
+        let mut prev = NULL_REV;
+        for k in 0..5u8 {
+            if k > 0 {
+                for j in 0..20 {
+                    lines[j * 590 + k as usize] = line(j);
+                }
+                lines.push(line(k as usize));
+            }
+            let text = lines.concat();
+            let (rev, _) = w.add(&text, prev, NULL_REV, k as Rev, true).unwrap();
+            prev = rev;
+            texts.push(text);
+        }
+        w.finish().unwrap();
+        texts
+    }
+
+    fn open(dir: &Path) -> Revlog {
+        Revlog::open(
+            &dir.join("f.i"),
+            &dir.join("f.d"),
+            "f.i".into(),
+            TextCache::new(0),
+            0,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_streamed_rebuild_equals_the_text_and_damage_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts = big_revlog(dir.path());
+        let rl = open(dir.path());
+        assert!(
+            rl.entry(4).unwrap().base != 4,
+            "the last revision is a delta"
+        );
+        for (r, t) in texts.iter().enumerate() {
+            let mut out = Vec::new();
+            rl.write_revision(r as Rev, dir.path(), &mut out).unwrap();
+            assert!(out == *t, "rev {r}");
+        }
+        // A byte flipped in the last delta: the hash no longer matches, or the delta no
+        // longer applies; an error either way, never a wrong text.
+        let dp = dir.path().join("f.d");
+        let mut data = std::fs::read(&dp).unwrap();
+        let e = rl.entry(4).unwrap();
+        let mid = (e.offset + e.compressed_len as u64 / 2) as usize;
+        data[mid] ^= 0x55;
+        std::fs::write(&dp, &data).unwrap();
+        let rl = open(dir.path());
+        let mut out = Vec::new();
+        assert!(rl.write_revision(4, dir.path(), &mut out).is_err());
+        // Truncated: the chunk runs past the end of the data file.
+        data.truncate(e.offset as usize + 10);
+        std::fs::write(&dp, &data).unwrap();
+        let rl = open(dir.path());
+        let err = rl
+            .write_revision(4, dir.path(), &mut Vec::new())
+            .unwrap_err();
+        assert!(err.to_string().contains("data truncated"), "{err}");
+    }
+
+    #[test]
+    fn the_cursor_copies_ranges_across_pieces() {
+        let rope = [
+            Piece {
+                src: Src::Base,
+                off: 0,
+                len: 10,
+            },
+            Piece {
+                src: Src::Scratch,
+                off: 100,
+                len: 5,
+            },
+            Piece {
+                src: Src::Base,
+                off: 20,
+                len: 10,
+            },
+        ];
+        let mut out = Vec::new();
+        let mut c = Cursor::new(&rope);
+        c.copy(2, 4, &mut out);
+        c.copy(8, 12, &mut out);
+        c.copy(14, 25, &mut out);
+        c.copy(25, 25, &mut out);
+        let got: Vec<(Src, u64, u64)> = out.iter().map(|p| (p.src, p.off, p.len)).collect();
+        assert_eq!(
+            got,
+            [
+                (Src::Base, 2, 2),
+                (Src::Base, 8, 2),
+                (Src::Scratch, 100, 2),
+                (Src::Scratch, 104, 1),
+                (Src::Base, 20, 10),
+            ]
+        );
+    }
+}
