@@ -5,6 +5,7 @@
 //! nothing of working copies or FUSE. Everything read from disk is parsed here, at the edge,
 //! into typed values; corrupt input gives a [`StoreError`] naming the revlog and revision.
 
+pub mod bigtext;
 pub mod changelog;
 pub mod commit;
 pub mod dirstate;
