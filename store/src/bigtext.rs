@@ -343,6 +343,7 @@ impl BigTextCache {
         let tmp = self
             .dir
             .join(format!("{TMP_PREFIX}{}-{n}", std::process::id()));
+        let t0 = std::time::Instant::now();
         let result = self.write_entry(&tmp, filelog, rev, &node, progress);
         let (file, len) = match result {
             Ok(x) => x,
@@ -356,6 +357,14 @@ impl BigTextCache {
             let _ = std::fs::remove_file(&tmp);
             return Err(StoreError::io(&path, e));
         }
+        tracing::info!(
+            file = %String::from_utf8_lossy(filelog.path()),
+            rev,
+            node = %node.to_hex(),
+            bytes = len,
+            elapsed = ?t0.elapsed(),
+            "text cache: rebuilt"
+        );
         let t = Arc::new(BigText { file, len });
         {
             let mut st = self.lock();

@@ -255,8 +255,24 @@ impl Filelog {
             if len < 2 || self.revlog.text_prefix(rev, 2)? != META_MARK {
                 return Ok(len as u64);
             }
+            // A metadata block (a copy source) is short: its end is in the first bytes,
+            // without rebuilding a big text.
+            for n in [1 << 10, 64 << 10] {
+                let head = self.revlog.text_prefix(rev, n)?;
+                if let Some(start) = content_start(&head) {
+                    return Ok((len as u64).saturating_sub(start as u64));
+                }
+                if head.len() < n {
+                    break;
+                }
+            }
         }
         Ok(self.read(rev)?.len() as u64)
+    }
+
+    /// The length of the raw text of `rev` (metadata included), from the index.
+    pub fn raw_len(&self, rev: Rev) -> Result<Option<u64>> {
+        Ok(self.revlog.raw_len(rev)?.map(|l| l as u64))
     }
 }
 

@@ -22,13 +22,17 @@ pub struct RepoOptions {
     pub text_cache_bytes: usize,
     /// Filelogs kept open at once.
     pub open_filelogs: usize,
+    /// Bytes of rebuilt big texts kept on disk (a mount's [`crate::bigtext::BigTextCache`]).
+    pub big_text_cache_bytes: u64,
 }
 
 impl RepoOptions {
-    /// The built-in defaults: 64 MiB of texts, 1024 open filelogs.
+    /// The built-in defaults: 64 MiB of texts in memory, 1024 open filelogs, 2 GiB of big
+    /// texts on disk.
     pub const DEFAULT: RepoOptions = RepoOptions {
         text_cache_bytes: 64 << 20,
         open_filelogs: 1024,
+        big_text_cache_bytes: 2 << 30,
     };
 
     /// Makes `options` what [`Repo::open`] uses in this process from now on. The mount

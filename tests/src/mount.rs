@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct Mount {
     pub dir: PathBuf,
     pub state_root: PathBuf,
+    /// The revfs configuration file every command of this mount gets (`REVFS_CONFIG`),
+    /// none when empty.
+    config: PathBuf,
     watchdog: Mutex<Option<Watchdog>>,
     _tmp: tempfile::TempDir,
 }
@@ -21,6 +24,11 @@ impl Mount {
     /// Mounts `repo` (at `rev` when given) on a fresh directory.
     pub fn new(repo: &Path, rev: Option<&str>) -> Mount {
         Mount::mount_with(repo, rev, None, &[], watchdog::default_deadline())
+    }
+
+    /// Mounts `repo` with this revfs configuration (TOML, docs/CONFIG.md).
+    pub fn with_config(repo: &Path, config: &str) -> Mount {
+        Mount::mount_configured(repo, None, None, &[], watchdog::default_deadline(), config)
     }
 
     /// Mounts `repo` with a watchdog deadline of its own.
@@ -52,13 +60,32 @@ impl Mount {
         extra: &[&str],
         deadline: Duration,
     ) -> Mount {
+        Mount::mount_configured(repo, rev, state_root, extra, deadline, "")
+    }
+
+    fn mount_configured(
+        repo: &Path,
+        rev: Option<&str>,
+        state_root: Option<&Path>,
+        extra: &[&str],
+        deadline: Duration,
+        config: &str,
+    ) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
         let state_root = state_root
             .map(Path::to_path_buf)
             .unwrap_or_else(|| tmp.path().join("state"));
         std::fs::create_dir(&dir).expect("mkdir");
+        let config_file = if config.is_empty() {
+            PathBuf::new()
+        } else {
+            let f = tmp.path().join("config.toml");
+            std::fs::write(&f, config).expect("config");
+            f
+        };
         let m = Mount {
+            config: config_file,
             watchdog: Mutex::new(Some(Watchdog::start(&dir, &state_root, deadline))),
             dir,
             state_root,
@@ -85,6 +112,7 @@ impl Mount {
     pub fn revfs(&self, args: &[&str]) -> Output {
         crate::hg_env(std::process::Command::new(crate::revfs_bin()).args(args))
             .env("REVFS_STATE_DIR", &self.state_root)
+            .env("REVFS_CONFIG", &self.config)
             .current_dir(self.dir.parent().unwrap_or(Path::new("/")))
             .output()
             .expect("spawn revfs")

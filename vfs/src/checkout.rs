@@ -801,26 +801,22 @@ impl WorkingCopy {
                 (None, None) => {}
                 (Some((fnode, flag)), existing) => {
                     let kind = Kind::from_store(&c.path, fnode, flag);
-                    // The same kind of inode (file or symlink) is changed in place.
-                    let same_type = existing.is_some_and(|ino| {
-                        match inner.entries.get(&ino).map(|e| &e.kind) {
-                            Some(Kind::Symlink(_)) => flag == FileFlag::Symlink,
-                            Some(Kind::File(_)) => flag != FileFlag::Symlink,
-                            _ => false,
-                        }
+                    // A file whose only change is its mode keeps its inode.
+                    let mode_only = existing.is_some_and(|ino| {
+                        matches!(inner.entries.get(&ino).map(|e| &e.kind),
+                            Some(Kind::File(FileData::Store { node, .. }))
+                                if *node == fnode && flag != FileFlag::Symlink)
                     });
-                    if let (true, Some(ino)) = (same_type, existing) {
+                    if let (true, Some(ino)) = (mode_only, existing) {
                         let e = inner.entry_mut(ino)?;
-                        if let Kind::File(FileData::Overlay { id }) =
-                            std::mem::replace(&mut e.kind, kind)
-                        {
-                            freed.push(id);
-                        }
                         e.mode = perm_of_flag(flag);
-                        e.mtime = Some(now);
                         e.ctime = Some(now);
                         out.invalidations.push(Invalidation::Inode(ino));
                     } else {
+                        // Any other change is a new inode, as a checkout that writes a new
+                        // file and renames it into place makes one: a process that has the
+                        // old file open goes on reading the old revision, whole, and never
+                        // a mix of the two.
                         if let Some(ino) = existing {
                             freed.extend(inner.detach_tree(ino));
                         }
@@ -928,9 +924,9 @@ impl WorkingCopy {
         wanted
             .par_iter()
             .try_for_each(|(path, fnode)| -> Result<()> {
-                let fl = repo.filelog(path)?;
-                let text = fl.read(fl.rev_of(fnode)?)?;
-                bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                // A big text goes to the on-disk cache, where reads will find it.
+                let text = self.store_text(&repo, path, fnode)?;
+                bytes.fetch_add(text.len(), Ordering::Relaxed);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if d & 31 == 0 || d == total {
                     if let Some(f) = progress {
@@ -1003,16 +999,42 @@ impl WorkingCopy {
         let Some((node, flag)) = new else {
             return Ok(false);
         };
+        // A file is compared in blocks (it may be big); a symlink's target is small.
+        if let Some(ino) = inner.resolve(path)? {
+            let e = inner.entry(ino)?;
+            let exec = e.mode & 0o100 != 0;
+            if let Kind::File(FileData::Overlay { id }) = e.kind {
+                if flag == FileFlag::Symlink || exec != (flag == FileFlag::Executable) {
+                    return Ok(false);
+                }
+                let want = self.store_text(repo, path, &node)?;
+                if self.overlay.size(id)? != want.len() {
+                    return Ok(false);
+                }
+                let ours = self.overlay.file(id)?;
+                let same = crate::content::same_content(
+                    &mut crate::content::FileReader::new(&ours),
+                    &mut want.reader(),
+                )?;
+                return Ok(same);
+            }
+        }
         let Some(cap) = self.capture(inner, path)? else {
             return Ok(false);
         };
-        let fl = repo.filelog(path)?;
-        let want = fl.read(fl.rev_of(&node)?)?;
+        let want = self.store_text(repo, path, &node)?;
         Ok(match cap {
             Captured::File { data, exec } => {
-                flag != FileFlag::Symlink && exec == (flag == FileFlag::Executable) && data == *want
+                flag != FileFlag::Symlink
+                    && exec == (flag == FileFlag::Executable)
+                    && data.len() as u64 == want.len()
+                    && crate::content::same_content(&mut &data[..], &mut want.reader())?
             }
-            Captured::Link(t) => flag == FileFlag::Symlink && t == *want,
+            Captured::Link(t) => {
+                flag == FileFlag::Symlink
+                    && t.len() as u64 == want.len()
+                    && crate::content::same_content(&mut &t[..], &mut want.reader())?
+            }
         })
     }
 

@@ -16,6 +16,7 @@
 //! [store]
 //! text_cache_size = "64 MiB"   # bytes of rebuilt revision texts kept in memory
 //! open_filelogs = 1024         # filelogs kept open
+//! big_text_cache_size = "2 GiB" # rebuilt big texts kept on disk, per mount
 //!
 //! [mount]
 //! threads = 8                  # FUSE request threads (`revfs mount --threads` wins)
@@ -117,6 +118,8 @@ pub struct StoreConfig {
     pub text_cache_size: usize,
     /// Filelogs kept open at once.
     pub open_filelogs: usize,
+    /// Bytes of rebuilt big texts kept on disk, in the mount's state directory.
+    pub big_text_cache_size: u64,
 }
 
 /// `[mount]`: defaults of `revfs mount`.
@@ -164,6 +167,7 @@ impl Default for Config {
             store: StoreConfig {
                 text_cache_size: repo.text_cache_bytes,
                 open_filelogs: repo.open_filelogs,
+                big_text_cache_size: repo.big_text_cache_bytes,
             },
             mount: MountConfig {
                 threads: DEFAULT_THREADS,
@@ -311,6 +315,9 @@ impl Config {
                     ("store", "text_cache_size") => {
                         config.store.text_cache_size = checker.size(&full, v)?
                     }
+                    ("store", "big_text_cache_size") => {
+                        config.store.big_text_cache_size = checker.size(&full, v)? as u64
+                    }
                     ("store", "open_filelogs") => {
                         config.store.open_filelogs = checker.int(&full, v, 1, 1 << 20)?
                     }
@@ -343,7 +350,7 @@ impl Config {
                     ("control", "timeout") => config.control.timeout = checker.seconds(&full, v)?,
                     _ => {
                         let known = match section.as_str() {
-                            "store" => "text_cache_size, open_filelogs",
+                            "store" => "text_cache_size, open_filelogs, big_text_cache_size",
                             "mount" => "threads, allow_other",
                             "control" => "timeout",
                             _ => "level",
@@ -363,6 +370,7 @@ impl Config {
         RepoOptions {
             text_cache_bytes: self.store.text_cache_size,
             open_filelogs: self.store.open_filelogs,
+            big_text_cache_bytes: self.store.big_text_cache_size,
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod busy;
 pub mod checkout;
 pub mod config;
+pub mod content;
 pub mod control;
 pub mod daemon;
 pub mod fs;

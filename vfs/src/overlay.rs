@@ -60,6 +60,14 @@ impl Overlay {
         Ok(f)
     }
 
+    /// Creates overlay file `id` with what `content` reads (in bounded blocks).
+    pub fn create_from(&self, id: u64, content: &mut dyn std::io::Read) -> std::io::Result<()> {
+        let f = self.create(id, &[])?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, &*f);
+        std::io::copy(content, &mut w)?;
+        w.flush()
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<File>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -226,9 +226,11 @@ impl WorkingCopy {
                 } else if *n == node {
                     false
                 } else {
-                    let fl = repo.filelog(p)?;
-                    let ours = fl.read(fl.rev_of(n)?)?;
-                    *ours != *base_text()?
+                    // Another revision (a copy): sizes first, then contents in blocks.
+                    let ours = self.store_text(repo, p, n)?;
+                    let theirs = self.store_text(repo, path, &node)?;
+                    ours.len() != theirs.len()
+                        || !crate::content::same_content(&mut ours.reader(), &mut theirs.reader())?
                 }
             }
             Now::OverlayFile { id, exec } => {
@@ -240,7 +242,13 @@ impl WorkingCopy {
                     if self.overlay.size(*id)? != base_size {
                         true
                     } else {
-                        self.overlay.read_all(*id)? != *base_text()?
+                        let theirs = self.store_text(repo, path, &node)?;
+                        let ours = self.overlay.file(*id)?;
+                        let same = crate::content::same_content(
+                            &mut crate::content::FileReader::new(&ours),
+                            &mut theirs.reader(),
+                        )?;
+                        !same
                     }
                 }
             }

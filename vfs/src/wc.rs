@@ -13,7 +13,7 @@ use crate::overlay::Overlay;
 use revfs_store::manifest::{Child, FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockWriteGuard};
 use std::time::SystemTime;
 
@@ -244,6 +244,9 @@ pub struct WorkingCopy {
     /// The user and group the daemon runs as: the owner of every entry without its own.
     mount_owner: (u32, u32),
     pub(crate) overlay: Overlay,
+    /// Rebuilt big texts, on disk in the state directory (`texts/`).
+    pub(crate) texts: revfs_store::bigtext::BigTextCache,
+    texts_dir: PathBuf,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
     /// The compiled `.hgignore` (it knows the files it was compiled from).
@@ -644,6 +647,11 @@ impl WorkingCopy {
     ) -> Result<WorkingCopy> {
         let base = Arc::new(base);
         let overlay = Overlay::open(&state.join("overlay"))?;
+        let texts_dir = state.join("texts");
+        let texts = revfs_store::bigtext::BigTextCache::open(
+            &texts_dir,
+            revfs_store::repo::RepoOptions::process_default().big_text_cache_bytes,
+        )?;
         let (journal, records) = Journal::open(&state.join("journal"), &base_node)?;
         let mut entries = HashMap::new();
         entries.insert(
@@ -672,6 +680,8 @@ impl WorkingCopy {
             // SAFETY: getuid/getgid have no preconditions.
             mount_owner: unsafe { (libc::getuid(), libc::getgid()) },
             overlay,
+            texts,
+            texts_dir,
             inner: RwLock::new(Inner {
                 entries,
                 next_ino: ROOT_INO + 1,
@@ -731,6 +741,11 @@ impl WorkingCopy {
     }
 
     /// The repository the working copy reads from (a fresh one after commit and update).
+    /// Where the on-disk text cache is.
+    pub(crate) fn texts_dir(&self) -> &Path {
+        &self.texts_dir
+    }
+
     pub fn repo(&self) -> Arc<Repo> {
         self.read().repo.clone()
     }
@@ -1096,17 +1111,8 @@ impl WorkingCopy {
                 Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
             }
         };
-        {
-            {
-                let fl = repo.filelog(&path)?;
-                let text = fl.read(fl.rev_of(&node)?)?;
-                let start = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .min(text.len());
-                let end = start.saturating_add(size).min(text.len());
-                Ok(text[start..end].to_vec())
-            }
-        }
+        // Outside the lock: a big text's first read rebuilds it.
+        Ok(self.store_text(&repo, &path, &node)?.read(offset, size)?)
     }
 
     /// A symlink's target.
@@ -1343,33 +1349,70 @@ impl WorkingCopy {
     }
 
     /// Moves a store file into the overlay (copy-up) so that it can be written; returns its
-    /// overlay id. `keep` = false starts it empty (truncation to zero).
+    /// overlay id. `keep` = false starts it empty (truncation to zero). The content is
+    /// copied without the working copy's lock (a big file takes a while, and its text may
+    /// first be rebuilt), then installed if the inode still holds that store revision.
     fn materialize(&self, ino: u64, keep: bool) -> Result<u64> {
-        if let Kind::File(FileData::Overlay { id }) = self.read().entry(ino)?.kind {
+        loop {
+            let (path, node, repo) = {
+                let inner = self.read();
+                match &inner.entry(ino)?.kind {
+                    Kind::File(FileData::Overlay { id }) => return Ok(*id),
+                    Kind::File(FileData::Store { path, node, .. }) => {
+                        (path.clone(), *node, inner.repo.clone())
+                    }
+                    Kind::Dir { .. } => return Err(WcError::IsDir),
+                    Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
+                }
+            };
+            self.room()?;
+            let id = {
+                let mut inner = self.write();
+                let id = inner.next_id;
+                inner.next_id += 1;
+                id
+            };
+            let copied = if keep {
+                self.store_text(&repo, &path, &node).and_then(|t| {
+                    self.overlay
+                        .create_from(id, &mut t.reader())
+                        .map_err(WcError::from)
+                })
+            } else {
+                self.overlay
+                    .create(id, &[])
+                    .map(|_| ())
+                    .map_err(WcError::from)
+            };
+            if let Err(e) = copied {
+                // A copy cut short by a full disk is of no use to anyone.
+                let _ = self.overlay.remove(id);
+                return Err(e);
+            }
+            let mut inner = self.write();
+            let still = match inner.entry(ino) {
+                Ok(e) => matches!(&e.kind, Kind::File(FileData::Store { path: p, node: n, .. })
+                    if *p == path && *n == node),
+                Err(e) => {
+                    drop(inner);
+                    let _ = self.overlay.remove(id);
+                    return Err(e);
+                }
+            };
+            if !still {
+                // Copied up by another writer meanwhile, or changed: ours is not needed.
+                drop(inner);
+                let _ = self.overlay.remove(id);
+                continue;
+            }
+            let mtime = inner.entry(ino)?.mtime.unwrap_or(self.checkout_time);
+            let _ = self.overlay.set_mtime(id, mtime);
+            inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id });
+            if let Some(p) = inner.path_of(ino) {
+                self.record(&mut inner, Record::Materialize { path: p, id })?;
+            }
             return Ok(id);
         }
-        self.room()?;
-        let mut inner = self.write();
-        let (path, node) = match &inner.entry(ino)?.kind {
-            Kind::File(FileData::Overlay { id }) => return Ok(*id),
-            Kind::File(FileData::Store { path, node, .. }) => (path.clone(), *node),
-            Kind::Dir { .. } => return Err(WcError::IsDir),
-            Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
-        };
-        let content = if keep {
-            let fl = inner.repo.filelog(&path)?;
-            fl.read(fl.rev_of(&node)?)?.to_vec()
-        } else {
-            Vec::new()
-        };
-        let id = self.new_overlay(&mut inner, &content)?;
-        let mtime = inner.entry(ino)?.mtime.unwrap_or(self.checkout_time);
-        let _ = self.overlay.set_mtime(id, mtime);
-        inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id });
-        if let Some(p) = inner.path_of(ino) {
-            self.record(&mut inner, Record::Materialize { path: p, id })?;
-        }
-        Ok(id)
     }
 
     /// Runs `op` on the overlay file of `ino`, copying the file up first if needed. The

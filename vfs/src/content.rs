@@ -1,0 +1,129 @@
+//! The content of store files, read the way their size calls for: small texts rebuilt in
+//! memory (and kept in the repository's text cache), big ones rebuilt once into the
+//! on-disk text cache of the state directory and read from there in bounded pieces. Every
+//! path that reads a store file's content (FUSE reads, copy-up, status, update, prefetch)
+//! goes through here, so none rebuilds a big text per read or holds it whole in memory.
+
+use crate::wc::{Result, WcError, WorkingCopy};
+use revfs_store::bigtext::BigText;
+use revfs_store::filelog::FileText;
+use revfs_store::{Node, Repo, StoreError};
+use std::io::Read;
+use std::sync::Arc;
+
+/// Texts bigger than this (raw, metadata included) go to the on-disk cache.
+pub const BIG_TEXT: u64 = 4 << 20;
+
+/// The content of one store file revision.
+pub enum StoreText {
+    Small(FileText),
+    Big(Arc<BigText>),
+}
+
+impl StoreText {
+    pub fn len(&self) -> u64 {
+        match self {
+            StoreText::Small(t) => t.len() as u64,
+            StoreText::Big(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Up to `size` bytes from `offset`.
+    pub fn read(&self, offset: u64, size: usize) -> std::io::Result<Vec<u8>> {
+        match self {
+            StoreText::Small(t) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(t.len());
+                let end = start.saturating_add(size).min(t.len());
+                Ok(t[start..end].to_vec())
+            }
+            StoreText::Big(t) => t.read(offset, size),
+        }
+    }
+
+    /// The whole content as a reader.
+    pub fn reader(&self) -> Box<dyn Read + '_> {
+        match self {
+            StoreText::Small(t) => Box::new(&t[..]),
+            StoreText::Big(t) => Box::new(t.reader()),
+        }
+    }
+}
+
+/// A file read from its start by `pread`, whatever its descriptor's position.
+pub struct FileReader<'a> {
+    file: &'a std::fs::File,
+    at: u64,
+}
+
+impl<'a> FileReader<'a> {
+    pub fn new(file: &'a std::fs::File) -> Self {
+        FileReader { file, at: 0 }
+    }
+}
+
+impl Read for FileReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// Whether two readers give the same bytes, compared in bounded blocks.
+pub fn same_content(a: &mut dyn Read, b: &mut dyn Read) -> std::io::Result<bool> {
+    const BLOCK: usize = 256 << 10;
+    let (mut x, mut y) = (vec![0u8; BLOCK], vec![0u8; BLOCK]);
+    loop {
+        let n = fill(a, &mut x)?;
+        let m = fill(b, &mut y)?;
+        if n != m || x[..n] != y[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads until `buf` is full or the reader ends.
+fn fill(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl WorkingCopy {
+    /// The content of revision `node` of the file at `path`. A big text comes from the
+    /// on-disk cache (rebuilt into it the first time); when that cache cannot be written
+    /// (a full disk), the text is rebuilt in memory instead, with a warning.
+    pub fn store_text(&self, repo: &Repo, path: &[u8], node: &Node) -> Result<StoreText> {
+        let fl = repo.filelog(path)?;
+        let rev = fl.rev_of(node)?;
+        if fl.raw_len(rev)?.unwrap_or(0) > BIG_TEXT {
+            match self.texts.get(&fl, rev, *node, &crate::busy::heartbeat) {
+                Ok(t) => return Ok(StoreText::Big(t)),
+                Err(StoreError::Io { path: p, source }) if p.starts_with(self.texts_dir()) => {
+                    tracing::warn!(
+                        path = %String::from_utf8_lossy(path),
+                        "the text cache cannot take this file ({}: {source}): rebuilt in memory",
+                        p.display()
+                    );
+                }
+                Err(e) => return Err(WcError::Store(e)),
+            }
+        }
+        Ok(StoreText::Small(fl.read(rev)?))
+    }
+}
