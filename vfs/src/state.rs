@@ -11,6 +11,7 @@
 //!     lock           flock'd by the daemon while it runs: one daemon per working copy
 //!     journal        the change journal (its header names the working-copy parent)
 //!     overlay/       content of changed files
+//!     texts/         rebuilt texts of big store files (revfs_store::bigtext)
 //! ```
 //! `mount.json` is written atomically (temporary file, fsync, rename) and checked on open:
 //! an unknown format version or a mismatched mountpoint is refused.
