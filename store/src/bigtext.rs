@@ -29,7 +29,7 @@ pub const TEXT_CACHE_VERSION: u32 = 1;
 /// Bytes before the content.
 const HEADER_LEN: u64 = 64;
 /// Entries kept open at once (each holds a descriptor).
-const OPEN_MAX: usize = 16;
+pub const MAX_OPEN: usize = 16;
 /// Prefix of entries being written.
 const TMP_PREFIX: &str = "tmp-";
 
@@ -144,7 +144,7 @@ impl BigTextCache {
                 on_disk: LruCache::unbounded(),
                 bytes: 0,
                 open: LruCache::new(
-                    std::num::NonZeroUsize::new(OPEN_MAX).unwrap_or(std::num::NonZeroUsize::MIN),
+                    std::num::NonZeroUsize::new(MAX_OPEN).unwrap_or(std::num::NonZeroUsize::MIN),
                 ),
             }),
             building: Mutex::new(HashMap::new()),

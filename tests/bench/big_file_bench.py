@@ -20,7 +20,7 @@ and the daemon's peak RSS (VmHWM) after the first read. Prints a markdown table.
 """
 import argparse, os, shutil, statistics, subprocess, tempfile, time
 
-ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='', REVFS_CONFIG='')
+ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='', REVFS_CONFIG='', HGUSER='bench <bench@example.org>')
 MB = 1 << 20
 
 

@@ -16,6 +16,9 @@ pub struct Mount {
     /// The revfs configuration file every command of this mount gets (`REVFS_CONFIG`),
     /// none when empty.
     config: PathBuf,
+    /// The descriptor limit (soft and hard) every `revfs` command of this mount, the daemon
+    /// included, runs under; none: the test's own.
+    fd_limit: Option<u64>,
     watchdog: Mutex<Option<Watchdog>>,
     _tmp: tempfile::TempDir,
 }
@@ -29,6 +32,21 @@ impl Mount {
     /// Mounts `repo` with this revfs configuration (TOML, docs/CONFIG.md).
     pub fn with_config(repo: &Path, config: &str) -> Mount {
         Mount::mount_configured(repo, None, None, &[], watchdog::default_deadline(), config)
+    }
+
+    /// Mounts `repo` with this configuration, the daemon and every command of the mount
+    /// running under a descriptor limit of `limit` (soft and hard: the daemon cannot raise
+    /// it), as under a service manager's limit.
+    pub fn with_fd_limit(repo: &Path, config: &str, limit: u64) -> Mount {
+        Mount::mount_full(
+            repo,
+            None,
+            None,
+            &[],
+            watchdog::default_deadline(),
+            config,
+            Some(limit),
+        )
     }
 
     /// Mounts `repo` with a watchdog deadline of its own.
@@ -71,6 +89,18 @@ impl Mount {
         deadline: Duration,
         config: &str,
     ) -> Mount {
+        Mount::mount_full(repo, rev, state_root, extra, deadline, config, None)
+    }
+
+    fn mount_full(
+        repo: &Path,
+        rev: Option<&str>,
+        state_root: Option<&Path>,
+        extra: &[&str],
+        deadline: Duration,
+        config: &str,
+        fd_limit: Option<u64>,
+    ) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
         let state_root = state_root
@@ -86,6 +116,7 @@ impl Mount {
         };
         let m = Mount {
             config: config_file,
+            fd_limit,
             watchdog: Mutex::new(Some(Watchdog::start(&dir, &state_root, deadline))),
             dir,
             state_root,
@@ -110,7 +141,24 @@ impl Mount {
 
     /// Runs `revfs ARGS` with this mount's state directory.
     pub fn revfs(&self, args: &[&str]) -> Output {
-        crate::hg_env(std::process::Command::new(crate::revfs_bin()).args(args))
+        let mut cmd = std::process::Command::new(crate::revfs_bin());
+        if let Some(limit) = self.fd_limit {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            // SAFETY: setrlimit is async-signal-safe; `lim` is a plain value.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        crate::hg_env(cmd.args(args))
             .env("REVFS_STATE_DIR", &self.state_root)
             .env("REVFS_CONFIG", &self.config)
             .current_dir(self.dir.parent().unwrap_or(Path::new("/")))

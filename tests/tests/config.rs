@@ -163,7 +163,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
     let cases: &[(&str, &str)] = &[
         (
             "[mount]\nthreds = 4\n",
-            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other)",
+            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files)",
         ),
         (
             "[fuse]\nthreads = 4\n",
@@ -232,7 +232,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     let config = t.write_config(
         "config.toml",
         "version = 1\n\n[store]\ntext_cache_size = \"8 MiB\"\nopen_filelogs = 100\n\n\
-         [mount]\nthreads = 3\n\n[log]\nlevel = \"debug\"\n",
+         [mount]\nthreads = 3\nopen_files = 40\n\n[log]\nlevel = \"debug\"\n",
     );
     let env = [("REVFS_CONFIG", config.as_path())];
     let out = t.mount_with(&[], &env, &[]);
@@ -241,7 +241,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     assert_eq!(t.fuse_threads(), 3);
     let log = t.log();
     let settings = format!(
-        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 log=debug",
+        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 open_files=40 log=debug",
         config.display()
     );
     assert!(log.contains(&settings), "{log}");
@@ -290,7 +290,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     );
     assert!(out.status.success(), "{}", s(&out.stderr));
     assert_eq!(t.fuse_threads(), 8);
-    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 log=info"));
+    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 open_files=256 log=info"));
     t.unmount();
 }
 

@@ -1048,7 +1048,7 @@ impl WorkingCopy {
                 Kind::Dir {
                     children: Some(c), ..
                 } => match c.get(part) {
-                    Some(&child) => ino = child,
+                    Some(child) => ino = child,
                     None => return Ok(false),
                 },
                 _ => return Ok(false),

@@ -21,6 +21,7 @@
 //! [mount]
 //! threads = 8                  # FUSE request threads (`revfs mount --threads` wins)
 //! allow_other = false          # let other users in (`--allow-other`/`--no-allow-other` win)
+//! open_files = 256             # overlay files a daemon keeps open
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -129,6 +130,8 @@ pub struct MountConfig {
     pub threads: usize,
     /// Let other users access mounts (FUSE `allow_other`).
     pub allow_other: bool,
+    /// Overlay files (files written through the mount) a daemon keeps open at once.
+    pub open_files: usize,
 }
 
 /// `[log]`: the daemon's log.
@@ -172,6 +175,7 @@ impl Default for Config {
             mount: MountConfig {
                 threads: DEFAULT_THREADS,
                 allow_other: false,
+                open_files: crate::overlay::DEFAULT_OPEN_FILES,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -324,6 +328,9 @@ impl Config {
                     ("mount", "threads") => {
                         config.mount.threads = checker.int(&full, v, 1, MAX_THREADS)?
                     }
+                    ("mount", "open_files") => {
+                        config.mount.open_files = checker.int(&full, v, 16, 1 << 20)?
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = v.as_bool().ok_or_else(|| {
                             checker.value(
@@ -351,7 +358,7 @@ impl Config {
                     _ => {
                         let known = match section.as_str() {
                             "store" => "text_cache_size, open_filelogs, big_text_cache_size",
-                            "mount" => "threads, allow_other",
+                            "mount" => "threads, allow_other, open_files",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -550,7 +557,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files)"
             )
         );
         assert_eq!(

@@ -20,6 +20,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -442,7 +443,16 @@ pub fn serve(
         .name("revfs-control".into())
         .spawn(move || {
             for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
+                let stream = match stream {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // Out of descriptors (EMFILE) or memory: wait a little rather than
+                        // spin on a connection the kernel keeps offering.
+                        tracing::warn!("control connection not accepted: {e}");
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                };
                 match peer_uid(&stream) {
                     Ok(uid) if uid == owner || uid == 0 => {}
                     Ok(uid) => {
@@ -454,13 +464,48 @@ pub fn serve(
                         continue;
                     }
                 }
+                if OPEN_CONNECTIONS.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    OPEN_CONNECTIONS.fetch_sub(1, Ordering::AcqRel);
+                    refuse(&stream);
+                    continue;
+                }
                 let handler = handler.clone();
-                let _ = std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name("revfs-control-conn".into())
-                    .spawn(move || handle(stream, &*handler));
+                    .spawn(move || {
+                        handle(stream, &*handler);
+                        OPEN_CONNECTIONS.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    OPEN_CONNECTIONS.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })
         .map_err(io)
+}
+
+/// Control connections served at once; one more is answered with an error and closed (each
+/// holds a descriptor and a thread).
+pub const MAX_CONNECTIONS: usize = 64;
+
+static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Answers a connection over the bound with an error, without reading it.
+fn refuse(stream: &UnixStream) {
+    tracing::warn!(
+        MAX_CONNECTIONS,
+        "control connection refused: too many at once"
+    );
+    let response = Response::Error {
+        message: format!(
+            "the daemon is serving {MAX_CONNECTIONS} control connections already; try again"
+        ),
+    };
+    if let Ok(mut out) = serde_json::to_vec(&response) {
+        out.push(b'\n');
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+        let _ = (&*stream).write_all(&out);
+    }
 }
 
 fn handle(stream: UnixStream, handler: &Handler) {

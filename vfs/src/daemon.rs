@@ -335,6 +335,33 @@ pub fn init_logging(log_file: &Path, level: LogLevel) -> Result<String, DaemonEr
     Ok(described)
 }
 
+/// Raises the soft limit on open descriptors to the hard limit: the soft limit before, and
+/// the soft and hard limits now. (The daemon's descriptors are bounded by its settings, not
+/// by the number of files; the raise leaves room for kernel and tool bursts.)
+pub fn raise_descriptor_limit() -> std::io::Result<(u64, u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write and read the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let was = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        lim.rlim_cur = lim.rlim_max;
+    }
+    Ok((was, lim.rlim_cur, lim.rlim_max))
+}
+
 /// Runs the daemon in this process until the filesystem is unmounted.
 pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     // Many request threads each get a malloc arena by default; the texts they free then
@@ -363,9 +390,16 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         allow_other = req.allow_other,
         text_cache_size = options.text_cache_bytes,
         open_filelogs = options.open_filelogs,
+        open_files = req.config.mount.open_files,
         log = %log_filter,
         "settings"
     );
+    match raise_descriptor_limit() {
+        Ok((was, soft, hard)) => {
+            tracing::info!(soft_limit = soft, hard_limit = hard, was, "descriptors")
+        }
+        Err(e) => tracing::warn!("the descriptor limit cannot be read or raised: {e}"),
+    }
     let state = prepare_state(&state_dir, &req)?;
     let repo = Arc::new(Repo::open(&req.repo)?);
     let rev = repo
@@ -380,6 +414,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         manifest,
         state_dir.path(),
         checkout_time,
+        req.config.mount.open_files,
     )?);
 
     let pid = std::process::id();

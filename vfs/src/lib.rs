@@ -7,6 +7,7 @@
 
 pub mod busy;
 pub mod checkout;
+pub mod children;
 pub mod config;
 pub mod content;
 pub mod control;

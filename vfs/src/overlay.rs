@@ -1,27 +1,41 @@
 //! The overlay: local files holding the content of every materialized or new file, one file
 //! per overlay id under `<state>/overlay/`. Files not in the overlay are read from the store.
 
-use std::collections::HashMap;
+use lru::LruCache;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The overlay directory and a cache of open overlay files.
+/// How many overlay files stay open when the configuration says nothing.
+pub const DEFAULT_OPEN_FILES: usize = 256;
+
+/// The overlay directory and a cache of open overlay files, bounded by count: a file is
+/// opened when it is read or written and closed when it falls out of the cache, so the
+/// daemon's descriptors never grow with the number of files written through the mount.
+/// (A caller holding a file keeps it open until it is done with it: at most one per FUSE
+/// worker thread beyond the bound.)
 pub struct Overlay {
     dir: PathBuf,
-    open: Mutex<HashMap<u64, Arc<File>>>,
+    open: Mutex<LruCache<u64, Arc<File>>>,
 }
 
 impl Overlay {
-    /// Opens (creating) the overlay directory.
-    pub fn open(dir: &Path) -> std::io::Result<Overlay> {
+    /// Opens (creating) the overlay directory; at most `open_files` files stay open.
+    pub fn open(dir: &Path, open_files: usize) -> std::io::Result<Overlay> {
         std::fs::create_dir_all(dir)?;
+        let cap = NonZeroUsize::new(open_files).unwrap_or(NonZeroUsize::MIN);
         Ok(Overlay {
             dir: dir.to_owned(),
-            open: Mutex::new(HashMap::new()),
+            open: Mutex::new(LruCache::new(cap)),
         })
+    }
+
+    /// How many overlay files are open in the cache.
+    pub fn open_count(&self) -> usize {
+        self.cache().len()
     }
 
     fn path(&self, id: u64) -> PathBuf {
@@ -56,7 +70,7 @@ impl Overlay {
             .open(&path)?;
         f.write_all(content)?;
         let f = Arc::new(f);
-        self.cache().insert(id, f.clone());
+        self.keep(id, f.clone());
         Ok(f)
     }
 
@@ -68,11 +82,18 @@ impl Overlay {
         w.flush()
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<File>>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<File>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The open overlay file `id`.
+    /// Puts `f` in the cache; the file it pushes out is closed outside the lock.
+    fn keep(&self, id: u64, f: Arc<File>) {
+        let evicted = self.cache().push(id, f);
+        drop(evicted);
+    }
+
+    /// The open overlay file `id` (opened now, outside the cache's lock, if it is not in the
+    /// cache).
     pub fn file(&self, id: u64) -> std::io::Result<Arc<File>> {
         if let Some(f) = self.cache().get(&id) {
             return Ok(f.clone());
@@ -83,13 +104,22 @@ impl Overlay {
                 .write(true)
                 .open(self.path(id))?,
         );
-        self.cache().insert(id, f.clone());
+        self.keep(id, f.clone());
         Ok(f)
+    }
+
+    /// The metadata of overlay file `id`, without opening it when it is not open.
+    pub fn metadata(&self, id: u64) -> std::io::Result<std::fs::Metadata> {
+        let open = self.cache().peek(&id).cloned();
+        match open {
+            Some(f) => f.metadata(),
+            None => std::fs::metadata(self.path(id)),
+        }
     }
 
     /// Size of overlay file `id`.
     pub fn size(&self, id: u64) -> std::io::Result<u64> {
-        Ok(self.file(id)?.metadata()?.len())
+        Ok(self.metadata(id)?.len())
     }
 
     /// Reads up to `size` bytes at `offset`.
@@ -146,12 +176,13 @@ impl Overlay {
     }
 
     pub fn mtime(&self, id: u64) -> std::io::Result<std::time::SystemTime> {
-        self.file(id)?.metadata()?.modified()
+        self.metadata(id)?.modified()
     }
 
     /// Deletes overlay file `id`.
     pub fn remove(&self, id: u64) -> std::io::Result<()> {
-        self.cache().remove(&id);
+        let closed = self.cache().pop(&id);
+        drop(closed);
         match std::fs::remove_file(self.path(id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

@@ -8,6 +8,7 @@
 //! daemon runs. Entries come from the manifest only when their directory is first listed
 //! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
 
+use crate::children::Children;
 use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
 use crate::overlay::Overlay;
 use revfs_store::manifest::{Child, FileFlag, Manifest};
@@ -129,7 +130,7 @@ pub enum Kind {
         /// The manifest directory whose entries seed this one (None: a new directory).
         source: Option<DirSource>,
         /// Children by name, once loaded.
-        children: Option<BTreeMap<Box<[u8]>, u64>>,
+        children: Option<Children>,
     },
     File(FileData),
     Symlink(LinkData),
@@ -340,7 +341,7 @@ impl Inner {
             } => source.clone(),
             _ => return Err(WcError::NotDir),
         };
-        let mut children = BTreeMap::new();
+        let mut children = Children::new();
         if let Some(DirSource {
             manifest,
             path: source,
@@ -354,7 +355,7 @@ impl Inner {
                     tracing::warn!(dir = %String::from_utf8_lossy(&source), name = %String::from_utf8_lossy(name), "manifest entry not served: {why}");
                     continue;
                 }
-                if children.contains_key(name) {
+                if children.contains(name) {
                     tracing::warn!(name = %String::from_utf8_lossy(name), "manifest names both a file and a directory; serving the first");
                     continue;
                 }
@@ -379,8 +380,9 @@ impl Inner {
                         0o755,
                     ),
                 };
+                let dir = matches!(kind, Kind::Dir { .. });
                 let child_ino = self.alloc(ino, name, kind, mode);
-                children.insert(Box::from(name), child_ino);
+                children.insert(Box::from(name), child_ino, dir);
             }
         }
         if let Kind::Dir { children: slot, .. } = &mut self.entry_mut(ino)?.kind {
@@ -389,7 +391,7 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) fn children(&mut self, ino: u64) -> Result<&BTreeMap<Box<[u8]>, u64>> {
+    pub(crate) fn children(&mut self, ino: u64) -> Result<&Children> {
         self.load(ino)?;
         match &self.entry(ino)?.kind {
             Kind::Dir {
@@ -400,10 +402,10 @@ impl Inner {
     }
 
     pub(crate) fn child(&mut self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
-        Ok(self.children(parent)?.get(name).copied())
+        Ok(self.children(parent)?.get(name))
     }
 
-    pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut BTreeMap<Box<[u8]>, u64>> {
+    pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut Children> {
         match &mut self.entry_mut(ino)?.kind {
             Kind::Dir {
                 children: Some(c), ..
@@ -499,13 +501,14 @@ impl Inner {
         if self.child(parent, name)?.is_some() {
             return Err(WcError::Exists);
         }
+        let dir = matches!(kind, Kind::Dir { .. });
         let ino = self.alloc(parent, name, kind, mode);
         let now = Some(SystemTime::now());
         if let Some(e) = self.entries.get_mut(&ino) {
             e.mtime = now;
             e.ctime = now;
         }
-        self.children_mut(parent)?.insert(name.into(), ino);
+        self.children_mut(parent)?.insert(name.into(), ino, dir);
         self.touch_dir(parent);
         Ok(ino)
     }
@@ -545,7 +548,7 @@ impl Inner {
                 ..
             }) = self.entries.get(&i)
             {
-                stack.extend(c.values().copied());
+                stack.extend(c.inodes());
             }
         }
         // Children before their directories.
@@ -567,7 +570,7 @@ impl Inner {
         let kind = match entry {
             PutEntry::Dir => Kind::Dir {
                 source: None,
-                children: Some(BTreeMap::new()),
+                children: Some(Children::new()),
             },
             PutEntry::StoreFile { source, node } => Kind::File(FileData::Store {
                 path: source.as_slice().into(),
@@ -644,9 +647,10 @@ impl WorkingCopy {
         base: Manifest,
         state: &Path,
         checkout_time: SystemTime,
+        open_files: usize,
     ) -> Result<WorkingCopy> {
         let base = Arc::new(base);
-        let overlay = Overlay::open(&state.join("overlay"))?;
+        let overlay = Overlay::open(&state.join("overlay"), open_files)?;
         let texts_dir = state.join("texts");
         let texts = revfs_store::bigtext::BigTextCache::open(
             &texts_dir,
@@ -835,7 +839,7 @@ impl WorkingCopy {
                 let (parent, name) = inner.resolve_parent(path)?;
                 let dir = Kind::Dir {
                     source: None,
-                    children: Some(BTreeMap::new()),
+                    children: Some(Children::new()),
                 };
                 inner.link_new(parent, name, dir, *mode)?;
             }
@@ -952,7 +956,7 @@ impl WorkingCopy {
                 (EntryType::File, s, mtime)
             }
             Kind::File(FileData::Overlay { id }) => {
-                let meta = self.overlay.file(*id)?.metadata()?;
+                let meta = self.overlay.metadata(*id)?;
                 (
                     EntryType::File,
                     meta.len(),
@@ -968,7 +972,7 @@ impl WorkingCopy {
             // "." and the entry in the parent, and each subdirectory's "..".
             Kind::Dir { children, source } => {
                 let subdirs = match (children, source) {
-                    (Some(c), _) => c.values().filter(|i| inner.is_dir(**i)).count(),
+                    (Some(c), _) => c.subdirs() as usize,
                     // A manifest that cannot be listed fails the listing (which names
                     // it), not the attributes.
                     (None, Some(src)) => src.manifest.children(&src.path).map_or(0, |c| {
@@ -1046,7 +1050,7 @@ impl WorkingCopy {
         let children: Vec<(Box<[u8]>, u64)> = inner
             .children(ino)?
             .iter()
-            .map(|(n, i)| (n.clone(), *i))
+            .map(|(n, i)| (Box::from(n), i))
             .collect();
         let out = children
             .into_iter()
@@ -1166,7 +1170,7 @@ impl WorkingCopy {
         let mode = mode & 0o7777;
         let dir = Kind::Dir {
             source: None,
-            children: Some(BTreeMap::new()),
+            children: Some(Children::new()),
         };
         let ino = inner.link_new(parent, name, dir, mode)?;
         self.record(&mut inner, Record::Mkdir { path, mode })?;
@@ -1315,8 +1319,13 @@ impl WorkingCopy {
             if inner.is_dir(dst) && inner.is_within(parent, dst)? {
                 return Err(WcError::Invalid);
             }
-            inner.children_mut(parent)?.insert(name.into(), dst);
-            inner.children_mut(newparent)?.insert(newname.into(), src);
+            let (src_dir, dst_dir) = (inner.is_dir(src), inner.is_dir(dst));
+            inner
+                .children_mut(parent)?
+                .insert(name.into(), dst, dst_dir);
+            inner
+                .children_mut(newparent)?
+                .insert(newname.into(), src, src_dir);
             let e = inner.entry_mut(dst)?;
             e.parent = parent;
             e.name = name.into();
@@ -1335,8 +1344,11 @@ impl WorkingCopy {
                 }
                 freed = inner.detach(dst);
             }
+            let src_dir = inner.is_dir(src);
             inner.children_mut(parent)?.remove(name);
-            inner.children_mut(newparent)?.insert(newname.into(), src);
+            inner
+                .children_mut(newparent)?
+                .insert(newname.into(), src, src_dir);
         }
         let now = Some(SystemTime::now());
         let e = inner.entry_mut(src)?;
@@ -1608,7 +1620,7 @@ impl WorkingCopy {
                     }
                     let d = Kind::Dir {
                         source: None,
-                        children: Some(BTreeMap::new()),
+                        children: Some(Children::new()),
                     };
                     inner.link_new(dir, part, d, 0o755)?
                 }

@@ -71,7 +71,8 @@ pub fn doctor(cli: &crate::Cli, args: &DoctorArgs) -> Result<u8> {
     let mut r = Report::default();
     let config = check_config(&mut r);
     check_fuse(&mut r, config.as_ref());
-    let repos = check_mounts(&mut r, args.mountpoint.as_deref());
+    let need = descriptor_need(&config.clone().unwrap_or_default());
+    let repos = check_mounts(&mut r, args.mountpoint.as_deref(), need);
     let mut repos = repos;
     if args.mountpoint.is_none() {
         // The repository named by -R, or holding the current directory, too.
@@ -219,7 +220,7 @@ type RepoMounts = BTreeMap<PathBuf, Vec<PathBuf>>;
 
 /// Checks the mounts the kernel knows and the state directories revfs keeps, and returns
 /// their repositories.
-fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
+fn check_mounts(r: &mut Report, only: Option<&Path>, need: u64) -> RepoMounts {
     let mut repos = RepoMounts::new();
     let root = match state_root() {
         Ok(root) => root,
@@ -310,7 +311,7 @@ fn check_mounts(r: &mut Report, only: Option<&Path>) -> RepoMounts {
         }
     }
     for (dir, target) in dirs {
-        check_state_dir(r, &StateDir::at(dir), &target, &mut repos);
+        check_state_dir(r, &StateDir::at(dir), &target, &mut repos, need);
     }
     for (mp, source) in others {
         r.check(&format!("mount {}", mp.display()));
@@ -407,7 +408,13 @@ struct Target {
     conn: Option<u32>,
 }
 
-fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut RepoMounts) {
+fn check_state_dir(
+    r: &mut Report,
+    sd: &StateDir,
+    target: &Target,
+    repos: &mut RepoMounts,
+    need: u64,
+) {
     let problems_before = r.problems;
     let dir = sd.path();
     let dir_arg = dir.display().to_string();
@@ -495,7 +502,10 @@ fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut R
                 ),
                 &force,
             ),
-            Ok(Response::Pong { pid, .. }) => notes.push(format!("mounted; daemon {pid} answers")),
+            Ok(Response::Pong { pid, .. }) => {
+                notes.push(format!("mounted; daemon {pid} answers"));
+                check_descriptors(r, pid, need, &mp_arg, &repo_arg);
+            }
             Err(control::ControlError::NotAnswering { .. }) => r.problem(
                 &format!(
                     "daemon{} does not answer on its control socket ({waiting} filesystem \
@@ -605,6 +615,53 @@ fn check_state_dir(r: &mut Report, sd: &StateDir, target: &Target, repos: &mut R
     }
 }
 
+/// The descriptors a daemon with these settings may hold at once: its open overlay files,
+/// two per FUSE thread (its `/dev/fuse` clone, a file being read), its text cache's open
+/// entries, its control connections, and a margin for the rest (journal, log, lock, socket,
+/// scratch files, standard streams).
+fn descriptor_need(config: &Config) -> u64 {
+    (config.mount.open_files
+        + 2 * config.mount.threads
+        + revfs_vfs::store::bigtext::MAX_OPEN
+        + control::MAX_CONNECTIONS
+        + 64) as u64
+}
+
+/// Warns when daemon `pid` may run out of descriptors: its soft limit below what its
+/// settings need, or most of it in use.
+fn check_descriptors(r: &mut Report, pid: u32, need: u64, mp: &str, repo: &str) {
+    let Ok(limits) = std::fs::read_to_string(format!("/proc/{pid}/limits")) else {
+        return;
+    };
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(soft) = soft else { return };
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    let fix = format!(
+        "raise the limit before mounting (`ulimit -n {}`, or LimitNOFILE= in the systemd \
+         unit), or lower mount.open_files in the configuration; then `revfs unmount {mp}; \
+         revfs mount {repo} {mp}`",
+        need.next_power_of_two().max(4096)
+    );
+    if soft < need {
+        r.problem(
+            &format!(
+                "daemon {pid} may run out of file descriptors: its limit is {soft}, its \
+                 settings need up to {need} ({open} open now)"
+            ),
+            &fix,
+        );
+    } else if open * 5 >= soft * 4 {
+        r.problem(
+            &format!("daemon {pid} has {open} of its {soft} file descriptors open"),
+            &fix,
+        );
+    }
+}
+
 /// Replays the copy of a journal in `view`'s temporary directory as `revfs mount` would,
 /// and checks that the overlay files the working copy needs are in `dir`.
 #[allow(clippy::too_many_arguments)]
@@ -653,6 +710,7 @@ fn dry_run(
         manifest,
         view.tmp.path(),
         std::time::SystemTime::now(),
+        revfs_vfs::overlay::DEFAULT_OPEN_FILES,
     );
     match replay {
         Err(e) => r.problem(

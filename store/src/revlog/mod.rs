@@ -408,19 +408,21 @@ impl Revlog {
         }
         let hint = entry.raw_len.max(0) as usize;
         let (chain, start) = self.delta_chain(rev)?;
-        let mut deltas = chain.iter().rev();
-        let mut text: Vec<u8> = match start {
-            Some(t) => t.to_vec(),
-            None => match deltas.next() {
-                Some(&base) => self.decompressed(base, hint)?.into_owned(),
-                None => Vec::new(),
+        let mut revs = chain.iter().rev();
+        let base: std::borrow::Cow<'_, [u8]> = match start {
+            Some(ref t) => std::borrow::Cow::Borrowed(&t[..]),
+            None => match revs.next() {
+                Some(&base) => self.decompressed(base, hint)?,
+                None => std::borrow::Cow::Borrowed(&[][..]),
             },
         };
-        for &r in deltas {
-            let delta = self.decompressed(r, 0)?;
-            text = mpatch::apply(&text, &delta, hint)
-                .map_err(|e| StoreError::corrupt_rev(&self.name, r as u32, e.to_string()))?;
-        }
+        let revs: Vec<Rev> = revs.copied().collect();
+        let deltas = revs
+            .iter()
+            .map(|&r| self.decompressed(r, 0))
+            .collect::<Result<Vec<_>>>()?;
+        let text = mpatch::apply_chain(&base, &deltas)
+            .map_err(|(i, e)| StoreError::corrupt_rev(&self.name, revs[i] as u32, e.to_string()))?;
         if entry.raw_len >= 0 && text.len() != entry.raw_len as usize {
             return Err(StoreError::corrupt_rev(
                 &self.name,

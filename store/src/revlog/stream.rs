@@ -10,6 +10,7 @@
 
 use super::{Revlog, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
 use crate::error::{Result, StoreError};
+use crate::mpatch::{PatchError, Piece, Rope};
 use crate::node::{Node, Rev, NULL_REV};
 use sha1::{Digest, Sha1};
 use std::fs::File;
@@ -21,22 +22,10 @@ use std::sync::Arc;
 /// Bytes copied per block, from the pieces to the writer.
 const BLOCK: usize = 1 << 20;
 
-/// Where a piece's bytes are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Src {
-    /// The text the chain starts from.
-    Base,
-    /// The scratch file (inserted data of the deltas).
-    Scratch,
-}
-
-/// A range of the text: `len` bytes at `off` of `src`.
-#[derive(Clone, Copy, Debug)]
-struct Piece {
-    src: Src,
-    off: u64,
-    len: u64,
-}
+/// The sources of a rope's pieces: the text the chain starts from, and the scratch file
+/// (inserted data of the deltas).
+const BASE: u32 = 0;
+const SCRATCH: u32 = 1;
 
 /// The text the chain starts from.
 enum Base {
@@ -83,63 +72,6 @@ impl Read for RangeReader<'_> {
     }
 }
 
-/// Advances over the pieces of a text as ranges of it are copied, in increasing order.
-struct Cursor<'a> {
-    rope: &'a [Piece],
-    /// The first piece not wholly before the last range copied, and where it starts.
-    i: usize,
-    at: u64,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(rope: &'a [Piece]) -> Self {
-        Cursor { rope, i: 0, at: 0 }
-    }
-
-    /// Appends the pieces covering `[from, to)` of the text to `out`. `from` is never before
-    /// the end of the previous call's range.
-    fn copy(&mut self, from: u64, to: u64, out: &mut Vec<Piece>) {
-        if from >= to {
-            return;
-        }
-        while self.i < self.rope.len() && self.at + self.rope[self.i].len <= from {
-            self.at += self.rope[self.i].len;
-            self.i += 1;
-        }
-        while self.i < self.rope.len() && self.at < to {
-            let p = self.rope[self.i];
-            let (s, e) = (from.max(self.at), to.min(self.at + p.len));
-            if e > s {
-                push(
-                    out,
-                    Piece {
-                        src: p.src,
-                        off: p.off + (s - self.at),
-                        len: e - s,
-                    },
-                );
-            }
-            if self.at + p.len <= to {
-                self.at += p.len;
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-    }
-}
-
-/// Appends a piece, joined to the last one when it continues it.
-fn push(out: &mut Vec<Piece>, p: Piece) {
-    if let Some(last) = out.last_mut() {
-        if last.src == p.src && last.off + last.len == p.off {
-            last.len += p.len;
-            return;
-        }
-    }
-    out.push(p);
-}
-
 impl Revlog {
     /// Writes the raw text of `rev` (for filelogs, with any metadata header) to `out`,
     /// rebuilt from its delta chain with memory bounded by the chain's hunks, checked
@@ -179,22 +111,13 @@ impl Revlog {
                 None => Base::Memory(Arc::from(&[][..])),
             },
         };
-        let mut len = base.len();
-        let mut rope = Vec::new();
-        if len > 0 {
-            rope.push(Piece {
-                src: Src::Base,
-                off: 0,
-                len,
-            });
-        }
+        let mut rope = Rope::new(BASE, base.len());
         for &r in deltas {
             let (off, dlen) = self.spool(r, &scratch_file, &mut spooled)?;
-            let (next, next_len) = apply(&rope, len, &scratch_file, off, dlen)
+            rope = apply(&rope, &scratch_file, off, dlen)
                 .map_err(|reason| StoreError::corrupt_rev(&self.name, r as u32, reason))?;
-            rope = next;
-            len = next_len;
         }
+        let len = rope.len();
         if entry.raw_len >= 0 && len != entry.raw_len as u64 {
             return Err(StoreError::corrupt_rev(
                 &self.name,
@@ -209,7 +132,7 @@ impl Revlog {
         hash.update(b.0);
         let io = |e| StoreError::io(scratch, e);
         let mut buf = vec![0u8; BLOCK.min(usize::try_from(len).unwrap_or(BLOCK)).max(1)];
-        for p in &rope {
+        for p in rope.pieces() {
             let mut done = 0u64;
             while done < p.len {
                 let n = usize::try_from(p.len - done)
@@ -217,14 +140,14 @@ impl Revlog {
                     .min(buf.len());
                 let block = &mut buf[..n];
                 let at = p.off + done;
-                match (&p.src, &base) {
-                    (Src::Base, Base::Memory(t)) => {
+                match (p.src, &base) {
+                    (BASE, Base::Memory(t)) => {
                         block.copy_from_slice(&t[at as usize..at as usize + n]);
                     }
-                    (Src::Base, Base::File { file, off, .. }) => {
+                    (BASE, Base::File { file, off, .. }) => {
                         file.read_exact_at(block, off + at).map_err(io)?
                     }
-                    (Src::Scratch, _) => scratch_file.read_exact_at(block, at).map_err(io)?,
+                    _ => scratch_file.read_exact_at(block, at).map_err(io)?,
                 }
                 hash.update(&*block);
                 out.write_all(block).map_err(io)?;
@@ -369,20 +292,11 @@ fn decompress_into(
     }
 }
 
-/// Applies the delta spooled at `off` (`len` bytes) of `scratch` to the text `rope` of
-/// `old_len` bytes: the new pieces and length. Checks hunks as `mpatch::apply` does.
-fn apply(
-    rope: &[Piece],
-    old_len: u64,
-    scratch: &File,
-    off: u64,
-    len: u64,
-) -> std::result::Result<(Vec<Piece>, u64), String> {
-    let mut out = Vec::with_capacity(rope.len() + 4);
-    let mut cursor = Cursor::new(rope);
-    let mut pos = 0u64;
+/// Applies the delta spooled at `off` (`len` bytes) of `scratch` to the text `rope`.
+fn apply(rope: &Rope, scratch: &File, off: u64, len: u64) -> std::result::Result<Rope, String> {
+    let mut patcher = rope.patcher();
     let mut read = 0u64;
-    let truncated = || crate::mpatch::PatchError::Truncated.to_string();
+    let truncated = || PatchError::Truncated.to_string();
     while read < len {
         if len - read < 12 {
             return Err(truncated());
@@ -394,41 +308,29 @@ fn apply(
         let field =
             |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
         let (start, end, dlen) = (field(0), field(4), field(8));
-        let bad = || {
-            crate::mpatch::PatchError::BadHunk {
+        if start < 0 || end < start || dlen < 0 {
+            return Err(PatchError::BadHunk {
                 start: start as u32,
                 end: end as u32,
-                old_len: old_len as usize,
+                old_len: rope.len() as usize,
             }
-            .to_string()
-        };
-        if start < 0 || end < start || dlen < 0 {
-            return Err(bad());
+            .to_string());
         }
-        let (start, end, dlen) = (start as u64, end as u64, dlen as u64);
+        let dlen = dlen as u64;
         if len - read - 12 < dlen {
             return Err(truncated());
         }
-        if start < pos || end > old_len {
-            return Err(bad());
-        }
-        cursor.copy(pos, start, &mut out);
-        if dlen > 0 {
-            push(
-                &mut out,
-                Piece {
-                    src: Src::Scratch,
-                    off: off + read + 12,
-                    len: dlen,
-                },
-            );
-        }
-        pos = end;
+        let data = Piece {
+            src: SCRATCH,
+            off: off + read + 12,
+            len: dlen,
+        };
+        patcher
+            .hunk(start as u64, end as u64, data)
+            .map_err(|e| e.to_string())?;
         read += 12 + dlen;
     }
-    cursor.copy(pos, old_len, &mut out);
-    let new_len = out.iter().map(|p| p.len).sum();
-    Ok((out, new_len))
+    Ok(patcher.finish())
 }
 
 #[cfg(test)]
@@ -516,43 +418,5 @@ mod tests {
             .write_revision(4, dir.path(), &mut Vec::new())
             .unwrap_err();
         assert!(err.to_string().contains("data truncated"), "{err}");
-    }
-
-    #[test]
-    fn the_cursor_copies_ranges_across_pieces() {
-        let rope = [
-            Piece {
-                src: Src::Base,
-                off: 0,
-                len: 10,
-            },
-            Piece {
-                src: Src::Scratch,
-                off: 100,
-                len: 5,
-            },
-            Piece {
-                src: Src::Base,
-                off: 20,
-                len: 10,
-            },
-        ];
-        let mut out = Vec::new();
-        let mut c = Cursor::new(&rope);
-        c.copy(2, 4, &mut out);
-        c.copy(8, 12, &mut out);
-        c.copy(14, 25, &mut out);
-        c.copy(25, 25, &mut out);
-        let got: Vec<(Src, u64, u64)> = out.iter().map(|p| (p.src, p.off, p.len)).collect();
-        assert_eq!(
-            got,
-            [
-                (Src::Base, 2, 2),
-                (Src::Base, 8, 2),
-                (Src::Scratch, 100, 2),
-                (Src::Scratch, 104, 1),
-                (Src::Base, 20, 10),
-            ]
-        );
     }
 }
