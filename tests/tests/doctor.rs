@@ -276,7 +276,7 @@ fn a_journal_of_an_unknown_version_is_refused_by_name() {
     has_line(
         &out,
         &format!(
-            " the journal cannot be read: {}: journal format version 7 is not supported (this revfs reads versions 1 to 4)",
+            " the journal cannot be read: {}: journal format version 7 is not supported (this revfs reads versions 1 to 5)",
             journal.display()
         ),
     );

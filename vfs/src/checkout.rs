@@ -324,9 +324,12 @@ impl WorkingCopy {
         let mut attrs: Vec<u64> = inner
             .entries
             .iter()
-            .filter(|(_, e)| {
-                e.parent != 0
-                    && (store_mtime(e).is_some() || e.owner.is_some() || e.atime.is_some())
+            .filter(|(ino, e)| {
+                (e.parent != 0 || (**ino == ROOT_INO && e.xattrs.is_some()))
+                    && (store_mtime(e).is_some()
+                        || e.owner.is_some()
+                        || e.atime.is_some()
+                        || e.xattrs.is_some())
             })
             .map(|(ino, _)| *ino)
             .collect();
@@ -352,8 +355,60 @@ impl WorkingCopy {
             }
             if let Some(t) = e.atime {
                 let (secs, nanos) = unix_time(t);
-                records.push(Record::SetAtime { path, secs, nanos });
+                records.push(Record::SetAtime {
+                    path: path.clone(),
+                    secs,
+                    nanos,
+                });
             }
+            for (name, value) in e.xattrs.iter().flat_map(|x| x.iter()) {
+                records.push(Record::SetXattr {
+                    path: path.clone(),
+                    name: name.to_vec(),
+                    value: value.to_vec(),
+                });
+            }
+        }
+        // Times a replay of the records above would not rebuild: every entry with a change
+        // time or (not an overlay file) a modification time of its own, what the records
+        // put, and the directories they put into or remove from (their replay stamps them).
+        let mut timed: BTreeSet<Vec<u8>> = put_paths.clone();
+        for r in &records {
+            if let Record::Put { path, .. } | Record::Remove { path } = r {
+                timed.insert(parent_of(path).to_vec());
+            }
+        }
+        let mut own: Vec<u64> = inner
+            .entries
+            .iter()
+            .filter(|(ino, e)| {
+                (e.parent != 0 || **ino == ROOT_INO)
+                    && (e.ctime.is_some()
+                        || (e.mtime.is_some()
+                            && !matches!(e.kind, Kind::File(FileData::Overlay { .. }))))
+            })
+            .map(|(ino, _)| *ino)
+            .collect();
+        own.sort_unstable();
+        for ino in own {
+            if let Some(path) = inner.path_of(ino) {
+                timed.insert(path);
+            }
+        }
+        for path in timed {
+            let Some(ino) = inner.resolve(&path)? else {
+                continue;
+            };
+            let e = inner.entry(ino)?;
+            let mtime = e.mtime.unwrap_or(self.checkout_time);
+            let ctime = e.ctime.unwrap_or(mtime);
+            let mtime =
+                (!matches!(e.kind, Kind::File(FileData::Overlay { .. }))).then(|| unix_time(mtime));
+            records.push(Record::Times {
+                path,
+                mtime,
+                ctime: unix_time(ctime),
+            });
         }
         // Tracking overrides that still mean something against the new parent.
         let mut tracking = BTreeMap::new();
@@ -1055,5 +1110,13 @@ impl WorkingCopy {
             }
         }
         Ok(inner.is_dir(ino))
+    }
+}
+
+/// The directory part of a repository path ("" for a path at the root).
+fn parent_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..i],
+        None => &[],
     }
 }

@@ -15,8 +15,8 @@ use crate::wc::{
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -90,7 +90,7 @@ impl RevFs {
         FileAttr {
             ino: INodeNo(a.ino),
             size: a.size,
-            blocks: a.size.div_ceil(512),
+            blocks: a.blocks,
             atime: a.atime,
             mtime: a.mtime,
             ctime: a.ctime,
@@ -156,6 +156,7 @@ impl RevFs {
             rdev: 0,
             owner: None,
             nlink: if kind == EntryType::Dir { 2 } else { 1 },
+            blocks: size.div_ceil(512),
         }))
     }
 
@@ -174,6 +175,18 @@ fn errno(op: &str, err: &WcError) -> Errno {
         _ => tracing::debug!("{op}: {err}"),
     }
     Errno::from_i32(err.errno())
+}
+
+/// Answers getxattr or listxattr: the length when asked for it (size 0), ERANGE when the
+/// caller's buffer is too small, else the bytes.
+fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
+    if size == 0 {
+        reply.size(value.len() as u32)
+    } else if (size as usize) < value.len() {
+        reply.error(Errno::ERANGE)
+    } else {
+        reply.data(value)
+    }
 }
 
 /// Answers a request that returns nothing on success.
@@ -284,6 +297,7 @@ impl Filesystem for RevFs {
                     rdev: 0,
                     owner: None,
                     nlink: 1,
+                    blocks: 0,
                 });
                 attr.ino = INodeNo(0);
                 reply.entry(&TTL, &attr, Generation(0))
@@ -735,20 +749,23 @@ impl Filesystem for RevFs {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _busy = self.busy.enter();
-        // Space is the overlay's: report the state directory's file system.
-        let files = self.wc.inode_count() as u64;
+        // Space is the overlay's: blocks are the state directory's file system's. Inodes:
+        // those of the working copy in use (every inode loaded, new files included) and, free,
+        // what the state directory's file system has left (each new file takes one there);
+        // the total is their sum, so that `df -i` adds up.
+        let used = self.wc.inode_count() as u64;
         match nix_statvfs(&self.control.state) {
-            Some((blocks, bfree, bavail, bsize)) => reply.statfs(
-                blocks,
-                bfree,
-                bavail,
-                files,
-                u32::MAX as u64,
-                bsize,
+            Some(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                used.saturating_add(s.f_ffree),
+                s.f_ffree,
+                s.f_frsize as u32,
                 255,
-                bsize,
+                s.f_frsize as u32,
             ),
-            None => reply.statfs(0, 0, 0, files, 0, 4096, 255, 4096),
+            None => reply.statfs(0, 0, 0, used, 0, 4096, 255, 4096),
         }
     }
 
@@ -758,55 +775,87 @@ impl Filesystem for RevFs {
         reply.ok()
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _busy = self.busy.enter();
-        // Asked before every write (security.capability): answer at once.
-        reply.error(Errno::ENODATA)
+        // Asked before every write (security.capability): only `user.` names are kept, so
+        // the others are answered at once, without the working copy's lock.
+        if !name.as_bytes().starts_with(b"user.") || ino.0 == CONTROL_DIR_INO {
+            return reply.error(Errno::ENODATA);
+        }
+        match self.wc.get_xattr(ino.0, name.as_bytes()) {
+            Ok(v) => reply_xattr(&v, size, reply),
+            Err(e) => reply.error(errno("getxattr", &e)),
+        }
     }
 
     fn setxattr(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
         let _busy = self.busy.enter();
-        reply.error(Errno::EOPNOTSUPP)
+        if self.control.target(ino.0).is_some() || ino.0 == CONTROL_DIR_INO {
+            return reply.error(Errno::EPERM);
+        }
+        reply_empty(
+            "setxattr",
+            self.wc.set_xattr(ino.0, name.as_bytes(), value, flags),
+            reply,
+        )
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _busy = self.busy.enter();
-        if size == 0 {
-            reply.size(0)
-        } else {
-            reply.data(&[])
+        if self.control.target(ino.0).is_some() || ino.0 == CONTROL_DIR_INO {
+            return reply_xattr(&[], size, reply);
+        }
+        match self.wc.list_xattrs(ino.0) {
+            Ok(names) => reply_xattr(&names, size, reply),
+            Err(e) => reply.error(errno("listxattr", &e)),
         }
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
-        reply.error(Errno::ENODATA)
+        if self.control.target(ino.0).is_some() || ino.0 == CONTROL_DIR_INO {
+            return reply.error(Errno::ENODATA);
+        }
+        reply_empty(
+            "removexattr",
+            self.wc.remove_xattr(ino.0, name.as_bytes()),
+            reply,
+        )
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let _busy = self.busy.enter();
+        match self.wc.seek_data(ino.0, offset, whence) {
+            Ok(at) => reply.offset(at),
+            Err(e) => reply.error(errno("lseek", &e)),
+        }
     }
 }
 
 /// (blocks, free, available, block size) of the file system holding `path`.
-fn nix_statvfs(path: &Path) -> Option<(u64, u64, u64, u32)> {
+fn nix_statvfs(path: &Path) -> Option<libc::statvfs> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs fills the struct we pass; the path is a valid C string.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return None;
     }
-    Some((s.f_blocks, s.f_bfree, s.f_bavail, s.f_frsize as u32))
+    Some(s)
 }

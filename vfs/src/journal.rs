@@ -1,8 +1,8 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 4; versions 1 to 3, which lack some records, are still read and
-//! are marked version 4 when opened, before anything is appended),
+//! File format (version 5; versions 1 to 4, which lack some records, are still read and
+//! are marked version 5 when opened, before anything is appended),
 //! described in docs/FORMATS.md:
 //! ```text
 //! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 4;
+pub const JOURNAL_VERSION: u32 = 5;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
@@ -123,6 +123,33 @@ pub enum Record {
     /// happens when nothing is there. Written when the journal is rewritten.
     Remove {
         path: Vec<u8>,
+    },
+    /// The next record was made at this time (version 5): replaying it stamps the times it
+    /// changes (the new entry's, its directory's mtime and ctime, a renamed entry's ctime)
+    /// with this time rather than the time of the replay.
+    Clock {
+        secs: i64,
+        nanos: u32,
+    },
+    /// The entry at `path` has these times (version 5): its modification time (`None`: as
+    /// it is, for an overlay file whose content keeps its own) and its change time. Written
+    /// when the journal is rewritten, for entries whose times a replay would not rebuild.
+    Times {
+        path: Vec<u8>,
+        mtime: Option<(i64, u32)>,
+        ctime: (i64, u32),
+    },
+    /// The entry at `path` has extended attribute `name` (a `user.` name) set to `value`
+    /// (version 5).
+    SetXattr {
+        path: Vec<u8>,
+        name: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// The entry at `path` no longer has extended attribute `name` (version 5).
+    RemoveXattr {
+        path: Vec<u8>,
+        name: Vec<u8>,
     },
     /// `path` holds exactly this entry (replacing a file there). Written when the journal is
     /// rewritten after a commit or an update, to describe the working copy against its new
@@ -293,6 +320,36 @@ impl Record {
                 p.extend_from_slice(&mode.to_be_bytes());
                 p.extend_from_slice(&rdev.to_be_bytes());
             }
+            Record::SetXattr { path, name, value } => {
+                p.push(21);
+                put_bytes(&mut p, path);
+                put_bytes(&mut p, name);
+                put_bytes(&mut p, value);
+            }
+            Record::RemoveXattr { path, name } => {
+                p.push(22);
+                put_bytes(&mut p, path);
+                put_bytes(&mut p, name);
+            }
+            Record::Clock { secs, nanos } => {
+                p.push(18);
+                p.extend_from_slice(&secs.to_be_bytes());
+                p.extend_from_slice(&nanos.to_be_bytes());
+            }
+            Record::Times { path, mtime, ctime } => {
+                p.push(19);
+                put_bytes(&mut p, path);
+                match mtime {
+                    None => p.push(0),
+                    Some((secs, nanos)) => {
+                        p.push(1);
+                        p.extend_from_slice(&secs.to_be_bytes());
+                        p.extend_from_slice(&nanos.to_be_bytes());
+                    }
+                }
+                p.extend_from_slice(&ctime.0.to_be_bytes());
+                p.extend_from_slice(&ctime.1.to_be_bytes());
+            }
             Record::Put {
                 path,
                 entry,
@@ -403,6 +460,28 @@ impl Record {
                 secs: r.u64()? as i64,
                 nanos: r.u32()?,
             },
+            21 => Record::SetXattr {
+                path: r.bytes()?,
+                name: r.bytes()?,
+                value: r.bytes()?,
+            },
+            22 => Record::RemoveXattr {
+                path: r.bytes()?,
+                name: r.bytes()?,
+            },
+            18 => Record::Clock {
+                secs: r.u64()? as i64,
+                nanos: r.u32()?,
+            },
+            19 => Record::Times {
+                path: r.bytes()?,
+                mtime: match r.u8()? {
+                    0 => None,
+                    1 => Some((r.u64()? as i64, r.u32()?)),
+                    _ => return None,
+                },
+                ctime: (r.u64()? as i64, r.u32()?),
+            },
             15 => Record::Special {
                 path: r.bytes()?,
                 kind: SpecialKind::from_u8(r.u8()?)?,
@@ -467,10 +546,17 @@ impl Record {
             Record::Remove { .. } => "remove",
             Record::Special { .. } => "mknod",
             Record::Put { .. } => "put",
+            Record::Clock { .. } => "clock",
+            Record::SetXattr { .. } => "setxattr",
+            Record::RemoveXattr { .. } => "removexattr",
+            Record::Times { .. } => "times",
         };
         let paths: Vec<String> = match self {
             Record::SetMtime { path, .. }
             | Record::SetAtime { path, .. }
+            | Record::Times { path, .. }
+            | Record::SetXattr { path, .. }
+            | Record::RemoveXattr { path, .. }
             | Record::SetOwner { path, .. } => vec![String::from_utf8_lossy(path).into_owned()],
             other => other
                 .paths()
@@ -485,9 +571,13 @@ impl Record {
     /// modification or access time, or an owner, changes no status.
     pub fn paths(&self) -> Vec<&[u8]> {
         match self {
-            Record::SetMtime { .. } | Record::SetAtime { .. } | Record::SetOwner { .. } => {
-                vec![]
-            }
+            Record::SetMtime { .. }
+            | Record::SetAtime { .. }
+            | Record::SetOwner { .. }
+            | Record::Clock { .. }
+            | Record::SetXattr { .. }
+            | Record::RemoveXattr { .. }
+            | Record::Times { .. } => vec![],
             Record::Create { path, .. }
             | Record::Materialize { path, .. }
             | Record::Mkdir { path, .. }
@@ -680,8 +770,15 @@ impl Journal {
 
     /// Appends one record with a single write.
     pub fn append(&mut self, rec: &Record) -> Result<(), JournalError> {
+        self.append_all(std::slice::from_ref(rec))
+    }
+
+    /// Appends records with a single write.
+    pub fn append_all(&mut self, recs: &[Record]) -> Result<(), JournalError> {
         let mut buf = Vec::new();
-        frame(rec, &mut buf);
+        for rec in recs {
+            frame(rec, &mut buf);
+        }
         self.file.write_all(&buf).map_err(Self::io(&self.path))?;
         self.len += buf.len() as u64;
         Ok(())
@@ -915,6 +1012,29 @@ mod tests {
                 },
                 mode: 0o777,
                 mtime: None,
+            },
+            Record::Clock {
+                secs: 1_800_000_000,
+                nanos: 123_456_789,
+            },
+            Record::Times {
+                path: b"d".to_vec(),
+                mtime: Some((1_800_000_001, 1)),
+                ctime: (1_800_000_002, 2),
+            },
+            Record::Times {
+                path: b"d/o".to_vec(),
+                mtime: None,
+                ctime: (-1, 999_999_999),
+            },
+            Record::SetXattr {
+                path: b"d".to_vec(),
+                name: b"user.mime_type".to_vec(),
+                value: b"\0binary\xff".to_vec(),
+            },
+            Record::RemoveXattr {
+                path: b"d/o".to_vec(),
+                name: b"user.x".to_vec(),
             },
         ]
     }

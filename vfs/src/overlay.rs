@@ -152,16 +152,34 @@ impl Overlay {
         self.file(id)?.set_len(size)
     }
 
-    /// Reserves space (fallocate mode 0): ENOSPC now rather than at a later write.
-    pub fn allocate(&self, id: u64, offset: u64, len: u64) -> std::io::Result<()> {
+    /// fallocate(2) on overlay file `id`, any mode (reserving, KEEP_SIZE, PUNCH_HOLE,
+    /// ZERO_RANGE, ...): the backing file system decides, as it would for the file itself.
+    pub fn allocate(&self, id: u64, mode: i32, offset: u64, len: u64) -> std::io::Result<()> {
         use std::os::unix::io::AsRawFd;
         let f = self.file(id)?;
-        // SAFETY: plain fallocate on an fd we own.
-        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, offset as i64, len as i64) };
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        // SAFETY: fallocate on an fd we own.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, len) };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// lseek(2) with SEEK_DATA or SEEK_HOLE on overlay file `id`: where the next data or
+    /// hole at or after `offset` starts, as the backing file system knows it. (Reads and
+    /// writes use pread and pwrite: the descriptor's own offset means nothing to them.)
+    pub fn seek(&self, id: u64, offset: i64, whence: i32) -> std::io::Result<i64> {
+        use std::os::unix::io::AsRawFd;
+        let f = self.file(id)?;
+        // SAFETY: lseek on an fd we own.
+        let at = unsafe { libc::lseek(f.as_raw_fd(), offset, whence) };
+        if at < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(at)
     }
 
     /// Makes overlay file `id` durable, its directory entry included.

@@ -42,6 +42,16 @@ pub enum WcError {
     Invalid,
     #[error("operation not supported")]
     NotSupported,
+    #[error("operation not permitted")]
+    NotPermitted,
+    #[error("no data or hole past the end of the file")]
+    NoSuchOffset,
+    #[error("no such attribute")]
+    NoAttr,
+    #[error("attribute name too long")]
+    AttrNameTooLong,
+    #[error("attribute value too long")]
+    AttrTooBig,
     #[error("overlay: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -79,6 +89,11 @@ impl WcError {
             WcError::Invalid => libc::EINVAL,
             WcError::NameTooLong => libc::ENAMETOOLONG,
             WcError::NotSupported => libc::EOPNOTSUPP,
+            WcError::NotPermitted => libc::EPERM,
+            WcError::NoSuchOffset => libc::ENXIO,
+            WcError::NoAttr => libc::ENODATA,
+            WcError::AttrNameTooLong => libc::ERANGE,
+            WcError::AttrTooBig => libc::E2BIG,
             WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
             WcError::Journal(JournalError::Io { source, .. }) => {
                 source.raw_os_error().unwrap_or(libc::EIO)
@@ -178,7 +193,16 @@ pub struct Entry {
     pub atime: Option<SystemTime>,
     /// Owner and group, when not the mounting user's.
     pub owner: Option<(u32, u32)>,
+    /// Extended attributes (`user.` names only), when it has any.
+    pub xattrs: Option<Box<Xattrs>>,
 }
+
+/// Extended attributes: full names (`user.x`) to values.
+pub type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// The longest attribute name and value Linux accepts (XATTR_NAME_MAX, XATTR_SIZE_MAX).
+pub const XATTR_NAME_MAX: usize = 255;
+pub const XATTR_SIZE_MAX: usize = 65536;
 
 /// A directory listing: the parent's inode (`..`), then (name, inode, type) by name.
 pub type Listing = (u64, Vec<(Box<[u8]>, u64, EntryType)>);
@@ -209,6 +233,9 @@ pub struct Attr {
     /// Links: 0 for a file unlinked while open, 1 for others, 2 plus the number of
     /// subdirectories for directories.
     pub nlink: u32,
+    /// 512-byte blocks allocated: an overlay file's own (holes take none); the size's for
+    /// the rest.
+    pub blocks: u64,
 }
 
 /// The attributes a setattr request changes (`None`: left alone).
@@ -237,11 +264,15 @@ pub(crate) struct Inner {
     pub(crate) base: Arc<Manifest>,
     pub(crate) base_node: Node,
     pub(crate) repo: Arc<Repo>,
+    /// The time of the operation under way: taken from the clock once per hold of the write
+    /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
+    /// them, so that the times it stamps come back exactly after a remount.
+    op_time: Option<SystemTime>,
 }
 
 /// The mutable working copy of one mount.
 pub struct WorkingCopy {
-    checkout_time: SystemTime,
+    pub(crate) checkout_time: SystemTime,
     /// The user and group the daemon runs as: the owner of every entry without its own.
     mount_owner: (u32, u32),
     pub(crate) overlay: Overlay,
@@ -324,6 +355,7 @@ impl Inner {
                 ctime: None,
                 atime: None,
                 owner: None,
+                xattrs: None,
             },
         );
         ino
@@ -481,9 +513,14 @@ impl Inner {
         )
     }
 
+    /// The time of the operation under way (see `op_time`).
+    pub(crate) fn now(&mut self) -> SystemTime {
+        *self.op_time.get_or_insert_with(SystemTime::now)
+    }
+
     pub(crate) fn touch_dir(&mut self, ino: u64) {
+        let now = Some(self.now());
         if let Some(e) = self.entries.get_mut(&ino) {
-            let now = Some(SystemTime::now());
             e.mtime = now;
             e.ctime = now;
         }
@@ -503,7 +540,7 @@ impl Inner {
         }
         let dir = matches!(kind, Kind::Dir { .. });
         let ino = self.alloc(parent, name, kind, mode);
-        let now = Some(SystemTime::now());
+        let now = Some(self.now());
         if let Some(e) = self.entries.get_mut(&ino) {
             e.mtime = now;
             e.ctime = now;
@@ -524,9 +561,10 @@ impl Inner {
             children.remove(&name);
         }
         self.touch_dir(parent);
+        let now = Some(self.now());
         let e = self.entries.get_mut(&ino)?;
         e.parent = 0;
-        e.ctime = Some(SystemTime::now());
+        e.ctime = now;
         if e.nlookup == 0 {
             return self.free(ino);
         }
@@ -676,6 +714,7 @@ impl WorkingCopy {
                 ctime: None,
                 atime: None,
                 owner: None,
+                xattrs: None,
             },
         );
         let on_disk = overlay.ids()?;
@@ -696,6 +735,7 @@ impl WorkingCopy {
                 base,
                 base_node,
                 repo,
+                op_time: None,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -710,6 +750,11 @@ impl WorkingCopy {
                     record: rec.describe(),
                     cause: Box::new(cause),
                 })?;
+                // A clock applies to the one record after it; records without one (older
+                // journals, a rewritten journal) are stamped with the time of the replay.
+                if !matches!(rec, Record::Clock { .. }) {
+                    inner.op_time = None;
+                }
                 if let Record::Create { id, .. }
                 | Record::Materialize { id, .. }
                 | Record::Put {
@@ -764,8 +809,12 @@ impl WorkingCopy {
         self.read().base.clone()
     }
 
+    /// The working copy, for a change: an operation's time is taken afresh (once) under
+    /// each hold.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner.op_time = None;
+        inner
     }
 
     pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
@@ -812,7 +861,16 @@ impl WorkingCopy {
         {
             return Err(WcError::JournalStale);
         }
-        self.journal().append(&rec)?;
+        // Every record but tracking and copy marks changes times: the operation's time goes
+        // first (taken now if the operation has not taken it yet: a record may be written
+        // before the change it describes is made).
+        if matches!(rec, Record::Track { .. } | Record::Copy { .. }) {
+            self.journal().append(&rec)?;
+        } else {
+            let (secs, nanos) = unix_time(inner.now());
+            self.journal()
+                .append_all(&[Record::Clock { secs, nanos }, rec.clone()])?;
+        }
         for p in rec.paths() {
             inner.dirty.insert(p.to_vec());
         }
@@ -867,19 +925,63 @@ impl WorkingCopy {
             }
             Record::SetMode { path, mode } => {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                inner.entry_mut(ino)?.mode = *mode;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.mode = *mode;
+                e.ctime = changed.or(e.ctime);
             }
             Record::SetMtime { path, secs, nanos } => {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                inner.entry_mut(ino)?.mtime = Some(system_time(*secs, *nanos));
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.mtime = Some(system_time(*secs, *nanos));
+                e.ctime = changed.or(e.ctime);
             }
             Record::SetAtime { path, secs, nanos } => {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                inner.entry_mut(ino)?.atime = Some(system_time(*secs, *nanos));
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.atime = Some(system_time(*secs, *nanos));
+                e.ctime = changed.or(e.ctime);
             }
             Record::SetOwner { path, uid, gid } => {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                inner.entry_mut(ino)?.owner = Some((*uid, *gid));
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.owner = Some((*uid, *gid));
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::Clock { secs, nanos } => inner.op_time = Some(system_time(*secs, *nanos)),
+            Record::SetXattr { path, name, value } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.xattrs
+                    .get_or_insert_with(Default::default)
+                    .insert(name.as_slice().into(), value.as_slice().into());
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::RemoveXattr { path, name } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                if let Some(x) = &mut e.xattrs {
+                    x.remove(name.as_slice());
+                    if x.is_empty() {
+                        e.xattrs = None;
+                    }
+                }
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::Times { path, mtime, ctime } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let e = inner.entry_mut(ino)?;
+                if let Some((s, n)) = mtime {
+                    if !matches!(e.kind, Kind::File(FileData::Overlay { .. })) {
+                        e.mtime = Some(system_time(*s, *n));
+                    }
+                }
+                e.ctime = Some(system_time(ctime.0, ctime.1));
             }
             Record::Track { path, track } => set_track(inner, path, *track),
             Record::Copy { dest, source } => set_copy(inner, dest, source),
@@ -935,6 +1037,7 @@ impl WorkingCopy {
         let e = inner.entry(ino)?;
         let mtime = e.mtime.unwrap_or(self.checkout_time);
         let ctime = e.ctime.unwrap_or(mtime);
+        let mut blocks = None;
         let (kind, size, mtime) = match &e.kind {
             Kind::Dir { .. } => (EntryType::Dir, 4096, mtime),
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
@@ -957,6 +1060,7 @@ impl WorkingCopy {
             }
             Kind::File(FileData::Overlay { id }) => {
                 let meta = self.overlay.metadata(*id)?;
+                blocks = Some(std::os::unix::fs::MetadataExt::blocks(&meta));
                 (
                     EntryType::File,
                     meta.len(),
@@ -991,6 +1095,8 @@ impl WorkingCopy {
             ino,
             kind,
             size,
+            // Counted as ext4 allocates: whole 4 KiB blocks.
+            blocks: blocks.unwrap_or(size.div_ceil(4096) * 8),
             rdev,
             perm: (e.mode & 0o7777) as u16,
             atime: e.atime.unwrap_or(mtime),
@@ -1350,7 +1456,7 @@ impl WorkingCopy {
                 .children_mut(newparent)?
                 .insert(newname.into(), src, src_dir);
         }
-        let now = Some(SystemTime::now());
+        let now = Some(inner.now());
         let e = inner.entry_mut(src)?;
         e.parent = newparent;
         e.name = newname.into();
@@ -1454,12 +1560,146 @@ impl WorkingCopy {
         Ok(data.len() as u32)
     }
 
-    /// fallocate with mode 0 (other modes are not supported).
+    /// fallocate, any mode, on the file's overlay file (a store file is copied up first).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        if mode != 0 {
+        self.with_overlay(ino, true, |id| self.overlay.allocate(id, mode, offset, len))
+    }
+
+    /// lseek with SEEK_DATA or SEEK_HOLE (the kernel handles the other kinds itself). An
+    /// overlay file answers from its backing file; a store file is all data.
+    pub fn seek_data(&self, ino: u64, offset: i64, whence: i32) -> Result<i64> {
+        if whence != libc::SEEK_DATA && whence != libc::SEEK_HOLE {
+            return Err(WcError::Invalid);
+        }
+        let id = match &self.read().entry(ino)?.kind {
+            Kind::File(FileData::Overlay { id }) => Some(*id),
+            Kind::File(FileData::Store { .. }) => None,
+            Kind::Dir { .. } => return Err(WcError::IsDir),
+            _ => return Err(WcError::Invalid),
+        };
+        if let Some(id) = id {
+            return Ok(self.overlay.seek(id, offset, whence)?);
+        }
+        let size = self.getattr(ino)?.size as i64;
+        if offset < 0 {
+            return Err(WcError::Invalid);
+        }
+        if offset >= size {
+            return Err(WcError::NoSuchOffset);
+        }
+        Ok(if whence == libc::SEEK_DATA {
+            offset
+        } else {
+            size
+        })
+    }
+
+    // ----- extended attributes -----
+
+    /// Checks that `ino` may carry the `user.` attribute `name` (as ext4 does: regular
+    /// files and directories only).
+    fn xattr_allowed(&self, inner: &Inner, ino: u64, name: &[u8]) -> Result<()> {
+        if !name.starts_with(b"user.") {
             return Err(WcError::NotSupported);
         }
-        self.with_overlay(ino, true, |id| self.overlay.allocate(id, offset, len))
+        if name.len() > XATTR_NAME_MAX {
+            return Err(WcError::AttrNameTooLong);
+        }
+        match inner.entry(ino)?.kind {
+            Kind::File(_) | Kind::Dir { .. } => Ok(()),
+            _ => Err(WcError::NotPermitted),
+        }
+    }
+
+    /// setxattr: `flags` XATTR_CREATE (1) fails on an existing name, XATTR_REPLACE (2) on
+    /// a missing one. Journaled; changes the ctime.
+    pub fn set_xattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(WcError::AttrTooBig);
+        }
+        self.room()?;
+        let mut inner = self.write();
+        self.xattr_allowed(&inner, ino, name)?;
+        let exists = inner
+            .entry(ino)?
+            .xattrs
+            .as_ref()
+            .is_some_and(|x| x.contains_key(name));
+        if flags & libc::XATTR_CREATE != 0 && exists {
+            return Err(WcError::Exists);
+        }
+        if flags & libc::XATTR_REPLACE != 0 && !exists {
+            return Err(WcError::NoAttr);
+        }
+        let now = inner.now();
+        let path = inner.path_of(ino);
+        let e = inner.entry_mut(ino)?;
+        e.xattrs
+            .get_or_insert_with(Default::default)
+            .insert(name.into(), value.into());
+        e.ctime = Some(now);
+        if let Some(path) = path {
+            let rec = Record::SetXattr {
+                path,
+                name: name.to_vec(),
+                value: value.to_vec(),
+            };
+            self.record(&mut inner, rec)?;
+        }
+        Ok(())
+    }
+
+    /// getxattr.
+    pub fn get_xattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        let inner = self.read();
+        inner
+            .entry(ino)?
+            .xattrs
+            .as_ref()
+            .and_then(|x| x.get(name))
+            .map(|v| v.to_vec())
+            .ok_or(WcError::NoAttr)
+    }
+
+    /// listxattr: the names, each followed by a NUL.
+    pub fn list_xattrs(&self, ino: u64) -> Result<Vec<u8>> {
+        let inner = self.read();
+        let mut out = Vec::new();
+        for name in inner.entry(ino)?.xattrs.iter().flat_map(|x| x.keys()) {
+            out.extend_from_slice(name);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// removexattr. Journaled; changes the ctime.
+    pub fn remove_xattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        self.room()?;
+        let mut inner = self.write();
+        if !name.starts_with(b"user.") {
+            return Err(WcError::NotSupported);
+        }
+        let now = inner.now();
+        let path = inner.path_of(ino);
+        let e = inner.entry_mut(ino)?;
+        let Some(x) = &mut e.xattrs else {
+            return Err(WcError::NoAttr);
+        };
+        if x.remove(name).is_none() {
+            return Err(WcError::NoAttr);
+        }
+        if x.is_empty() {
+            e.xattrs = None;
+        }
+        e.ctime = Some(now);
+        if let Some(path) = path {
+            let rec = Record::RemoveXattr {
+                path,
+                name: name.to_vec(),
+            };
+            self.record(&mut inner, rec)?;
+        }
+        Ok(())
     }
 
     /// chmod / chown / truncate / utimens.
@@ -1477,7 +1717,7 @@ impl WorkingCopy {
         }
         let mut inner = self.write();
         let path = inner.path_of(ino);
-        let now = SystemTime::now();
+        let now = inner.now();
         if let Some(mode) = change.mode {
             let mode = mode & 0o7777;
             let e = inner.entry_mut(ino)?;
@@ -1632,10 +1872,11 @@ impl WorkingCopy {
             if inner.is_dir(existing) {
                 return Err(WcError::IsDir);
             }
+            let inner_now = inner.now();
             let e = inner.entry_mut(existing)?;
             let old = std::mem::replace(&mut e.kind, kind);
             e.mode = perm_of_flag(flag);
-            e.mtime = Some(SystemTime::now());
+            e.mtime = Some(inner_now);
             e.ctime = e.mtime;
             if let Kind::File(FileData::Overlay { id }) = old {
                 freed = Some(id);
