@@ -38,6 +38,10 @@ clean_up() {
   done
 }
 before=$(leftovers | sort)
+# What the run must not leave in the checkout either: every test writes into temporary
+# directories, so `git status` is the same after the run as before (build output is ignored).
+checkout_state() { git status --porcelain --untracked-files=all 2>/dev/null | sort || true; }
+checkout_before=$(checkout_state)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -63,8 +67,15 @@ if [ -n "$left" ]; then
   echo "$left" | clean_up
   status=1
 fi
+checkout_left=$(comm -13 <(echo "$checkout_before") <(checkout_state) | sed '/^$/d')
+if [ -n "$checkout_left" ]; then
+  echo "left in the checkout by the run (git status):"
+  echo "$checkout_left" | sed 's/^/  /'
+  status=1
+fi
 read -r passed failed < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$log")
 passed=$((passed + 1 - demo)); failed=$((failed + demo))
 [ -z "$left" ] || failed=$((failed + 1))
+[ -z "$checkout_left" ] || failed=$((failed + 1))
 echo "tests: $passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -48,8 +48,10 @@ enum Command {
     /// Unmount a revfs working copy
     #[command(alias = "umount")]
     Unmount(commands::mount::UnmountArgs),
-    /// Show the active revfs mounts
+    /// Show the revfs mounts, and the working copies kept for mountpoints not mounted
     List(commands::mount::ListArgs),
+    /// Delete the working copy kept for a mountpoint that is not mounted
+    Discard(commands::mount::DiscardArgs),
     /// Show changed files in the working copy
     #[command(alias = "st")]
     Status(commands::wc::StatusArgs),
@@ -115,6 +117,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => commands::mount::mount(args),
         Command::Unmount(args) => commands::mount::unmount(args),
         Command::List(args) => commands::mount::list(args),
+        Command::Discard(args) => commands::mount::discard(args),
         Command::Status(args) => commands::wc::status(&cli, args),
         Command::Add(args) => commands::wc::add(&cli, args),
         Command::Forget(args) => commands::wc::forget(&cli, args),

@@ -197,8 +197,8 @@ fn a_killed_daemon_is_found_and_the_fix_brings_the_working_copy_back() {
     has_line(
         &out,
         &format!(
-            " to discard it instead (and every change in it): rm -rf {}",
-            sd.display()
+            " to discard it instead (and every change in it): revfs discard --force {}",
+            t.mnt_arg()
         ),
     );
     t.mount();

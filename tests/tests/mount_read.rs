@@ -246,8 +246,17 @@ fn unmount_refuses_a_busy_mount_unless_forced() {
         String::from_utf8_lossy(&out.stderr)
     );
     drop(held);
+    // Not mounted any more: listed as a kept working copy.
     let list = mount.revfs(&["list"]);
-    assert!(!String::from_utf8_lossy(&list.stdout).contains(&*mount.dir.to_string_lossy()));
+    let text = String::from_utf8_lossy(&list.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{} ", mount.dir.display())))
+        .unwrap_or_else(|| panic!("not listed:\n{text}"));
+    assert!(
+        line.ends_with("  (not mounted; no uncommitted changes)"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -37,6 +37,11 @@ pub enum DaemonError {
     WorkingCopy(#[from] WcError),
     #[error("revision {0} is not in the repository")]
     UnknownNode(String),
+    #[error("the working copy kept for {} has uncommitted changes to {} (mount without -r to resume it)", mountpoint.display(), paths.join(", "))]
+    Switch {
+        mountpoint: PathBuf,
+        paths: Vec<String>,
+    },
     #[error("cannot mount on {}: {source}", path.display())]
     Mount {
         path: PathBuf,
@@ -400,22 +405,64 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         }
         Err(e) => tracing::warn!("the descriptor limit cannot be read or raised: {e}"),
     }
-    let state = prepare_state(&state_dir, &req)?;
+    // A working copy kept here at another parent goes to the requested one as `update`
+    // would take it there: opened at its own parent, then updated (the command checked that
+    // it has no uncommitted changes; an update keeps unknown and ignored files).
+    let kept_parent = match state_dir.load()? {
+        Some(saved) if saved.repo == req.repo => {
+            state_dir.journal_parent()?.filter(|p| *p != req.node)
+        }
+        _ => None,
+    };
+    let open_at = kept_parent.unwrap_or(req.node);
+    let mut state = prepare_state(
+        &state_dir,
+        &MountRequest {
+            node: open_at,
+            ..req.clone()
+        },
+    )?;
     let repo = Arc::new(Repo::open(&req.repo)?);
-    let rev = repo
-        .changelog()
-        .rev_of(&req.node)
-        .ok_or_else(|| DaemonError::UnknownNode(req.node.to_hex()))?;
-    let manifest = repo.manifest_of(rev)?;
+    let manifest = if open_at.is_null() {
+        revfs_store::manifest::Manifest::empty()
+    } else {
+        let rev = repo
+            .changelog()
+            .rev_of(&open_at)
+            .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
+        repo.manifest_of(rev)?
+    };
     let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
     let wc = Arc::new(WorkingCopy::open(
         repo.clone(),
-        req.node,
+        open_at,
         manifest,
         state_dir.path(),
         checkout_time,
         req.config.mount.open_files,
     )?);
+    if kept_parent.is_some() {
+        if repo.changelog().rev_of(&req.node).is_none() && !req.node.is_null() {
+            return Err(DaemonError::UnknownNode(req.node.to_hex()));
+        }
+        match wc.update(repo.clone(), req.node, false, None) {
+            Ok(outcome) => {
+                tracing::info!(from = %open_at.to_hex(), node = %req.node.to_hex(), updated = outcome.updated, removed = outcome.removed, "kept working copy updated");
+                state.node = req.node.to_hex();
+                state_dir.save(&state)?;
+            }
+            Err(WcError::UncommittedChanges(paths)) => {
+                return Err(DaemonError::Switch {
+                    mountpoint: req.mountpoint.clone(),
+                    paths: paths
+                        .iter()
+                        .map(|p| String::from_utf8_lossy(p).into_owned())
+                        .collect(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 
     let pid = std::process::id();
     let pid_file = state_dir.pid_file();

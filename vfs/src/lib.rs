@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod fs;
 pub mod ignore;
 pub mod journal;
+pub mod kept;
 pub mod notify;
 pub mod overlay;
 pub mod state;

@@ -418,9 +418,20 @@ fn check_state_dir(
     let problems_before = r.problems;
     let dir = sd.path();
     let dir_arg = dir.display().to_string();
-    let discard = format!(
-        "discard this working copy, whose changed files are in {dir_arg}/overlay: rm -rf {dir_arg}"
-    );
+    let discard_at = |mp: &Path| {
+        format!(
+            "discard this working copy and every change in it (its changed files are in \
+             {dir_arg}/overlay): revfs discard --force {}",
+            mp.display()
+        )
+    };
+    let discard = match &target.mountpoint {
+        Some(mp) => discard_at(mp),
+        None => format!(
+            "discard this working copy, whose changed files are in {dir_arg}/overlay: rm -rf \
+             {dir_arg}"
+        ),
+    };
     let state: MountState = match sd.load() {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -479,6 +490,7 @@ fn check_state_dir(
         .push(mp.clone());
     let repo_arg = state.repo.display().to_string();
     let mp_arg = mp.display().to_string();
+    let discard = discard_at(&mp);
     // Said after the problems.
     let mut notes = Vec::new();
 
@@ -582,7 +594,9 @@ fn check_state_dir(
                     "; create the mountpoint first"
                 }
             ),
-            format!("to discard it instead (and every change in it): rm -rf {dir_arg}"),
+            format!(
+                "to discard it instead (and every change in it): revfs discard --force {mp_arg}"
+            ),
         ]
     });
     // The repository's own check says why it cannot be opened.

@@ -8,6 +8,7 @@ use clap::Args;
 use revfs_vfs::config::Config;
 use revfs_vfs::control::{self, ControlError, Request, Response};
 use revfs_vfs::daemon::{self, MountRequest};
+use revfs_vfs::kept;
 use revfs_vfs::state::StateDir;
 use revfs_vfs::store::{names, revset, Node, Repo};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,15 @@ pub struct UnmountArgs {
     /// open files fail, the working copy is kept for the next mount
     #[arg(short = 'f', long)]
     force: bool,
+    mountpoint: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct DiscardArgs {
+    /// Discard uncommitted changes and unknown files too
+    #[arg(short = 'f', long)]
+    force: bool,
+    /// The mountpoint whose kept working copy goes (it must not be mounted)
     mountpoint: PathBuf,
 }
 
@@ -106,6 +116,7 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
     }
     // The working copy kept here, if any: its repository and, from the journal, its parent.
     let saved = state_dir.load()?;
+    let saved_repo = saved.as_ref().map(|s| s.repo.clone());
     let journal_parent = state_dir.journal_parent()?;
     // The working copy kept for this mountpoint belongs to one repository: never mix.
     if let Some(saved) = &saved {
@@ -140,6 +151,14 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
         },
     };
     drop(repo);
+    // A working copy kept here at another parent goes to the revision asked for, as `revfs
+    // update` would take it, when it has no uncommitted changes.
+    let kept_elsewhere = args.rev.is_some()
+        && saved_repo.as_deref() == Some(repo_root.as_path())
+        && journal_parent.is_some_and(|p| p != node);
+    if kept_elsewhere {
+        refuse_changed_kept_copy(&state_dir, &repo_root, &mountpoint)?;
+    }
     let request = MountRequest {
         repo: repo_root,
         mountpoint: mountpoint.clone(),
@@ -154,6 +173,34 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
     }
     spawn_daemon(&request, &state_dir)?;
     Ok(0)
+}
+
+/// Stops a switch of the working copy kept for `mountpoint` to another revision when it
+/// holds uncommitted changes (unknown files included: an update would keep them, but they
+/// are easy to forget), listing them and naming the choices.
+fn refuse_changed_kept_copy(state_dir: &StateDir, repo: &Path, mountpoint: &Path) -> Result<()> {
+    let kept = kept::inspect(state_dir).map_err(|e| {
+        anyhow!(
+            "the working copy kept for {} cannot be read: {e}
+(see revfs doctor {})",
+            mountpoint.display(),
+            mountpoint.display()
+        )
+    })?;
+    if let Some(k) = kept.filter(|k| !k.changes.is_empty()) {
+        bail!(
+            "the working copy kept for {} has uncommitted changes (parent {}):\n{}\
+             (mount without -r to resume it: revfs mount {} {}; or discard it: revfs discard \
+             --force {})",
+            mountpoint.display(),
+            &k.parent.to_hex()[..12],
+            k.status_lines(),
+            repo.display(),
+            mountpoint.display(),
+            mountpoint.display()
+        );
+    }
+    Ok(())
 }
 
 /// Starts the daemon as a detached process and waits until the mount answers.
@@ -428,6 +475,59 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// `revfs discard`: deletes the working copy kept for a mountpoint that is not mounted,
+/// after checking that nothing uncommitted would go with it (unless forced).
+pub fn discard(args: &DiscardArgs) -> Result<u8> {
+    let mountpoint = mountpoint_path(&args.mountpoint)?;
+    let mp = mountpoint.display();
+    if is_mounted(&mountpoint)? {
+        bail!("{mp} is mounted\n(unmount it first: revfs unmount {mp})");
+    }
+    let state_dir = StateDir::for_mountpoint(&mountpoint)?;
+    if !state_dir.path().exists() {
+        bail!("no working copy is kept for {mp}");
+    }
+    let kept = match kept::inspect(&state_dir) {
+        Ok(k) => k,
+        Err(e) if args.force => {
+            eprintln!("revfs: the working copy kept for {mp} cannot be read ({e}); discarding it");
+            None
+        }
+        Err(e) => bail!(
+            "the working copy kept for {mp} cannot be read: {e}\n(discard it anyway: revfs \
+             discard --force {mp})"
+        ),
+    };
+    if let Some(k) = kept
+        .as_ref()
+        .filter(|k| !k.changes.is_empty() && !args.force)
+    {
+        bail!(
+            "the working copy kept for {mp} has uncommitted changes (parent {}):\n{}(resume it: \
+             revfs mount {} {mp}; or discard them too: revfs discard --force {mp})",
+            &k.parent.to_hex()[..12],
+            k.status_lines(),
+            k.state.repo.display()
+        );
+    }
+    kept::discard(&state_dir)?;
+    match kept {
+        Some(k) => {
+            let plural =
+                |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+            println!(
+                "discarded the working copy of {} at {mp} (parent {}): {}, {} dropped",
+                k.state.repo.display(),
+                &k.parent.to_hex()[..12],
+                plural(k.changes.len(), "uncommitted change"),
+                plural(k.ignored, "ignored file")
+            );
+        }
+        None => println!("discarded the working copy kept for {mp}"),
+    }
+    Ok(0)
+}
+
 pub fn list(args: &ListArgs) -> Result<u8> {
     let json = match args.template.as_deref() {
         None => false,
@@ -435,12 +535,24 @@ pub fn list(args: &ListArgs) -> Result<u8> {
         Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
     };
     let mut rows = Vec::new();
-    for km in revfs_mounts()? {
+    let table = revfs_mounts()?;
+    for km in &table {
         let state_dir = StateDir::for_mountpoint(&km.mountpoint)?;
         let state = state_dir.load().ok().flatten();
         let health = health(&state_dir, Duration::from_secs(2));
-        rows.push((km.mountpoint, state, health));
+        rows.push((km.mountpoint.clone(), state, health));
     }
+    // Working copies kept for mountpoints that are not mounted.
+    let mut kept_rows = Vec::new();
+    for sd in StateDir::all()? {
+        let Ok(Some(state)) = sd.load() else { continue };
+        if table.iter().any(|m| m.mountpoint == state.mountpoint) {
+            continue;
+        }
+        let kept = kept::inspect(&sd);
+        kept_rows.push((state, kept));
+    }
+    kept_rows.sort_by(|a, b| a.0.mountpoint.cmp(&b.0.mountpoint));
     if json {
         let items: Vec<serde_json::Value> = rows
             .iter()
@@ -449,10 +561,26 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                     "mountpoint": m,
                     "repo": s.as_ref().map(|s| &s.repo),
                     "node": s.as_ref().map(|s| &s.node),
+                    "mounted": true,
                     "running": !matches!(health, Health::Gone),
                     "answering": matches!(health, Health::Answers),
                 })
             })
+            .chain(kept_rows.iter().map(|(s, kept)| {
+                let (node, changes, error) = match kept {
+                    Ok(Some(k)) => (k.parent.to_hex(), Some(k.changes.len()), None),
+                    Ok(None) => (s.node.clone(), Some(0), None),
+                    Err(e) => (s.node.clone(), None, Some(e.to_string())),
+                };
+                serde_json::json!({
+                    "mountpoint": s.mountpoint,
+                    "repo": s.repo,
+                    "node": node,
+                    "mounted": false,
+                    "changes": changes,
+                    "error": error,
+                })
+            }))
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
@@ -470,6 +598,28 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                 ),
             };
             println!("{}  {repo}  {node}{note}", m.display());
+        }
+        for (s, kept) in &kept_rows {
+            let (node, note) = match kept {
+                Ok(Some(k)) => (
+                    k.parent.to_hex()[..12].to_owned(),
+                    match k.changes.len() {
+                        0 => "no uncommitted changes".to_owned(),
+                        1 => "1 uncommitted change".to_owned(),
+                        n => format!("{n} uncommitted changes"),
+                    },
+                ),
+                Ok(None) => (s.node.chars().take(12).collect(), "nothing kept".into()),
+                Err(e) => (
+                    s.node.chars().take(12).collect(),
+                    format!("cannot be read: {e}; see revfs doctor"),
+                ),
+            };
+            println!(
+                "{}  {}  {node}  (not mounted; {note})",
+                s.mountpoint.display(),
+                s.repo.display()
+            );
         }
     }
     Ok(0)
