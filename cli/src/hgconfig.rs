@@ -25,9 +25,9 @@
 //! username supplied` (with its hint), `username 'x\ny' contains a newline`, and for a
 //! commit, after stripping, `empty username`.
 
-use crate::hgdate::py_bytes_repr;
 use crate::paths::{join, normpath};
 use regex::bytes::Regex;
+use revfs_hg::date::py_bytes_repr;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{BufRead, Write};
@@ -634,7 +634,7 @@ impl Layer {
                 self.unset.push((section.clone(), name));
                 continue;
             }
-            let message = lossy(crate::hgdate::rstrip_ascii(l));
+            let message = lossy(revfs_hg::date::rstrip_ascii(l));
             let message = if l.starts_with(b" ") {
                 format!("unexpected leading whitespace: {message}")
             } else {
@@ -960,7 +960,7 @@ impl Config {
             Some(u) if !u.is_empty() => u.as_bytes().to_vec(),
             _ => self.username(env, console)?,
         };
-        let user = crate::hgdate::strip_ascii(&raw);
+        let user = revfs_hg::date::strip_ascii(&raw);
         if user.is_empty() {
             return Err(IdentityError::Empty);
         }
@@ -1132,7 +1132,7 @@ pub struct DebugIdentityArgs {
 pub fn debug_identity(cli: &crate::Cli, args: &DebugIdentityArgs) -> anyhow::Result<u8> {
     let ws = crate::commands::open_workspace(cli)?;
     let cfg = Config::load(Some(ws.repo.root()))?;
-    let (time, tz) = crate::hgdate::commit_date(args.date.as_deref())?;
+    let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
     let user = cfg.commit_user(args.user.as_deref(), &Env::from_process(), &mut StdConsole)?;
     println!("{user}\n{time} {tz}");
     Ok(0)

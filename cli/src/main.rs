@@ -6,9 +6,7 @@
 mod color;
 mod commands;
 mod debuggen;
-mod diff;
 mod hgconfig;
-mod hgdate;
 mod mounts;
 mod paths;
 mod prefetch;

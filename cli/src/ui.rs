@@ -30,7 +30,7 @@ fn hg_text(err: &anyhow::Error) -> Option<String> {
     if let Some(e) = err.downcast_ref::<crate::hgconfig::ConfigError>() {
         return Some(e.hg_message());
     }
-    if let Some(e) = err.downcast_ref::<crate::hgdate::DateError>() {
+    if let Some(e) = err.downcast_ref::<revfs_hg::date::DateError>() {
         return Some(e.hg_message());
     }
     if let Some(e) = err.downcast_ref::<crate::commands::NotAnswering>() {

@@ -163,7 +163,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     }
     // hg's order: configuration errors, then the date, then the user.
     let cfg = crate::hgconfig::Config::load(Some(ws.repo.root()))?;
-    let (time, tz) = crate::hgdate::commit_date(args.date.as_deref())?;
+    let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
     let user = match cfg.commit_user(
         args.user.as_deref(),
         &crate::hgconfig::Env::from_process(),

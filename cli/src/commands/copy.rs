@@ -20,11 +20,11 @@
 
 use crate::commands::{open_workspace, Workspace};
 use crate::hgconfig::{parse_bool, strerror, Config, ConfigError};
-use crate::hgdate::py_bytes_repr;
 use crate::paths::{join, normpath};
 use crate::paths::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
+use revfs_hg::date::py_bytes_repr;
 use revfs_vfs::control::Request;
 use revfs_vfs::journal::Track;
 use revfs_vfs::store::manifest::Manifest;

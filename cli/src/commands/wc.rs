@@ -673,7 +673,7 @@ fn local_offset_west(t: i64) -> i64 {
 
 /// `hg diff`: the working copy's changes against its parent, as hg prints them.
 pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
-    use crate::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
+    use revfs_hg::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
     let ws = super::open_workspace(cli)?;
     let colors = crate::color::for_command(cli.color.as_deref(), ws.repo.root())?;
     let mut labeler = DiffLabeler::new();

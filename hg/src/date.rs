@@ -213,7 +213,7 @@ fn capitalized(s: &str) -> String {
 }
 
 /// Python's `bytes.strip()`: ASCII whitespace at both ends.
-pub(crate) fn strip_ascii(s: &[u8]) -> &[u8] {
+pub fn strip_ascii(s: &[u8]) -> &[u8] {
     rstrip_ascii(lstrip_ascii(s))
 }
 
@@ -222,7 +222,7 @@ fn lstrip_ascii(s: &[u8]) -> &[u8] {
     &s[start..]
 }
 
-pub(crate) fn rstrip_ascii(s: &[u8]) -> &[u8] {
+pub fn rstrip_ascii(s: &[u8]) -> &[u8] {
     let end = s
         .iter()
         .rposition(|b| !is_py_space(*b))

@@ -1,0 +1,11 @@
+//! revfs-hg: Mercurial's semantics that are neither the store's (revfs-store) nor the working
+//! copy's (revfs-vfs), ported from Mercurial 6.3.2 so that revfs prints and reads exactly what
+//! hg does. One module per thing it owns:
+//!
+//! * [`diff`]: bdiff's line matching, unified and git diffs, byte for byte as `hg diff`;
+//! * [`date`]: dates as `hg commit -d` reads them and as hg makes them.
+//!
+//! No dependency on the other revfs crates: `cli -> hg`, and later `vfs -> hg`.
+
+pub mod date;
+pub mod diff;
