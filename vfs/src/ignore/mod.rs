@@ -1,0 +1,966 @@
+//! The `.hgignore` matcher: decides whether an untracked working-copy path is ignored (`I`)
+//! or unknown (`?`), exactly as Mercurial 6.3.2 (pure-Python matcher) does for the root
+//! `.hgignore` of a repository.
+//!
+//! This module owns, end to end:
+//! - reading pattern files (`readpatternfile`): `#` comments and `\#` escapes, trailing
+//!   whitespace, `syntax:` lines, per-line `re:`/`regexp:`/`relre:`/`glob:`/`relglob:`/
+//!   `rootglob:`/`include:`/`subinclude:` prefixes (any other prefix, like `path:`, is *not*
+//!   recognised in ignore files and becomes part of the pattern, as in hg);
+//! - turning each pattern into the Python regular expression hg would build (`_globre`,
+//!   `_regex`, glob suffix `(?:/|$)`), joining them with `|` in groups of at most 20000 bytes
+//!   as hg does, and matching them with `re.match` semantics (anchored at the start only);
+//! - translating Python `re` syntax (bytes patterns) into the `regex` crate's syntax, with the
+//!   same validity rules; Python features the `regex` crate lacks (look-around,
+//!   back-references, conditionals, atomic groups, possessive quantifiers) are reported as
+//!   [`IgnoreError::UnsupportedPattern`] rather than silently mis-matched;
+//! - `include:` (paths relative to the matcher root) and `subinclude:` (a separate matcher
+//!   applied to paths below the included file's directory, with the pattern file's own
+//!   root), and the status rule that a path is ignored when it or any parent directory
+//!   (including the empty root path) matches (`dirstate._dirignore`).
+//!
+//! Python's possessive `.*+` (what hg makes of a regexp line starting with `+`) and its `\B`
+//! (which never matches an empty string) are emulated. Known differences from hg, all in
+//! corners where hg misbehaves or reads outside the working copy:
+//! - hg compiles a subincluded file lazily, when a path below it is first tested; here all
+//!   are compiled by [`Ignore::load`], so an invalid one fails the load;
+//! - `include:` of an absolute path or of one leaving the repository is skipped (hg reads it);
+//! - `subinclude:` inside a file pulled in by `include:` crashes hg (AssertionError) as soon
+//!   as a path below it exists; here it is resolved against that file's directory;
+//! - include/subinclude loops crash hg (RecursionError); here they are
+//!   [`IgnoreError::Recursion`], as are more than 1000 pattern files;
+//! - Python's `$` also matches before a final newline: names with newlines may differ;
+//! - the `L` (locale) regexp flag is taken as plain ASCII.
+//!
+//! The translation of Python regular expressions is its own module (`pyre.rs`); the tests
+//! are in `tests.rs`.
+
+mod pyre;
+
+use pyre::*;
+use regex::bytes::Regex;
+
+/// Reads a file of the working copy by repository path (b".hgignore", b"sub/.hgignore" for
+/// subinclude, etc.); None when absent.
+pub trait FileSource {
+    fn read(&self, path: &[u8]) -> Option<Vec<u8>>;
+}
+
+/// hg's `MAX_RE_SIZE`: joined regexps are split in groups of about this many bytes.
+const MAX_RE_SIZE: usize = 20000;
+/// The suffix hg appends to glob regexps of include matchers (ignore files are includes).
+const GLOB_SUFFIX: &[u8] = b"(?:/|$)";
+/// How deep include/subinclude files may nest (hg itself recurses until Python gives up).
+const MAX_FILE_NESTING: usize = 32;
+/// How many pattern files one `.hgignore` may pull in, all in all (includes can fan out).
+const MAX_FILES: usize = 1000;
+/// How deep groups may nest in one regular expression.
+const MAX_GROUP_NESTING: usize = 100;
+/// Python's `MAXREPEAT` (repeat counts must stay below it).
+const PY_MAXREPEAT: u64 = 4_294_967_295;
+
+/// Why an ignore file cannot be compiled. `file` is the repository path of the pattern file
+/// and `line` its 1-based line; messages are shaped like hg's aborts.
+#[derive(Debug, thiserror::Error)]
+pub enum IgnoreError {
+    /// Python's `re` rejects the pattern: hg aborts with this very message.
+    #[error("{file}: invalid pattern ({kind}): {pattern}")]
+    InvalidPattern {
+        file: String,
+        line: usize,
+        kind: &'static str,
+        pattern: String,
+        /// Python's complaint, as far as we can reproduce it.
+        reason: String,
+    },
+    /// A valid Python pattern using a feature the `regex` crate cannot express.
+    #[error("{file}:{line}: unsupported pattern ({kind}): {pattern}: {reason}")]
+    UnsupportedPattern {
+        file: String,
+        line: usize,
+        kind: &'static str,
+        pattern: String,
+        reason: String,
+    },
+    /// Every pattern is valid alone but their `|`-joined form is not (hg: "invalid pattern").
+    #[error("{file}: invalid pattern")]
+    InvalidPatternSet { file: String, line: usize },
+    #[error("{file}:{line}: matcher pattern is too long ({size} bytes)")]
+    PatternTooLong {
+        file: String,
+        line: usize,
+        size: usize,
+    },
+    /// A pattern or subinclude that points outside its root (hg: "... not under root ...").
+    #[error("{file}:{line}: {path} not under root '{root}'")]
+    NotUnderRoot {
+        file: String,
+        line: usize,
+        path: String,
+        root: String,
+    },
+    #[error("{file}:{line}: path contains illegal component: {path}")]
+    IllegalComponent {
+        file: String,
+        line: usize,
+        path: String,
+    },
+    /// Include or subinclude files that include themselves (hg recurses until it crashes),
+    /// or too many of them.
+    #[error("{file}:{line}: {kind} loop, or too many pattern files, at {path}")]
+    Recursion {
+        file: String,
+        line: usize,
+        kind: &'static str,
+        path: String,
+    },
+}
+
+/// A compiled `.hgignore`, with everything it includes.
+#[derive(Debug, Clone)]
+pub struct Ignore {
+    root: Option<Matcher>,
+    /// Whether the empty path (the repository root) matches: then everything is ignored.
+    all: bool,
+    warnings: Vec<String>,
+    inputs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Ignore {
+    /// Compiles the root `.hgignore` (and what it includes). An absent file ignores nothing.
+    pub fn load(src: &dyn FileSource) -> Result<Ignore, IgnoreError> {
+        let mut loader = Loader {
+            src,
+            warnings: Vec::new(),
+            inputs: Vec::new(),
+        };
+        let first = loader.read(b".hgignore");
+        let Some(content) = first else {
+            return Ok(Ignore {
+                root: None,
+                all: false,
+                warnings: Vec::new(),
+                inputs: loader.inputs,
+            });
+        };
+        let mut sub_stack = vec![b".hgignore".to_vec()];
+        let matcher = loader.build_matcher(b"", b".hgignore", Some(content), &mut sub_stack)?;
+        let all = matcher.matches(b"");
+        Ok(Ignore {
+            root: Some(matcher),
+            all,
+            warnings: loader.warnings,
+            inputs: loader.inputs,
+        })
+    }
+
+    /// An Ignore that ignores nothing.
+    pub fn empty() -> Ignore {
+        Ignore {
+            root: None,
+            all: false,
+            warnings: Vec::new(),
+            inputs: Vec::new(),
+        }
+    }
+
+    /// True when `path` (repository-relative, '/'-separated bytes) is ignored: the path
+    /// itself or any of its parent directories matches (as hg's status does: a file inside
+    /// an ignored directory is ignored).
+    pub fn is_ignored(&self, path: &[u8]) -> bool {
+        let Some(m) = &self.root else {
+            return false;
+        };
+        if self.all || m.matches(path) {
+            return true;
+        }
+        let mut end = path.len();
+        while let Some(pos) = path[..end].iter().rposition(|&b| b == b'/') {
+            if m.matches(&path[..pos]) {
+                return true;
+            }
+            end = pos;
+        }
+        false
+    }
+
+    /// What hg would have printed as warnings while reading the files (unknown `syntax:`
+    /// names, unreadable include files).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Every pattern file consulted, by repository path, with the content it had (None when
+    /// absent): the matcher is stale as soon as any of them differs.
+    pub fn inputs(&self) -> &[(Vec<u8>, Option<Vec<u8>>)] {
+        &self.inputs
+    }
+}
+
+/// One include matcher: hg's `includematcher` over the patterns of one file (and its
+/// `include:`s), plus the matchers of its `subinclude:`s keyed by path prefix.
+#[derive(Debug, Clone)]
+struct Matcher {
+    regexes: Vec<Regex>,
+    subs: Vec<(Vec<u8>, Matcher)>,
+    /// The answer for the empty path, worked out at build time (see `translate_python_regex`).
+    matches_empty: bool,
+}
+
+impl Matcher {
+    fn matches(&self, f: &[u8]) -> bool {
+        if f.is_empty() {
+            return self.matches_empty;
+        }
+        for (prefix, sub) in &self.subs {
+            if f.starts_with(prefix) && sub.matches(&f[prefix.len()..]) {
+                return true;
+            }
+        }
+        self.regexes.iter().any(|r| r.is_match(f))
+    }
+}
+
+/// Pattern kinds that can come out of an ignore file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    RelRe,
+    RelGlob,
+    RootGlob,
+    /// A cwd-relative glob: only reachable through hg's `include`/`subinclude` prefix quirk
+    /// (a line `includes` in regexp mode becomes `glob:includes`).
+    Glob,
+    Include,
+    SubInclude,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::RelRe => "relre",
+            Kind::RelGlob => "relglob",
+            Kind::RootGlob => "rootglob",
+            Kind::Glob => "glob",
+            Kind::Include => "include",
+            Kind::SubInclude => "subinclude",
+        }
+    }
+}
+
+/// A normalised pattern with where it came from.
+struct KindPat {
+    kind: Kind,
+    pat: Vec<u8>,
+    /// Repository path of the file holding the line.
+    file: Vec<u8>,
+    line: usize,
+}
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+struct Loader<'a> {
+    src: &'a dyn FileSource,
+    warnings: Vec<String>,
+    inputs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Loader<'_> {
+    fn read(&mut self, path: &[u8]) -> Option<Vec<u8>> {
+        let content = self.src.read(path);
+        self.inputs.push((path.to_vec(), content.clone()));
+        content
+    }
+
+    /// hg's `match(root, '', [], ['include:<file>'])`: `root` is the repository path of the
+    /// matcher's root directory, `file` the pattern file (already read when `content` is
+    /// given).
+    fn build_matcher(
+        &mut self,
+        root: &[u8],
+        file: &[u8],
+        content: Option<Vec<u8>>,
+        sub_stack: &mut Vec<Vec<u8>>,
+    ) -> Result<Matcher, IgnoreError> {
+        let mut kindpats = Vec::new();
+        let mut include_stack = Vec::new();
+        self.expand_file(root, file, content, &mut kindpats, &mut include_stack)?;
+
+        // hg's _expandsubinclude: compute every prefix first (errors are eager there).
+        let mut subincludes: Vec<SubInclude> = Vec::new();
+        let mut plain: Vec<&KindPat> = Vec::new();
+        for kp in &kindpats {
+            if kp.kind == Kind::SubInclude {
+                subincludes.push(resolve_subinclude(root, kp)?);
+            } else {
+                plain.push(kp);
+            }
+        }
+
+        let (regexes, mut matches_empty) = compile_kindpats(&plain)?;
+
+        let mut subs: Vec<(Vec<u8>, Matcher)> = Vec::new();
+        for SubInclude {
+            prefix,
+            root: newroot,
+            file: subfile,
+            kp,
+        } in subincludes
+        {
+            // hg caches sub-matchers by prefix: a second subinclude with the same prefix
+            // finds the first one's matcher and is never read.
+            if subs.iter().any(|(p, _)| *p == prefix) {
+                continue;
+            }
+            let matcher = match subfile {
+                None => {
+                    self.warnings.push(format!(
+                        "skipping unreadable pattern file '{}': No such file or directory",
+                        show(&kp.pat)
+                    ));
+                    Matcher {
+                        regexes: Vec::new(),
+                        subs: Vec::new(),
+                        matches_empty: false,
+                    }
+                }
+                Some(subfile) => {
+                    if sub_stack.contains(&subfile)
+                        || sub_stack.len() >= MAX_FILE_NESTING
+                        || self.inputs.len() >= MAX_FILES
+                    {
+                        return Err(IgnoreError::Recursion {
+                            file: show(&kp.file),
+                            line: kp.line,
+                            kind: "subinclude",
+                            path: show(&subfile),
+                        });
+                    }
+                    sub_stack.push(subfile.clone());
+                    let m = self.build_matcher(&newroot, &subfile, None, sub_stack)?;
+                    sub_stack.pop();
+                    m
+                }
+            };
+            subs.push((prefix, matcher));
+        }
+        matches_empty |= subs.iter().any(|(p, m)| p.is_empty() && m.matches_empty);
+        Ok(Matcher {
+            regexes,
+            subs,
+            matches_empty,
+        })
+    }
+
+    /// Reads one pattern file and appends its normalised patterns, expanding `include:`s
+    /// in place (hg's `_donormalize`). A missing file only warns.
+    fn expand_file(
+        &mut self,
+        root: &[u8],
+        file: &[u8],
+        content: Option<Vec<u8>>,
+        out: &mut Vec<KindPat>,
+        stack: &mut Vec<Vec<u8>>,
+    ) -> Result<(), IgnoreError> {
+        let content = match content {
+            Some(c) => c,
+            None => match self.read(file) {
+                Some(c) => c,
+                None => {
+                    self.warnings.push(format!(
+                        "skipping unreadable pattern file '{}': No such file or directory",
+                        show(file)
+                    ));
+                    return Ok(());
+                }
+            },
+        };
+        stack.push(file.to_vec());
+        for (pattern, line) in read_pattern_file(&content, file, &mut self.warnings) {
+            let (kind, pat) = patsplit(&pattern);
+            let err_ctx = |pat: &[u8]| (show(file), line, show(pat));
+            let pat = match kind {
+                Kind::Include => {
+                    match resolve_include(root, &pat) {
+                        Some(target) => {
+                            if stack.contains(&target)
+                                || stack.len() >= MAX_FILE_NESTING
+                                || self.inputs.len() >= MAX_FILES
+                            {
+                                let (file, line, _) = err_ctx(&pat);
+                                return Err(IgnoreError::Recursion {
+                                    file,
+                                    line,
+                                    kind: "include",
+                                    path: show(&target),
+                                });
+                            }
+                            self.expand_file(root, &target, None, out, stack)?;
+                        }
+                        None => self.warnings.push(format!(
+                            "skipping unreadable pattern file '{}': No such file or directory",
+                            show(&pat)
+                        )),
+                    }
+                    continue;
+                }
+                Kind::RelGlob | Kind::RootGlob => posix_normpath(&pat),
+                Kind::Glob => {
+                    // pathutil.canonpath(root, root, pat): normalised, must stay inside.
+                    let Some(p) = normalize_rel(&pat) else {
+                        let (file, line, path) = err_ctx(&pat);
+                        return Err(IgnoreError::NotUnderRoot {
+                            file,
+                            line,
+                            path,
+                            root: show(root),
+                        });
+                    };
+                    if p.split(|&b| b == b'/').any(|c| {
+                        let c = c.to_ascii_lowercase();
+                        c == b".hg" || c == b".hg."
+                    }) {
+                        let (file, line, path) = err_ctx(&p);
+                        return Err(IgnoreError::IllegalComponent { file, line, path });
+                    }
+                    p
+                }
+                Kind::RelRe | Kind::SubInclude => pat,
+            };
+            out.push(KindPat {
+                kind,
+                pat,
+                file: file.to_vec(),
+                line,
+            });
+        }
+        stack.pop();
+        Ok(())
+    }
+}
+
+/// Where an `include:` in a matcher rooted at `root` reads from: hg joins the pattern to the
+/// matcher's root (not to the including file's directory). None when it cannot be a file of
+/// the working copy (absolute, outside the repository, or a directory).
+fn resolve_include(root: &[u8], pat: &[u8]) -> Option<Vec<u8>> {
+    if pat.starts_with(b"/") || pat.is_empty() || pat.ends_with(b"/") {
+        return None;
+    }
+    let p = normalize_rel(&join(root, pat))?;
+    (!p.is_empty()).then_some(p)
+}
+
+/// A `subinclude:` resolved against the matcher holding it.
+struct SubInclude<'a> {
+    /// What paths of this matcher must start with to be handed (without it) to the
+    /// sub-matcher: empty, or a directory ending in '/'.
+    prefix: Vec<u8>,
+    /// Repository path of the sub-matcher's root.
+    root: Vec<u8>,
+    /// Repository path of the file to read (None when it cannot exist).
+    file: Option<Vec<u8>>,
+    kp: &'a KindPat,
+}
+
+/// hg's `_expandsubinclude` for one pattern of a matcher rooted at `root`: the sub-matcher's
+/// root is the directory of the named file and must lie inside `root`.
+fn resolve_subinclude<'a>(root: &[u8], kp: &'a KindPat) -> Result<SubInclude<'a>, IgnoreError> {
+    let not_under = || IgnoreError::NotUnderRoot {
+        file: show(&kp.file),
+        line: kp.line,
+        path: show(&kp.pat),
+        root: show(root),
+    };
+    if kp.pat.starts_with(b"/") {
+        return Err(not_under());
+    }
+    // The including file's directory (hg: dirname of the pattern's source).
+    let source_dir = posix_dirname(&kp.file);
+    let joined = join(&source_dir, &kp.pat);
+    let newroot = normalize_rel(&posix_dirname(&joined)).ok_or_else(not_under)?;
+    let rel = if root.is_empty() {
+        Some(newroot.as_slice())
+    } else if newroot == root {
+        Some(&b""[..])
+    } else {
+        newroot
+            .strip_prefix(root)
+            .and_then(|r| r.strip_prefix(b"/"))
+    };
+    let Some(rel) = rel else {
+        return Err(not_under());
+    };
+    let prefix = if rel.is_empty() {
+        Vec::new()
+    } else {
+        [rel, b"/"].concat()
+    };
+    let file = if kp.pat.is_empty() || kp.pat.ends_with(b"/") {
+        None
+    } else {
+        normalize_rel(&joined).filter(|f| !f.is_empty())
+    };
+    Ok(SubInclude {
+        prefix,
+        root: newroot,
+        file,
+        kp,
+    })
+}
+
+/// `posixpath.join` for two relative paths (the second may be absolute).
+fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
+    if b.starts_with(b"/") || a.is_empty() {
+        b.to_vec()
+    } else if a.ends_with(b"/") {
+        [a, b].concat()
+    } else {
+        [a, b"/", b].concat()
+    }
+}
+
+/// `posixpath.dirname`.
+fn posix_dirname(p: &[u8]) -> Vec<u8> {
+    let i = p.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+    let head = &p[..i];
+    if !head.is_empty() && head.iter().any(|&b| b != b'/') {
+        let end = head.iter().rposition(|&b| b != b'/').map_or(0, |e| e + 1);
+        head[..end].to_vec()
+    } else {
+        head.to_vec()
+    }
+}
+
+/// `posixpath.normpath` (hg's `util.normpath` on POSIX).
+fn posix_normpath(p: &[u8]) -> Vec<u8> {
+    if p.is_empty() {
+        return b".".to_vec();
+    }
+    let initial = if p.starts_with(b"//") && !p.starts_with(b"///") {
+        2
+    } else if p.starts_with(b"/") {
+        1
+    } else {
+        0
+    };
+    let mut comps: Vec<&[u8]> = Vec::new();
+    for comp in p.split(|&b| b == b'/') {
+        if comp.is_empty() || comp == b"." {
+            continue;
+        }
+        if comp != b".." || (initial == 0 && comps.is_empty()) || comps.last() == Some(&&b".."[..])
+        {
+            comps.push(comp);
+        } else if !comps.is_empty() {
+            comps.pop();
+        }
+    }
+    let mut out = vec![b'/'; initial];
+    out.extend(comps.join(&b'/'));
+    if out.is_empty() {
+        b".".to_vec()
+    } else {
+        out
+    }
+}
+
+/// Normalises a path relative to some root; None when it is absolute or climbs out of it.
+/// The root itself is the empty path.
+fn normalize_rel(p: &[u8]) -> Option<Vec<u8>> {
+    if p.starts_with(b"/") {
+        return None;
+    }
+    let mut comps: Vec<&[u8]> = Vec::new();
+    for comp in p.split(|&b| b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => {
+                comps.pop()?;
+            }
+            c => comps.push(c),
+        }
+    }
+    Some(comps.join(&b'/'))
+}
+
+fn is_py_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+fn py_rstrip(mut s: &[u8]) -> &[u8] {
+    while let [rest @ .., last] = s {
+        if !is_py_space(*last) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+fn py_strip(mut s: &[u8]) -> &[u8] {
+    s = py_rstrip(s);
+    while let [first, rest @ ..] = s {
+        if !is_py_space(*first) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+/// The `syntax:` names of ignore files and the prefix each gives to its lines, in hg's
+/// (dict) order, which matters for prefix detection.
+const SYNTAXES: &[(&[u8], &[u8])] = &[
+    (b"re", b"relre:"),
+    (b"regexp", b"relre:"),
+    (b"glob", b"relglob:"),
+    (b"rootglob", b"rootglob:"),
+    (b"include", b"include"),
+    (b"subinclude", b"subinclude"),
+];
+
+/// hg's `readpatternfile`: the file's patterns, each with its kind prefix, and line numbers.
+fn read_pattern_file(
+    content: &[u8],
+    file: &[u8],
+    warnings: &mut Vec<String>,
+) -> Vec<(Vec<u8>, usize)> {
+    let mut syntax: &[u8] = b"relre:";
+    let mut patterns = Vec::new();
+    for (idx, raw) in content.split(|&b| b == b'\n').enumerate() {
+        let lineno = idx + 1;
+        let mut line = raw.to_vec();
+        if line.contains(&b'#') {
+            // Cut at the first '#' preceded by an even number of backslashes, then unescape
+            // the `\#` that survived.
+            let mut cut = None;
+            let mut backslashes = 0usize;
+            for (i, &b) in line.iter().enumerate() {
+                if b == b'#' && backslashes & 1 == 0 {
+                    cut = Some(i);
+                    break;
+                }
+                backslashes = if b == b'\\' { backslashes + 1 } else { 0 };
+            }
+            if let Some(i) = cut {
+                line.truncate(i);
+            }
+            let mut unescaped = Vec::with_capacity(line.len());
+            let mut i = 0;
+            while i < line.len() {
+                if line[i] == b'\\' && line.get(i + 1) == Some(&b'#') {
+                    unescaped.push(b'#');
+                    i += 2;
+                } else {
+                    unescaped.push(line[i]);
+                    i += 1;
+                }
+            }
+            line = unescaped;
+        }
+        let line = py_rstrip(&line);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix(b"syntax:") {
+            let s = py_strip(rest);
+            match SYNTAXES.iter().find(|(name, _)| *name == s) {
+                Some((_, prefix)) => syntax = prefix,
+                None => warnings.push(format!(
+                    "{}: ignoring invalid syntax '{}'",
+                    show(file),
+                    show(s)
+                )),
+            }
+            continue;
+        }
+        let mut linesyntax = syntax;
+        let mut body = line;
+        for (name, prefix) in SYNTAXES {
+            if let Some(rest) = line.strip_prefix(*prefix) {
+                linesyntax = prefix;
+                body = rest;
+                break;
+            }
+            let with_colon = [*name, b":"].concat();
+            if let Some(rest) = line.strip_prefix(with_colon.as_slice()) {
+                linesyntax = prefix;
+                body = rest;
+                break;
+            }
+        }
+        patterns.push(([linesyntax, body].concat(), lineno));
+    }
+    patterns
+}
+
+/// hg's `_patsplit` with default kind `glob`, restricted to the kinds an ignore file can
+/// produce (every pattern starts with one of the `SYNTAXES` prefixes).
+fn patsplit(pattern: &[u8]) -> (Kind, Vec<u8>) {
+    if let Some(colon) = pattern.iter().position(|&b| b == b':') {
+        let kind = match &pattern[..colon] {
+            b"relre" => Some(Kind::RelRe),
+            b"relglob" => Some(Kind::RelGlob),
+            b"rootglob" => Some(Kind::RootGlob),
+            b"include" => Some(Kind::Include),
+            b"subinclude" => Some(Kind::SubInclude),
+            b"glob" => Some(Kind::Glob),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            return (kind, pattern[colon + 1..].to_vec());
+        }
+    }
+    (Kind::Glob, pattern.to_vec())
+}
+
+/// Python's `_respecial` as escaped by hg's `reescape`/`_globre`.
+fn push_reescaped(out: &mut Vec<u8>, c: u8) {
+    if b"()[]{}?*+-|^$\\.&~# \t\n\r\x0b\x0c".contains(&c) {
+        out.push(b'\\');
+    }
+    out.push(c);
+}
+
+/// hg's `_globre`: an extended glob to a Python regular expression.
+fn glob_to_python_re(pat: &[u8]) -> Vec<u8> {
+    let n = pat.len();
+    let mut i = 0;
+    let mut res = Vec::with_capacity(n * 2);
+    let mut group = 0usize;
+    while i < n {
+        let c = pat[i];
+        i += 1;
+        match c {
+            b'*' => {
+                if pat.get(i) == Some(&b'*') {
+                    i += 1;
+                    if pat.get(i) == Some(&b'/') {
+                        i += 1;
+                        res.extend_from_slice(b"(?:.*/)?");
+                    } else {
+                        res.extend_from_slice(b".*");
+                    }
+                } else {
+                    res.extend_from_slice(b"[^/]*");
+                }
+            }
+            b'?' => res.push(b'.'),
+            b'[' => {
+                let mut j = i;
+                if j < n && (pat[j] == b'!' || pat[j] == b']') {
+                    j += 1;
+                }
+                while j < n && pat[j] != b']' {
+                    j += 1;
+                }
+                if j >= n {
+                    res.extend_from_slice(b"\\[");
+                } else {
+                    let mut stuff = Vec::new();
+                    for &b in &pat[i..j] {
+                        if b == b'\\' {
+                            stuff.extend_from_slice(b"\\\\");
+                        } else {
+                            stuff.push(b);
+                        }
+                    }
+                    i = j + 1;
+                    if stuff.first() == Some(&b'!') {
+                        stuff[0] = b'^';
+                    } else if stuff.first() == Some(&b'^') {
+                        stuff.insert(0, b'\\');
+                    }
+                    res.push(b'[');
+                    res.extend_from_slice(&stuff);
+                    res.push(b']');
+                }
+            }
+            b'{' => {
+                group += 1;
+                res.extend_from_slice(b"(?:");
+            }
+            b'}' if group > 0 => {
+                res.push(b')');
+                group -= 1;
+            }
+            b',' if group > 0 => res.push(b'|'),
+            b'\\' => match pat.get(i) {
+                Some(&p) => {
+                    i += 1;
+                    push_reescaped(&mut res, p);
+                }
+                None => push_reescaped(&mut res, c),
+            },
+            _ => push_reescaped(&mut res, c),
+        }
+    }
+    res
+}
+
+/// hg's `_regex` for the kinds of ignore files, with the include glob suffix.
+fn python_regex_of(kp: &KindPat) -> Vec<u8> {
+    match kp.kind {
+        Kind::RelRe => {
+            let (flags, pat) = split_relre_flags(&kp.pat);
+            let mut re = Vec::new();
+            if let Some(flags) = flags {
+                re.extend_from_slice(b"(?");
+                re.extend_from_slice(flags);
+                re.push(b':');
+            }
+            if !pat.starts_with(b"^") {
+                re.extend_from_slice(b".*");
+            }
+            re.extend_from_slice(pat);
+            if flags.is_some() {
+                re.push(b')');
+            }
+            re
+        }
+        Kind::RelGlob => {
+            let g = glob_to_python_re(&kp.pat);
+            match g.strip_prefix(b"[^/]*") {
+                Some(rest) => [b".*", rest, GLOB_SUFFIX].concat(),
+                None => [b"(?:|.*/)", g.as_slice(), GLOB_SUFFIX].concat(),
+            }
+        }
+        Kind::RootGlob => [glob_to_python_re(&kp.pat).as_slice(), GLOB_SUFFIX].concat(),
+        Kind::Glob if kp.pat.is_empty() => Vec::new(),
+        Kind::Glob => [glob_to_python_re(&kp.pat).as_slice(), GLOB_SUFFIX].concat(),
+        // Never compiled: expanded before.
+        Kind::Include | Kind::SubInclude => Vec::new(),
+    }
+}
+
+/// hg's `FLAG_RE`: a relre starting with `(?flags)` gets them as a scoped group instead.
+fn split_relre_flags(pat: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    if let Some(rest) = pat.strip_prefix(b"(?") {
+        let k = rest.iter().take_while(|c| b"aiLmsux".contains(c)).count();
+        if k > 0 && rest.get(k) == Some(&b')') {
+            let tail = &rest[k + 1..];
+            // `(.*)` stops at a newline.
+            let end = tail.iter().position(|&b| b == b'\n').unwrap_or(tail.len());
+            return (Some(&rest[..k]), &tail[..end]);
+        }
+    }
+    (None, pat)
+}
+
+/// hg's `_buildregexmatch`: join, group by size, compile; on failure find the culprit.
+/// Returns the regexes and whether the empty path matches one of them.
+fn compile_kindpats(kindpats: &[&KindPat]) -> Result<(Vec<Regex>, bool), IgnoreError> {
+    if kindpats.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    let pieces: Vec<Vec<u8>> = kindpats.iter().map(|kp| python_regex_of(kp)).collect();
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    let mut size = 0;
+    for (idx, piece) in pieces.iter().enumerate() {
+        if piece.len() > MAX_RE_SIZE {
+            let kp = kindpats[idx];
+            return Err(IgnoreError::PatternTooLong {
+                file: show(&kp.file),
+                line: kp.line,
+                size: piece.len(),
+            });
+        } else if size + piece.len() > MAX_RE_SIZE {
+            groups.push((start, idx));
+            start = idx;
+            size = 0;
+        }
+        size += piece.len() + 1;
+    }
+    groups.push((start, pieces.len()));
+
+    let mut regexes = Vec::with_capacity(groups.len());
+    let mut matches_empty = false;
+    let mut failure = None;
+    for (s, e) in groups {
+        match compile_python_regex(&pieces[s..e].join(&b'|')) {
+            Ok((r, empty)) => {
+                regexes.push(r);
+                matches_empty |= empty;
+            }
+            Err(err) => {
+                failure = Some((s, err));
+                break;
+            }
+        }
+    }
+    let Some((group_start, group_err)) = failure else {
+        return Ok((regexes, matches_empty));
+    };
+    let at = |i: usize, reason: String, invalid: bool| {
+        let kp = kindpats[i];
+        let (file, line, kind, pattern) = (show(&kp.file), kp.line, kp.kind.name(), show(&kp.pat));
+        if invalid {
+            IgnoreError::InvalidPattern {
+                file,
+                line,
+                kind,
+                pattern,
+                reason,
+            }
+        } else {
+            IgnoreError::UnsupportedPattern {
+                file,
+                line,
+                kind,
+                pattern,
+                reason,
+            }
+        }
+    };
+    match group_err {
+        // Python rejects the joined pattern: like hg, blame the first pattern Python rejects
+        // on its own.
+        ReError::Invalid(_) => {
+            for (i, piece) in pieces.iter().enumerate() {
+                if let Err(ReError::Invalid(reason)) = compile_python_regex(piece) {
+                    return Err(at(i, reason, true));
+                }
+            }
+            let first = kindpats[0];
+            Err(IgnoreError::InvalidPatternSet {
+                file: show(&first.file),
+                line: first.line,
+            })
+        }
+        // Python accepts it but the regex crate cannot run it.
+        ReError::Unsupported(reason) => {
+            for (i, piece) in pieces.iter().enumerate() {
+                if let Err(ReError::Unsupported(reason)) = compile_python_regex(piece) {
+                    return Err(at(i, reason, false));
+                }
+            }
+            Err(at(group_start, reason, false))
+        }
+    }
+}
+
+/// The matcher of one command-line file pattern, as hg builds it: `glob` (already made
+/// relative to the repository root) or `re`, anchored at the start of a repository path;
+/// a glob also matches everything below a directory it names.
+pub fn command_line_pattern(kind: &str, pat: &[u8]) -> Result<Regex, String> {
+    let py = match kind {
+        "glob" => {
+            let mut re = glob_to_python_re(pat);
+            re.extend_from_slice(b"(?:/|$)");
+            re
+        }
+        "re" => pat.to_vec(),
+        other => return Err(format!("unsupported pattern kind '{other}'")),
+    };
+    compile_python_regex(&py)
+        .map(|(re, _)| re)
+        .map_err(|e| match e {
+            ReError::Invalid(m) => format!("invalid pattern ({kind}): {m}"),
+            ReError::Unsupported(m) => format!("unsupported pattern ({kind}): {m}"),
+        })
+}
+
+#[cfg(test)]
+mod tests;
