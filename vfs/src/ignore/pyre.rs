@@ -140,7 +140,10 @@ impl Mode {
 /// Returns the translation and whether it uses `\B`. Python's `\B` never matches in an
 /// empty string while the `regex` crate's does: `for_empty_input` translates it to something
 /// that never matches, for evaluating the pattern against the empty path.
-pub(super) fn translate_python_regex(src: &[u8], for_empty_input: bool) -> Result<(String, bool), ReError> {
+pub(super) fn translate_python_regex(
+    src: &[u8],
+    for_empty_input: bool,
+) -> Result<(String, bool), ReError> {
     let mut t = PyRe {
         src,
         pos: 0,

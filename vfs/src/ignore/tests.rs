@@ -691,9 +691,7 @@ fn run_case(case: &Case) -> (Vec<String>, String) {
     let taken: Vec<&str> = case.files.iter().map(|(p, _)| *p).collect();
     for path in BASE_PATHS {
         let clashes = taken.iter().any(|t| {
-            t == path
-                || t.starts_with(&format!("{path}/"))
-                || path.starts_with(&format!("{t}/"))
+            t == path || t.starts_with(&format!("{path}/")) || path.starts_with(&format!("{t}/"))
         });
         if !clashes {
             put(path.as_bytes(), b"x\n");

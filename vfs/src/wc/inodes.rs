@@ -1,0 +1,350 @@
+//! The inode table of a working copy (`Inner`): entries by inode, directories loaded
+//! from the manifest when first needed, paths resolved, names linked and unlinked, the time
+//! of the operation under way.
+
+use super::*;
+
+impl Inner {
+    pub(crate) fn entry(&self, ino: u64) -> Result<&Entry> {
+        self.entries.get(&ino).ok_or(WcError::NotFound)
+    }
+
+    pub(crate) fn entry_mut(&mut self, ino: u64) -> Result<&mut Entry> {
+        self.entries.get_mut(&ino).ok_or(WcError::NotFound)
+    }
+
+    pub(crate) fn alloc(&mut self, parent: u64, name: &[u8], kind: Kind, mode: u32) -> u64 {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.entries.insert(
+            ino,
+            Entry {
+                parent,
+                name: name.into(),
+                nlookup: 0,
+                kind,
+                mode,
+                mtime: None,
+                ctime: None,
+                atime: None,
+                owner: None,
+                xattrs: None,
+            },
+        );
+        ino
+    }
+
+    /// Loads the children of directory `ino` from the base manifest if not done yet.
+    pub(crate) fn load(&mut self, ino: u64) -> Result<()> {
+        let source = match &self.entry(ino)?.kind {
+            Kind::Dir {
+                children: Some(_), ..
+            } => return Ok(()),
+            Kind::Dir {
+                children: None,
+                source,
+            } => source.clone(),
+            _ => return Err(WcError::NotDir),
+        };
+        let mut children = Children::new();
+        if let Some(DirSource {
+            manifest,
+            path: source,
+        }) = source
+        {
+            for child in manifest.children(&source)? {
+                let name = match child {
+                    Child::File { name, .. } | Child::Dir { name } => name,
+                };
+                if let Some(why) = unsafe_manifest_name(name) {
+                    tracing::warn!(dir = %String::from_utf8_lossy(&source), name = %String::from_utf8_lossy(name), "manifest entry not served: {why}");
+                    continue;
+                }
+                if children.contains(name) {
+                    tracing::warn!(name = %String::from_utf8_lossy(name), "manifest names both a file and a directory; serving the first");
+                    continue;
+                }
+                let mut path = source.to_vec();
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(name);
+                let (kind, mode) = match child {
+                    Child::File { entry, .. } => (
+                        Kind::from_store(&path, entry.node, entry.flag),
+                        perm_of_flag(entry.flag),
+                    ),
+                    Child::Dir { .. } => (
+                        Kind::Dir {
+                            source: Some(DirSource {
+                                manifest: manifest.clone(),
+                                path: path.into(),
+                            }),
+                            children: None,
+                        },
+                        0o755,
+                    ),
+                };
+                let dir = matches!(kind, Kind::Dir { .. });
+                let child_ino = self.alloc(ino, name, kind, mode);
+                children.insert(Box::from(name), child_ino, dir);
+            }
+        }
+        if let Kind::Dir { children: slot, .. } = &mut self.entry_mut(ino)?.kind {
+            *slot = Some(children);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn children(&mut self, ino: u64) -> Result<&Children> {
+        self.load(ino)?;
+        match &self.entry(ino)?.kind {
+            Kind::Dir {
+                children: Some(c), ..
+            } => Ok(c),
+            _ => Err(WcError::NotDir),
+        }
+    }
+
+    pub(crate) fn child(&mut self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        Ok(self.children(parent)?.get(name))
+    }
+
+    pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut Children> {
+        match &mut self.entry_mut(ino)?.kind {
+            Kind::Dir {
+                children: Some(c), ..
+            } => Ok(c),
+            Kind::Dir { .. } => Err(WcError::Invalid),
+            _ => Err(WcError::NotDir),
+        }
+    }
+
+    /// The repository path of a linked inode (`None` once unlinked).
+    pub(crate) fn path_of(&self, mut ino: u64) -> Option<Vec<u8>> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while ino != ROOT_INO {
+            let e = self.entries.get(&ino)?;
+            if e.parent == 0 {
+                return None;
+            }
+            parts.push(&e.name);
+            ino = e.parent;
+        }
+        parts.reverse();
+        Some(parts.join(&b'/'))
+    }
+
+    /// The inode at `path`, loading directories on the way.
+    pub(crate) fn resolve(&mut self, path: &[u8]) -> Result<Option<u64>> {
+        let mut ino = ROOT_INO;
+        if path.is_empty() {
+            return Ok(Some(ino));
+        }
+        for part in path.split(|&b| b == b'/') {
+            if !matches!(self.entry(ino)?.kind, Kind::Dir { .. }) {
+                return Ok(None);
+            }
+            match self.child(ino, part)? {
+                Some(c) => ino = c,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(ino))
+    }
+
+    /// The directory that holds `path` and the last component.
+    pub(crate) fn resolve_parent<'p>(&mut self, path: &'p [u8]) -> Result<(u64, &'p [u8])> {
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (&b""[..], path),
+        };
+        let parent = self.resolve(dir)?.ok_or(WcError::NotFound)?;
+        if !matches!(self.entry(parent)?.kind, Kind::Dir { .. }) {
+            return Err(WcError::NotDir);
+        }
+        Ok((parent, name))
+    }
+
+    /// True when directory `ino` is `ancestor` or below it.
+    pub(crate) fn is_within(&self, mut ino: u64, ancestor: u64) -> Result<bool> {
+        loop {
+            if ino == ancestor {
+                return Ok(true);
+            }
+            if ino == ROOT_INO || ino == 0 {
+                return Ok(false);
+            }
+            ino = self.entry(ino)?.parent;
+        }
+    }
+
+    pub(crate) fn is_dir(&self, ino: u64) -> bool {
+        matches!(
+            self.entries.get(&ino).map(|e| &e.kind),
+            Some(Kind::Dir { .. })
+        )
+    }
+
+    /// The time of the operation under way (see `op_time`).
+    pub(crate) fn now(&mut self) -> SystemTime {
+        *self.op_time.get_or_insert_with(SystemTime::now)
+    }
+
+    pub(crate) fn touch_dir(&mut self, ino: u64) {
+        let now = Some(self.now());
+        if let Some(e) = self.entries.get_mut(&ino) {
+            e.mtime = now;
+            e.ctime = now;
+        }
+    }
+
+    /// Adds a new child; fails if the name is taken.
+    pub(crate) fn link_new(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        mode: u32,
+    ) -> Result<u64> {
+        check_name(name)?;
+        if self.child(parent, name)?.is_some() {
+            return Err(WcError::Exists);
+        }
+        let dir = matches!(kind, Kind::Dir { .. });
+        let ino = self.alloc(parent, name, kind, mode);
+        let now = Some(self.now());
+        if let Some(e) = self.entries.get_mut(&ino) {
+            e.mtime = now;
+            e.ctime = now;
+        }
+        self.children_mut(parent)?.insert(name.into(), ino, dir);
+        self.touch_dir(parent);
+        Ok(ino)
+    }
+
+    /// Detaches `ino` from its parent; frees it (and its overlay file) when the kernel
+    /// holds no reference. Returns an overlay id to delete, if any.
+    pub(crate) fn detach(&mut self, ino: u64) -> Option<u64> {
+        let (parent, name) = match self.entries.get(&ino) {
+            Some(e) => (e.parent, e.name.clone()),
+            None => return None,
+        };
+        if let Ok(children) = self.children_mut(parent) {
+            children.remove(&name);
+        }
+        self.touch_dir(parent);
+        let now = Some(self.now());
+        let e = self.entries.get_mut(&ino)?;
+        e.parent = 0;
+        e.ctime = now;
+        if e.nlookup == 0 {
+            return self.free(ino);
+        }
+        None
+    }
+
+    /// Detaches `ino` and, for a loaded directory, everything below it; returns the overlay
+    /// ids to delete.
+    pub(crate) fn detach_tree(&mut self, ino: u64) -> Vec<u64> {
+        let mut freed = Vec::new();
+        let mut stack = vec![ino];
+        let mut order = Vec::new();
+        while let Some(i) = stack.pop() {
+            order.push(i);
+            if let Some(Entry {
+                kind: Kind::Dir {
+                    children: Some(c), ..
+                },
+                ..
+            }) = self.entries.get(&i)
+            {
+                stack.extend(c.inodes());
+            }
+        }
+        // Children before their directories.
+        for i in order.into_iter().rev() {
+            freed.extend(self.detach(i));
+        }
+        freed
+    }
+
+    /// Makes `path` hold `entry` (see [`Record::Put`]); returns an overlay id it replaced.
+    pub(crate) fn put(
+        &mut self,
+        path: &[u8],
+        entry: &PutEntry,
+        mode: u32,
+        mtime: Option<SystemTime>,
+    ) -> Result<Option<u64>> {
+        let (parent, name) = self.resolve_parent(path)?;
+        let kind = match entry {
+            PutEntry::Dir => Kind::Dir {
+                source: None,
+                children: Some(Children::new()),
+            },
+            PutEntry::StoreFile { source, node } => Kind::File(FileData::Store {
+                path: source.as_slice().into(),
+                node: *node,
+                size: OnceLock::new(),
+            }),
+            PutEntry::OverlayFile { id } => Kind::File(FileData::Overlay { id: *id }),
+            PutEntry::StoreLink { source, node } => Kind::Symlink(LinkData::Store {
+                path: source.as_slice().into(),
+                node: *node,
+            }),
+            PutEntry::LocalLink { target } => {
+                Kind::Symlink(LinkData::Local(target.as_slice().into()))
+            }
+            PutEntry::Special { kind, rdev } => Kind::Special {
+                kind: *kind,
+                rdev: *rdev,
+            },
+        };
+        let is_dir = matches!(entry, PutEntry::Dir);
+        let mut freed = None;
+        match self.child(parent, name)? {
+            Some(ino) => {
+                let was_dir = self.is_dir(ino);
+                let e = self.entry_mut(ino)?;
+                match (was_dir, is_dir) {
+                    (true, true) => {}
+                    (true, false) => return Err(WcError::IsDir),
+                    (false, true) => return Err(WcError::Exists),
+                    (false, false) => {
+                        let old = std::mem::replace(&mut e.kind, kind);
+                        if let Kind::File(FileData::Overlay { id }) = old {
+                            if !matches!(entry, PutEntry::OverlayFile { id: new } if *new == id) {
+                                freed = Some(id);
+                            }
+                        }
+                    }
+                }
+                e.mode = mode;
+                e.mtime = mtime;
+            }
+            None => {
+                let ino = self.link_new(parent, name, kind, mode)?;
+                self.entry_mut(ino)?.mtime = mtime;
+            }
+        }
+        Ok(freed)
+    }
+
+    /// Frees an unlinked inode with no kernel references.
+    pub(crate) fn free(&mut self, ino: u64) -> Option<u64> {
+        let e = self.entries.remove(&ino)?;
+        match e.kind {
+            Kind::File(FileData::Overlay { id }) => Some(id),
+            Kind::Dir {
+                children: Some(children),
+                ..
+            } => {
+                // A removed directory is empty; nothing else to free.
+                debug_assert!(children.is_empty());
+                None
+            }
+            _ => None,
+        }
+    }
+}

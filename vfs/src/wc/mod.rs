@@ -1,0 +1,732 @@
+//! The working copy: the tree of one base revision, built lazily from its manifest, with
+//! every change made through the mount applied on top. Changes are journaled by path
+//! ([`crate::journal`]) and file contents that differ from the store live in the
+//! [`crate::overlay`]; at mount time the journal is replayed over the base tree, so a
+//! remount (even after the daemon was killed) finds the working copy as it was.
+//!
+//! Inode numbers are handed out the first time an entry is seen and never reused while the
+//! daemon runs. Entries come from the manifest only when their directory is first listed
+//! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
+//!
+//! This file holds the types and opening, replay and journaling; the inode table is
+//! `inodes.rs`, reading `read.rs`, changes `write.rs`, extended attributes `xattr.rs`,
+//! tracking and copies `tracking.rs`.
+
+mod inodes;
+mod read;
+mod tracking;
+mod write;
+mod xattr;
+
+use tracking::{set_copy, set_track};
+
+use crate::children::Children;
+use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
+use crate::overlay::Overlay;
+use revfs_store::manifest::{Child, FileFlag, Manifest};
+use revfs_store::{Node, Repo, StoreError};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockWriteGuard};
+use std::time::SystemTime;
+
+/// Inode number of the root directory (FUSE's fixed value).
+pub const ROOT_INO: u64 = 1;
+
+/// `renameat2` flags.
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// Errors of working-copy operations; each maps to the errno the kernel gets.
+#[derive(Debug, thiserror::Error)]
+pub enum WcError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("invalid argument")]
+    Invalid,
+    #[error("operation not supported")]
+    NotSupported,
+    #[error("operation not permitted")]
+    NotPermitted,
+    #[error("no data or hole past the end of the file")]
+    NoSuchOffset,
+    #[error("no such attribute")]
+    NoAttr,
+    #[error("attribute name too long")]
+    AttrNameTooLong,
+    #[error("attribute value too long")]
+    AttrTooBig,
+    #[error("overlay: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("{0}")]
+    Ignore(String),
+    #[error("file name too long")]
+    NameTooLong,
+    #[error("nothing changed")]
+    NothingChanged,
+    #[error("the change journal could not be rewritten after a commit or an update; unmount and mount again (nothing is lost: the journal still holds the working copy as it was before)")]
+    JournalStale,
+    /// An update would overwrite these changed or untracked paths.
+    #[error("uncommitted changes")]
+    UncommittedChanges(Vec<Vec<u8>>),
+    #[error("journal record {index} ({record}) cannot be applied: {cause}")]
+    Replay {
+        index: usize,
+        record: String,
+        cause: Box<WcError>,
+    },
+}
+
+impl WcError {
+    /// The errno for the kernel.
+    pub fn errno(&self) -> i32 {
+        match self {
+            WcError::NotFound => libc::ENOENT,
+            WcError::Exists => libc::EEXIST,
+            WcError::NotEmpty => libc::ENOTEMPTY,
+            WcError::NotDir => libc::ENOTDIR,
+            WcError::IsDir => libc::EISDIR,
+            WcError::Invalid => libc::EINVAL,
+            WcError::NameTooLong => libc::ENAMETOOLONG,
+            WcError::NotSupported => libc::EOPNOTSUPP,
+            WcError::NotPermitted => libc::EPERM,
+            WcError::NoSuchOffset => libc::ENXIO,
+            WcError::NoAttr => libc::ENODATA,
+            WcError::AttrNameTooLong => libc::ERANGE,
+            WcError::AttrTooBig => libc::E2BIG,
+            WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            WcError::Journal(JournalError::Io { source, .. }) => {
+                source.raw_os_error().unwrap_or(libc::EIO)
+            }
+            _ => libc::EIO,
+        }
+    }
+}
+
+pub type Result<T, E = WcError> = std::result::Result<T, E>;
+
+/// Where a file's bytes are.
+#[derive(Debug)]
+pub enum FileData {
+    /// Unchanged content of a store file revision (`path` names its filelog).
+    Store {
+        path: Box<[u8]>,
+        node: Node,
+        size: OnceLock<u64>,
+    },
+    /// Content in overlay file `id`.
+    Overlay { id: u64 },
+}
+
+/// Where a symlink's target is.
+#[derive(Debug)]
+pub enum LinkData {
+    Store { path: Box<[u8]>, node: Node },
+    Local(Box<[u8]>),
+}
+
+/// Where a directory that is not loaded yet takes its entries from: a directory of some
+/// manifest (the base's, or an older base's for a directory moved before an update).
+#[derive(Clone)]
+pub struct DirSource {
+    pub manifest: Arc<Manifest>,
+    pub path: Box<[u8]>,
+}
+
+impl std::fmt::Debug for DirSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DirSource({:?})", String::from_utf8_lossy(&self.path))
+    }
+}
+
+#[derive(Debug)]
+pub enum Kind {
+    Dir {
+        /// The manifest directory whose entries seed this one (None: a new directory).
+        source: Option<DirSource>,
+        /// Children by name, once loaded.
+        children: Option<Children>,
+    },
+    File(FileData),
+    Symlink(LinkData),
+    /// A fifo, socket or device node: local to the working copy, never tracked.
+    Special {
+        kind: SpecialKind,
+        rdev: u32,
+    },
+}
+
+impl Kind {
+    /// A file or symlink whose content is revision `node` of filelog `path`, as a manifest
+    /// entry with `flag` describes it.
+    pub(crate) fn from_store(path: &[u8], node: Node, flag: FileFlag) -> Kind {
+        match flag {
+            FileFlag::Symlink => Kind::Symlink(LinkData::Store {
+                path: path.into(),
+                node,
+            }),
+            _ => Kind::File(FileData::Store {
+                path: path.into(),
+                node,
+                size: OnceLock::new(),
+            }),
+        }
+    }
+}
+
+/// One inode of the working copy.
+#[derive(Debug)]
+pub struct Entry {
+    /// Parent directory; 0 once unlinked.
+    pub parent: u64,
+    pub name: Box<[u8]>,
+    /// Kernel references (lookups not yet forgotten).
+    pub nlookup: u64,
+    pub kind: Kind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time of entries not in the overlay; `None` means the checkout time.
+    pub mtime: Option<SystemTime>,
+    pub ctime: Option<SystemTime>,
+    /// Access time, once set by utimensat; `None` means the modification time (the mount
+    /// is `noatime`: reads never change it).
+    pub atime: Option<SystemTime>,
+    /// Owner and group, when not the mounting user's.
+    pub owner: Option<(u32, u32)>,
+    /// Extended attributes (`user.` names only), when it has any.
+    pub xattrs: Option<Box<Xattrs>>,
+}
+
+/// Extended attributes: full names (`user.x`) to values.
+pub type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// The longest attribute name and value Linux accepts (XATTR_NAME_MAX, XATTR_SIZE_MAX).
+pub const XATTR_NAME_MAX: usize = 255;
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// A directory listing: the parent's inode (`..`), then (name, inode, type) by name.
+pub type Listing = (u64, Vec<(Box<[u8]>, u64, EntryType)>);
+
+/// What an inode is, for attributes and directory entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryType {
+    Dir,
+    File,
+    Symlink,
+    Special(SpecialKind),
+}
+
+/// Attributes of an inode.
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: EntryType,
+    pub size: u64,
+    pub perm: u16,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+    pub atime: SystemTime,
+    /// Device number of a device node.
+    pub rdev: u32,
+    /// Owner and group, when not the mounting user's.
+    pub owner: Option<(u32, u32)>,
+    /// Links: 0 for a file unlinked while open, 1 for others, 2 plus the number of
+    /// subdirectories for directories.
+    pub nlink: u32,
+    /// 512-byte blocks allocated: an overlay file's own (holes take none); the size's for
+    /// the rest.
+    pub blocks: u64,
+}
+
+/// The attributes a setattr request changes (`None`: left alone).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SystemTime>,
+    pub mtime: Option<SystemTime>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) entries: HashMap<u64, Entry>,
+    next_ino: u64,
+    next_id: u64,
+    /// Paths touched since the base revision (files or directories).
+    pub(crate) dirty: BTreeSet<Vec<u8>>,
+    /// Tracking overrides (only `Added` and `Removed` are kept).
+    pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
+    /// Copy sources of copied or renamed files: destination -> source.
+    pub(crate) copies: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The working-copy parent: its node and manifest, and the repository it is read from
+    /// (all three change together at commit and update).
+    pub(crate) base: Arc<Manifest>,
+    pub(crate) base_node: Node,
+    pub(crate) repo: Arc<Repo>,
+    /// The time of the operation under way: taken from the clock once per hold of the write
+    /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
+    /// them, so that the times it stamps come back exactly after a remount.
+    op_time: Option<SystemTime>,
+}
+
+/// The mutable working copy of one mount.
+pub struct WorkingCopy {
+    pub(crate) checkout_time: SystemTime,
+    /// The user and group the daemon runs as: the owner of every entry without its own.
+    mount_owner: (u32, u32),
+    pub(crate) overlay: Overlay,
+    /// Rebuilt big texts, on disk in the state directory (`texts/`).
+    pub(crate) texts: revfs_store::bigtext::BigTextCache,
+    texts_dir: PathBuf,
+    pub(crate) inner: RwLock<Inner>,
+    journal: Mutex<Journal>,
+    /// The compiled `.hgignore` (it knows the files it was compiled from).
+    pub(crate) ignore_cache: Mutex<Option<Arc<crate::ignore::Ignore>>>,
+    /// Held by a commit or an update from start to end: one at a time.
+    transition: Mutex<()>,
+    /// Set when the journal could not be rewritten after a commit or an update: the tree in
+    /// memory is ahead of the journal on disk, so no further change is accepted (the journal
+    /// still describes the working copy as it was before, which a remount restores).
+    pub(crate) journal_stale: std::sync::atomic::AtomicBool,
+}
+
+pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
+    match flag {
+        FileFlag::Executable => 0o755,
+        FileFlag::Symlink => 0o777,
+        FileFlag::Regular => 0o644,
+    }
+}
+
+/// The longest file name (`NAME_MAX`), as ext4 and most Linux filesystems allow.
+pub const NAME_MAX: usize = 255;
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(WcError::Invalid);
+    }
+    Ok(())
+}
+
+/// A name a new entry may get through the mount: a valid one of at most [`NAME_MAX`] bytes.
+/// (Replay does not check the length, so that a journal written before the limit existed
+/// still opens.)
+fn check_new_name(name: &[u8]) -> Result<()> {
+    check_name(name)?;
+    if name.len() > NAME_MAX {
+        return Err(WcError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// Names that must never appear in a working copy from the manifest.
+fn unsafe_manifest_name(name: &[u8]) -> Option<&'static str> {
+    match name {
+        b"" => Some("empty path component"),
+        b"." | b".." => Some("'.' or '..' path component"),
+        n if n.eq_ignore_ascii_case(b".hg") => Some("path inside .hg"),
+        _ => None,
+    }
+}
+
+impl WorkingCopy {
+    /// Opens the working copy of `base_node` kept in `state` (overlay and journal), replaying
+    /// the journal over the base tree.
+    pub fn open(
+        repo: Arc<Repo>,
+        base_node: Node,
+        base: Manifest,
+        state: &Path,
+        checkout_time: SystemTime,
+        open_files: usize,
+    ) -> Result<WorkingCopy> {
+        let base = Arc::new(base);
+        let overlay = Overlay::open(&state.join("overlay"), open_files)?;
+        let texts_dir = state.join("texts");
+        let texts = revfs_store::bigtext::BigTextCache::open(
+            &texts_dir,
+            revfs_store::repo::RepoOptions::process_default().big_text_cache_bytes,
+        )?;
+        let (journal, records) = Journal::open(&state.join("journal"), &base_node)?;
+        let mut entries = HashMap::new();
+        entries.insert(
+            ROOT_INO,
+            Entry {
+                parent: ROOT_INO,
+                name: Box::from(&b""[..]),
+                nlookup: 1,
+                kind: Kind::Dir {
+                    source: Some(DirSource {
+                        manifest: base.clone(),
+                        path: Box::from(&b""[..]),
+                    }),
+                    children: None,
+                },
+                mode: 0o755,
+                mtime: None,
+                ctime: None,
+                atime: None,
+                owner: None,
+                xattrs: None,
+            },
+        );
+        let on_disk = overlay.ids()?;
+        let wc = WorkingCopy {
+            checkout_time,
+            // SAFETY: getuid/getgid have no preconditions.
+            mount_owner: unsafe { (libc::getuid(), libc::getgid()) },
+            overlay,
+            texts,
+            texts_dir,
+            inner: RwLock::new(Inner {
+                entries,
+                next_ino: ROOT_INO + 1,
+                next_id: on_disk.iter().max().map_or(1, |m| m + 1),
+                dirty: BTreeSet::new(),
+                tracking: BTreeMap::new(),
+                copies: BTreeMap::new(),
+                base,
+                base_node,
+                repo,
+                op_time: None,
+            }),
+            journal: Mutex::new(journal),
+            ignore_cache: Mutex::new(None),
+            transition: Mutex::new(()),
+            journal_stale: std::sync::atomic::AtomicBool::new(false),
+        };
+        {
+            let mut inner = wc.write();
+            for (index, rec) in records.iter().enumerate() {
+                wc.apply(&mut inner, rec).map_err(|cause| WcError::Replay {
+                    index,
+                    record: rec.describe(),
+                    cause: Box::new(cause),
+                })?;
+                // A clock applies to the one record after it; records without one (older
+                // journals, a rewritten journal) are stamped with the time of the replay.
+                if !matches!(rec, Record::Clock { .. }) {
+                    inner.op_time = None;
+                }
+                if let Record::Create { id, .. }
+                | Record::Materialize { id, .. }
+                | Record::Put {
+                    entry: PutEntry::OverlayFile { id },
+                    ..
+                } = rec
+                {
+                    inner.next_id = inner.next_id.max(id + 1);
+                }
+            }
+            // Overlay files nothing points at any more (files unlinked while open when the
+            // daemon stopped) are garbage.
+            let live: BTreeSet<u64> = inner
+                .entries
+                .values()
+                .filter_map(|e| match e.kind {
+                    Kind::File(FileData::Overlay { id }) => Some(id),
+                    _ => None,
+                })
+                .collect();
+            for id in on_disk.into_iter().filter(|id| !live.contains(id)) {
+                let _ = wc.overlay.remove(id);
+            }
+            if !records.is_empty() {
+                tracing::info!(
+                    records = records.len(),
+                    changed = inner.dirty.len(),
+                    "journal replayed"
+                );
+            }
+        }
+        Ok(wc)
+    }
+
+    /// The repository the working copy reads from (a fresh one after commit and update).
+    /// Where the on-disk text cache is.
+    pub(crate) fn texts_dir(&self) -> &Path {
+        &self.texts_dir
+    }
+
+    pub fn repo(&self) -> Arc<Repo> {
+        self.read().repo.clone()
+    }
+
+    /// The working-copy parent.
+    pub fn base_node(&self) -> Node {
+        self.read().base_node
+    }
+
+    /// The working-copy parent's manifest.
+    pub fn base_manifest(&self) -> Arc<Manifest> {
+        self.read().base.clone()
+    }
+
+    /// The working copy, for a change: an operation's time is taken afresh (once) under
+    /// each hold.
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner.op_time = None;
+        inner
+    }
+
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The owner (uid, gid) of entries that have none of their own: the mounting user.
+    pub fn mount_owner(&self) -> (u32, u32) {
+        self.mount_owner
+    }
+
+    /// The owner (uid, gid) and permission bits of `ino`, without the rest of its
+    /// attributes (no size, no subdirectory count).
+    pub fn owner_and_mode(&self, ino: u64) -> Result<((u32, u32), u32)> {
+        let inner = self.read();
+        let e = inner.entry(ino)?;
+        Ok((e.owner.unwrap_or(self.mount_owner), e.mode))
+    }
+
+    /// Number of inodes built so far.
+    pub fn inode_count(&self) -> usize {
+        self.read().entries.len()
+    }
+
+    /// Makes room in the journal for the record of a change about to be made, so that a
+    /// full disk refuses the change (ENOSPC) instead of leaving it out of the journal.
+    fn room(&self) -> Result<()> {
+        Ok(self.journal().reserve()?)
+    }
+
+    pub(crate) fn transition_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.transition.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a mutation: into the journal (when the inode has a path) and the dirty set.
+    fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
+        if self
+            .journal_stale
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(WcError::JournalStale);
+        }
+        // Every record but tracking and copy marks changes times: the operation's time goes
+        // first (taken now if the operation has not taken it yet: a record may be written
+        // before the change it describes is made).
+        if matches!(rec, Record::Track { .. } | Record::Copy { .. }) {
+            self.journal().append(&rec)?;
+        } else {
+            let (secs, nanos) = unix_time(inner.now());
+            self.journal()
+                .append_all(&[Record::Clock { secs, nanos }, rec.clone()])?;
+        }
+        for p in rec.paths() {
+            inner.dirty.insert(p.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Applies a journal record during replay.
+    fn apply(&self, inner: &mut Inner, rec: &Record) -> Result<()> {
+        match rec {
+            Record::Create { path, id, mode } => {
+                let (parent, name) = inner.resolve_parent(path)?;
+                inner.link_new(
+                    parent,
+                    name,
+                    Kind::File(FileData::Overlay { id: *id }),
+                    *mode,
+                )?;
+            }
+            Record::Materialize { path, id } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id: *id });
+            }
+            Record::Mkdir { path, mode } => {
+                let (parent, name) = inner.resolve_parent(path)?;
+                let dir = Kind::Dir {
+                    source: None,
+                    children: Some(Children::new()),
+                };
+                inner.link_new(parent, name, dir, *mode)?;
+            }
+            Record::Symlink { path, target } => {
+                let (parent, name) = inner.resolve_parent(path)?;
+                inner.link_new(
+                    parent,
+                    name,
+                    Kind::Symlink(LinkData::Local(target.as_slice().into())),
+                    0o777,
+                )?;
+            }
+            Record::Unlink { path } | Record::Rmdir { path } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                if let Some(id) = inner.detach(ino) {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::Rename { from, to, flags } => {
+                let (sp, sn) = inner.resolve_parent(from)?;
+                let (dp, dn) = inner.resolve_parent(to)?;
+                if let Some(id) = self.do_rename(inner, sp, sn, dp, dn, *flags)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::SetMode { path, mode } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.mode = *mode;
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::SetMtime { path, secs, nanos } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.mtime = Some(system_time(*secs, *nanos));
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::SetAtime { path, secs, nanos } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.atime = Some(system_time(*secs, *nanos));
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::SetOwner { path, uid, gid } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.owner = Some((*uid, *gid));
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::Clock { secs, nanos } => inner.op_time = Some(system_time(*secs, *nanos)),
+            Record::SetXattr { path, name, value } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                e.xattrs
+                    .get_or_insert_with(Default::default)
+                    .insert(name.as_slice().into(), value.as_slice().into());
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::RemoveXattr { path, name } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let changed = inner.op_time;
+                let e = inner.entry_mut(ino)?;
+                if let Some(x) = &mut e.xattrs {
+                    x.remove(name.as_slice());
+                    if x.is_empty() {
+                        e.xattrs = None;
+                    }
+                }
+                e.ctime = changed.or(e.ctime);
+            }
+            Record::Times { path, mtime, ctime } => {
+                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
+                let e = inner.entry_mut(ino)?;
+                if let Some((s, n)) = mtime {
+                    if !matches!(e.kind, Kind::File(FileData::Overlay { .. })) {
+                        e.mtime = Some(system_time(*s, *n));
+                    }
+                }
+                e.ctime = Some(system_time(ctime.0, ctime.1));
+            }
+            Record::Track { path, track } => set_track(inner, path, *track),
+            Record::Copy { dest, source } => set_copy(inner, dest, source),
+            Record::Restore { path } => {
+                if let Some(id) = self.do_restore(inner, path)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+            Record::Special {
+                path,
+                kind,
+                mode,
+                rdev,
+            } => {
+                let (parent, name) = inner.resolve_parent(path)?;
+                let special = Kind::Special {
+                    kind: *kind,
+                    rdev: *rdev,
+                };
+                inner.link_new(parent, name, special, *mode)?;
+            }
+            Record::Remove { path } => {
+                if let Some(ino) = inner.resolve(path)? {
+                    if ino == ROOT_INO {
+                        return Err(WcError::Invalid);
+                    }
+                    for id in inner.detach_tree(ino) {
+                        let _ = self.overlay.remove(id);
+                    }
+                }
+            }
+            Record::Put {
+                path,
+                entry,
+                mode,
+                mtime,
+            } => {
+                let mtime = mtime.map(|(s, n)| system_time(s, n));
+                if let Some(id) = inner.put(path, entry, *mode, mtime)? {
+                    let _ = self.overlay.remove(id);
+                }
+            }
+        }
+        for p in rec.paths() {
+            inner.dirty.insert(p.to_vec());
+        }
+        Ok(())
+    }
+}
+
+fn child_path(inner: &Inner, parent: u64, name: &[u8]) -> Result<Vec<u8>> {
+    let mut p = inner.path_of(parent).ok_or(WcError::NotFound)?;
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    Ok(p)
+}
+
+pub(crate) fn unix_time(t: SystemTime) -> (i64, u32) {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            if d.subsec_nanos() == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+            }
+        }
+    }
+}
+
+pub(crate) fn system_time(secs: i64, nanos: u32) -> SystemTime {
+    let base = if secs >= 0 {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64)
+    } else {
+        SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(secs.unsigned_abs())
+    };
+    base + std::time::Duration::from_nanos(nanos as u64)
+}

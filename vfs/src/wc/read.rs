@@ -1,0 +1,212 @@
+//! Reading a working copy: attributes, lookups, listings and file contents.
+
+use super::*;
+
+impl WorkingCopy {
+    // ----- reading -----
+
+    pub(super) fn attr_of(&self, inner: &Inner, ino: u64) -> Result<Attr> {
+        let e = inner.entry(ino)?;
+        let mtime = e.mtime.unwrap_or(self.checkout_time);
+        let ctime = e.ctime.unwrap_or(mtime);
+        let mut blocks = None;
+        let (kind, size, mtime) = match &e.kind {
+            Kind::Dir { .. } => (EntryType::Dir, 4096, mtime),
+            Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
+            Kind::Special { kind, .. } => (EntryType::Special(*kind), 0, mtime),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                let fl = inner.repo.filelog(path)?;
+                (EntryType::Symlink, fl.size(fl.rev_of(node)?)?, mtime)
+            }
+            Kind::File(FileData::Store { path, node, size }) => {
+                let s = match size.get() {
+                    Some(s) => *s,
+                    None => {
+                        let fl = inner.repo.filelog(path)?;
+                        let s = fl.size(fl.rev_of(node)?)?;
+                        let _ = size.set(s);
+                        s
+                    }
+                };
+                (EntryType::File, s, mtime)
+            }
+            Kind::File(FileData::Overlay { id }) => {
+                let meta = self.overlay.metadata(*id)?;
+                blocks = Some(std::os::unix::fs::MetadataExt::blocks(&meta));
+                (
+                    EntryType::File,
+                    meta.len(),
+                    meta.modified().unwrap_or(mtime),
+                )
+            }
+        };
+        let rdev = match e.kind {
+            Kind::Special { rdev, .. } => rdev,
+            _ => 0,
+        };
+        let nlink = match &e.kind {
+            // "." and the entry in the parent, and each subdirectory's "..".
+            Kind::Dir { children, source } => {
+                let subdirs = match (children, source) {
+                    (Some(c), _) => c.subdirs() as usize,
+                    // A manifest that cannot be listed fails the listing (which names
+                    // it), not the attributes.
+                    (None, Some(src)) => src.manifest.children(&src.path).map_or(0, |c| {
+                        c.iter()
+                            .filter(|c| matches!(c, revfs_store::manifest::Child::Dir { .. }))
+                            .count()
+                    }),
+                    (None, None) => 0,
+                };
+                2 + subdirs as u32
+            }
+            _ if e.parent == 0 => 0,
+            _ => 1,
+        };
+        Ok(Attr {
+            ino,
+            kind,
+            size,
+            // Counted as ext4 allocates: whole 4 KiB blocks.
+            blocks: blocks.unwrap_or(size.div_ceil(4096) * 8),
+            rdev,
+            perm: (e.mode & 0o7777) as u16,
+            atime: e.atime.unwrap_or(mtime),
+            owner: e.owner,
+            nlink,
+            mtime,
+            ctime: if kind == EntryType::File
+                && matches!(e.kind, Kind::File(FileData::Overlay { .. }))
+            {
+                mtime.max(ctime)
+            } else {
+                ctime
+            },
+        })
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        self.attr_of(&self.read(), ino)
+    }
+
+    /// Looks up `name` in `parent`; a found entry gains one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        if name.len() > NAME_MAX {
+            return Err(WcError::NameTooLong);
+        }
+        let mut inner = self.write();
+        let Some(ino) = inner.child(parent, name)? else {
+            return Ok(None);
+        };
+        let attr = self.attr_of(&inner, ino)?;
+        inner.entry_mut(ino)?.nlookup += 1;
+        Ok(Some(attr))
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let mut inner = self.write();
+        let Some(e) = inner.entries.get_mut(&ino) else {
+            return;
+        };
+        e.nlookup = e.nlookup.saturating_sub(n);
+        if e.nlookup == 0 && e.parent == 0 && ino != ROOT_INO {
+            if let Some(id) = inner.free(ino) {
+                let _ = self.overlay.remove(id);
+            }
+        }
+    }
+
+    /// The entries of directory `ino`, sorted by name, with `..`'s inode.
+    pub fn readdir(&self, ino: u64) -> Result<Listing> {
+        self.readdir_locked(&mut self.write(), ino)
+    }
+
+    /// [`WorkingCopy::readdir`] with the lock already held.
+    pub(crate) fn readdir_locked(&self, inner: &mut Inner, ino: u64) -> Result<Listing> {
+        let children: Vec<(Box<[u8]>, u64)> = inner
+            .children(ino)?
+            .iter()
+            .map(|(n, i)| (Box::from(n), i))
+            .collect();
+        let out = children
+            .into_iter()
+            .map(|(n, i)| {
+                let t = match inner.entries.get(&i).map(|e| &e.kind) {
+                    Some(Kind::Dir { .. }) => EntryType::Dir,
+                    Some(Kind::Symlink(_)) => EntryType::Symlink,
+                    Some(Kind::Special { kind, .. }) => EntryType::Special(*kind),
+                    _ => EntryType::File,
+                };
+                (n, i, t)
+            })
+            .collect();
+        Ok((inner.entry(ino)?.parent, out))
+    }
+
+    /// Every path below directory `ino` (at `path`), loading directories as it goes: the
+    /// files, and the directories too when `dirs`.
+    pub(crate) fn paths_below(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+        path: &[u8],
+        dirs: bool,
+        out: &mut BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let mut stack = vec![(ino, path.to_vec())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let (_, children) = self.readdir_locked(inner, dir)?;
+            for (name, child, kind) in children {
+                let mut p = prefix.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(&name);
+                let is_dir = kind == EntryType::Dir;
+                if is_dir {
+                    stack.push((child, p.clone()));
+                }
+                if !is_dir || dirs {
+                    out.insert(p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads file content.
+    pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let (path, node, repo) = {
+            let inner = self.read();
+            match &inner.entry(ino)?.kind {
+                // Read under the (shared) lock: commit may drop an overlay file once its
+                // content is in the store, and does so under the exclusive lock.
+                Kind::File(FileData::Overlay { id }) => {
+                    return Ok(self.overlay.read(*id, offset, size)?)
+                }
+                Kind::File(FileData::Store { path, node, .. }) => {
+                    (path.clone(), *node, inner.repo.clone())
+                }
+                Kind::Dir { .. } => return Err(WcError::IsDir),
+                Kind::Symlink(_) | Kind::Special { .. } => return Err(WcError::Invalid),
+            }
+        };
+        // Outside the lock: a big text's first read rebuilds it.
+        Ok(self.store_text(&repo, &path, &node)?.read(offset, size)?)
+    }
+
+    /// A symlink's target.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let inner = self.read();
+        match &inner.entry(ino)?.kind {
+            Kind::Symlink(LinkData::Local(t)) => Ok(t.to_vec()),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                let fl = inner.repo.filelog(path)?;
+                Ok(fl.read(fl.rev_of(node)?)?.to_vec())
+            }
+            _ => Err(WcError::Invalid),
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! What hg tracks beyond the tree: added and removed files (`add`, `remove`, `forget`),
+//! copy sources (`copy`, `rename`), and `revert`.
+
+use super::*;
+
+impl WorkingCopy {
+    // ----- tracking (add / remove / forget / revert) -----
+
+    /// Journals a tracking change.
+    pub fn set_tracking(&self, path: &[u8], track: Track) -> Result<()> {
+        self.room()?;
+        let mut inner = self.write();
+        set_track(&mut inner, path, track);
+        self.record(
+            &mut inner,
+            Record::Track {
+                path: path.to_vec(),
+                track,
+            },
+        )
+    }
+
+    /// Journals a copy source for `dest` (`None` clears it).
+    pub fn set_copy(&self, dest: &[u8], source: Option<&[u8]>) -> Result<()> {
+        self.room()?;
+        let mut inner = self.write();
+        let source = source.unwrap_or_default();
+        set_copy(&mut inner, dest, source);
+        self.record(
+            &mut inner,
+            Record::Copy {
+                dest: dest.to_vec(),
+                source: source.to_vec(),
+            },
+        )
+    }
+
+    /// The copy sources, destination -> source.
+    pub fn copies(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        self.read().copies.clone()
+    }
+
+    /// Restores `path` to the base revision's content and mode; returns whether it did.
+    pub fn restore(&self, path: &[u8]) -> Result<bool> {
+        self.room()?;
+        let mut inner = self.write();
+        if inner.base.find(path)?.is_none() {
+            return Ok(false);
+        }
+        if let Some(id) = self.do_restore(&mut inner, path)? {
+            let _ = self.overlay.remove(id);
+        }
+        self.record(
+            &mut inner,
+            Record::Restore {
+                path: path.to_vec(),
+            },
+        )?;
+        Ok(true)
+    }
+
+    pub(super) fn do_restore(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<u64>> {
+        let Some(entry) = inner.base.find(path)? else {
+            return Ok(None);
+        };
+        let (node, flag) = (entry.node, entry.flag);
+        // Create missing parent directories, replacing files that stand in their way.
+        let mut dir = ROOT_INO;
+        let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+        let mut freed = None;
+        for part in &parts[..parts.len() - 1] {
+            dir = match inner.child(dir, part)? {
+                Some(c) if inner.is_dir(c) => c,
+                other => {
+                    if let Some(c) = other {
+                        freed = inner.detach(c).or(freed);
+                    }
+                    let d = Kind::Dir {
+                        source: None,
+                        children: Some(Children::new()),
+                    };
+                    inner.link_new(dir, part, d, 0o755)?
+                }
+            };
+        }
+        let name = parts[parts.len() - 1];
+        let kind = Kind::from_store(path, node, flag);
+        if let Some(existing) = inner.child(dir, name)? {
+            if inner.is_dir(existing) {
+                return Err(WcError::IsDir);
+            }
+            let inner_now = inner.now();
+            let e = inner.entry_mut(existing)?;
+            let old = std::mem::replace(&mut e.kind, kind);
+            e.mode = perm_of_flag(flag);
+            e.mtime = Some(inner_now);
+            e.ctime = e.mtime;
+            if let Kind::File(FileData::Overlay { id }) = old {
+                freed = Some(id);
+            }
+        } else {
+            let ino = inner.link_new(dir, name, kind, perm_of_flag(flag))?;
+            inner.entry_mut(ino)?.mode = perm_of_flag(flag);
+        }
+        Ok(freed)
+    }
+
+    /// The inode of a linked path, if any (for the filesystem layer after restore).
+    pub fn ino_of(&self, path: &[u8]) -> Result<Option<u64>> {
+        let mut inner = self.write();
+        inner.resolve(path)
+    }
+}
+
+pub(super) fn set_copy(inner: &mut Inner, dest: &[u8], source: &[u8]) {
+    if source.is_empty() {
+        inner.copies.remove(dest);
+    } else {
+        inner.copies.insert(dest.to_vec(), source.to_vec());
+    }
+}
+
+pub(super) fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
+    // A file that stops being added or tracked loses its copy source, as in hg.
+    if track != Track::Added {
+        inner.copies.remove(path);
+    }
+    match track {
+        Track::Default => {
+            inner.tracking.remove(path);
+        }
+        t => {
+            inner.tracking.insert(path.to_vec(), t);
+        }
+    }
+}
