@@ -6,7 +6,6 @@
 mod color;
 mod commands;
 mod debuggen;
-mod hgconfig;
 mod mounts;
 mod paths;
 mod prefetch;
@@ -83,7 +82,7 @@ enum Command {
     Rename(commands::copy::CopyArgs),
     /// Print the author and date a commit would record (for tests)
     #[command(hide = true)]
-    Debugidentity(hgconfig::DebugIdentityArgs),
+    Debugidentity(commands::debug::DebugIdentityArgs),
     /// Write shell completions and man pages generated from these definitions (packaging)
     #[command(hide = true)]
     Debuggen(debuggen::DebuggenArgs),
@@ -129,7 +128,7 @@ fn main() -> ExitCode {
         Command::Id(args) => commands::log::id(&cli, args),
         Command::Copy(args) => commands::copy::copy(&cli, args),
         Command::Rename(args) => commands::copy::rename(&cli, args),
-        Command::Debugidentity(args) => hgconfig::debug_identity(&cli, args),
+        Command::Debugidentity(args) => commands::debug::debug_identity(&cli, args),
         Command::Debuggen(args) => debuggen::run(args),
         Command::Commit(args) => commands::commit::commit(&cli, args),
         Command::Update(args) => commands::commit::update(&cli, args),

@@ -31,8 +31,8 @@ pub fn wanted(quiet: bool, repo_root: Option<&std::path::Path>) -> Option<Durati
     if quiet || crate::color::plain("progress") || !std::io::stderr().is_terminal() {
         return None;
     }
-    let env = crate::hgconfig::Env::from_process();
-    let cfg = crate::hgconfig::Config::load_env(&env, repo_root).ok();
+    let env = revfs_hg::config::Env::from_process();
+    let cfg = revfs_hg::config::Config::load_env(&env, repo_root).ok();
     let disabled = cfg
         .as_ref()
         .and_then(|c| c.get_bool("progress", "disable").ok().flatten())

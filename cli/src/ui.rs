@@ -24,10 +24,10 @@ pub fn abort(err: &anyhow::Error) {
 
 /// The complete stderr text of the typed errors that carry hg's wording.
 fn hg_text(err: &anyhow::Error) -> Option<String> {
-    if let Some(e) = err.downcast_ref::<crate::hgconfig::IdentityError>() {
+    if let Some(e) = err.downcast_ref::<revfs_hg::config::IdentityError>() {
         return Some(e.hg_message());
     }
-    if let Some(e) = err.downcast_ref::<crate::hgconfig::ConfigError>() {
+    if let Some(e) = err.downcast_ref::<revfs_hg::config::ConfigError>() {
         return Some(e.hg_message());
     }
     if let Some(e) = err.downcast_ref::<revfs_hg::date::DateError>() {

@@ -3,9 +3,14 @@
 //! hg does. One module per thing it owns:
 //!
 //! * [`diff`]: bdiff's line matching, unified and git diffs, byte for byte as `hg diff`;
-//! * [`date`]: dates as `hg commit -d` reads them and as hg makes them.
+//! * [`date`]: dates as `hg commit -d` reads them and as hg makes them;
+//! * [`config`]: hg's configuration files (which, in what order, their syntax) and the
+//!   committer's name;
+//! * [`paths`]: Python's `os.path` on bytes, as hg uses it.
 //!
 //! No dependency on the other revfs crates: `cli -> hg`, and later `vfs -> hg`.
 
+pub mod config;
 pub mod date;
 pub mod diff;
+pub mod paths;

@@ -185,6 +185,17 @@ impl Mount {
             .expect("pid")
     }
 
+    /// Kills the daemon with SIGKILL (as a crash would), leaving the mount dead until
+    /// [`Mount::unmount`].
+    pub fn kill_daemon(&self) {
+        let pid = self.daemon_pid();
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -9 {pid}");
+    }
+
     /// The daemon's control socket.
     pub fn socket(&self) -> PathBuf {
         self.state_dir().join("control.sock")

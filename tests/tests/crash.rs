@@ -102,12 +102,7 @@ fn crash_once(round: u64) {
     std::thread::sleep(std::time::Duration::from_millis(
         100 + rng.below(400) as u64,
     ));
-    let pid = mount.daemon_pid();
-    assert!(std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    mount.kill_daemon();
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     mount.unmount();

@@ -80,12 +80,7 @@ fn directory_mtimes_and_ctimes_survive_a_remount_a_kill_and_a_commit_exactly() {
     assert_eq!(times(mnt, &paths), before, "after an unmount and a remount");
     assert_eq!(times(mnt, &["u", "u/v"]), checkout, "untouched entries");
 
-    let pid = m.daemon_pid();
-    assert!(std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    m.kill_daemon();
     m.unmount();
     m.remount(&repo, None);
     assert_eq!(times(mnt, &paths), before, "after kill -9 and a remount");
@@ -279,12 +274,7 @@ fn user_xattrs_behave_as_on_ext4_and_survive_a_copy_up_a_remount_a_kill_and_a_co
     m.unmount();
     m.remount(&repo, None);
     assert_eq!(python(XATTR_READ, &m.dir), read, "after a remount");
-    let pid = m.daemon_pid();
-    assert!(std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    m.kill_daemon();
     m.unmount();
     m.remount(&repo, None);
     assert_eq!(

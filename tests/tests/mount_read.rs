@@ -262,12 +262,7 @@ fn unmount_refuses_a_busy_mount_unless_forced() {
 #[test]
 fn a_killed_daemon_leaves_a_mount_that_unmount_clears() {
     let mount = Mount::new(&fixtures().join("tiny"), None);
-    let pid = mount.daemon_pid();
-    assert!(std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    mount.kill_daemon();
     std::thread::sleep(std::time::Duration::from_millis(200));
     let err = std::fs::metadata(mount.dir.join("a.txt")).unwrap_err();
     assert_eq!(

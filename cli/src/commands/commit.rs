@@ -162,19 +162,19 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         bail!("empty commit message");
     }
     // hg's order: configuration errors, then the date, then the user.
-    let cfg = crate::hgconfig::Config::load(Some(ws.repo.root()))?;
+    let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
     let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
     let user = match cfg.commit_user(
         args.user.as_deref(),
-        &crate::hgconfig::Env::from_process(),
-        &mut crate::hgconfig::StdConsole,
+        &revfs_hg::config::Env::from_process(),
+        &mut revfs_hg::config::StdConsole,
     ) {
         Ok(u) => u,
         Err(e) => {
             if matches!(
                 e,
-                crate::hgconfig::IdentityError::Empty
-                    | crate::hgconfig::IdentityError::NewlineInCommit(_)
+                revfs_hg::config::IdentityError::Empty
+                    | revfs_hg::config::IdentityError::NewlineInCommit(_)
             ) {
                 // hg finds these inside its transaction.
                 eprintln!("transaction abort!\nrollback completed");

@@ -19,12 +19,12 @@
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
 use crate::commands::{open_workspace, Workspace};
-use crate::hgconfig::{parse_bool, strerror, Config, ConfigError};
-use crate::paths::{join, normpath};
 use crate::paths::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
+use revfs_hg::config::{parse_bool, strerror, Config, ConfigError};
 use revfs_hg::date::py_bytes_repr;
+use revfs_hg::paths::{join, normpath};
 use revfs_vfs::control::Request;
 use revfs_vfs::journal::Track;
 use revfs_vfs::store::manifest::Manifest;

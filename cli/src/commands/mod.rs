@@ -3,6 +3,7 @@
 pub mod cat;
 pub mod commit;
 pub mod copy;
+pub mod debug;
 pub mod doctor;
 pub mod files;
 pub mod log;

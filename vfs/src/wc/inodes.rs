@@ -186,6 +186,17 @@ impl Inner {
         )
     }
 
+    /// Replay: changes the entry at `path` with `change`; its ctime becomes the time of the
+    /// record's operation when the journal gave one (`Record::Clock`).
+    pub(crate) fn change_at(&mut self, path: &[u8], change: impl FnOnce(&mut Entry)) -> Result<()> {
+        let ino = self.resolve(path)?.ok_or(WcError::NotFound)?;
+        let changed = self.op_time;
+        let e = self.entry_mut(ino)?;
+        change(e);
+        e.ctime = changed.or(e.ctime);
+        Ok(())
+    }
+
     /// The time of the operation under way (see `op_time`).
     pub(crate) fn now(&mut self) -> SystemTime {
         *self.op_time.get_or_insert_with(SystemTime::now)

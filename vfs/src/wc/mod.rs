@@ -590,56 +590,30 @@ impl WorkingCopy {
                     let _ = self.overlay.remove(id);
                 }
             }
-            Record::SetMode { path, mode } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
-                e.mode = *mode;
-                e.ctime = changed.or(e.ctime);
-            }
+            Record::SetMode { path, mode } => inner.change_at(path, |e| e.mode = *mode)?,
             Record::SetMtime { path, secs, nanos } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
-                e.mtime = Some(system_time(*secs, *nanos));
-                e.ctime = changed.or(e.ctime);
+                inner.change_at(path, |e| e.mtime = Some(system_time(*secs, *nanos)))?
             }
             Record::SetAtime { path, secs, nanos } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
-                e.atime = Some(system_time(*secs, *nanos));
-                e.ctime = changed.or(e.ctime);
+                inner.change_at(path, |e| e.atime = Some(system_time(*secs, *nanos)))?
             }
             Record::SetOwner { path, uid, gid } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
-                e.owner = Some((*uid, *gid));
-                e.ctime = changed.or(e.ctime);
+                inner.change_at(path, |e| e.owner = Some((*uid, *gid)))?
             }
             Record::Clock { secs, nanos } => inner.op_time = Some(system_time(*secs, *nanos)),
-            Record::SetXattr { path, name, value } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
+            Record::SetXattr { path, name, value } => inner.change_at(path, |e| {
                 e.xattrs
                     .get_or_insert_with(Default::default)
                     .insert(name.as_slice().into(), value.as_slice().into());
-                e.ctime = changed.or(e.ctime);
-            }
-            Record::RemoveXattr { path, name } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let changed = inner.op_time;
-                let e = inner.entry_mut(ino)?;
+            })?,
+            Record::RemoveXattr { path, name } => inner.change_at(path, |e| {
                 if let Some(x) = &mut e.xattrs {
                     x.remove(name.as_slice());
                     if x.is_empty() {
                         e.xattrs = None;
                     }
                 }
-                e.ctime = changed.or(e.ctime);
-            }
+            })?,
             Record::Times { path, mtime, ctime } => {
                 let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
                 let e = inner.entry_mut(ino)?;

@@ -25,9 +25,9 @@
 //! username supplied` (with its hint), `username 'x\ny' contains a newline`, and for a
 //! commit, after stripping, `empty username`.
 
+use crate::date::py_bytes_repr;
 use crate::paths::{join, normpath};
 use regex::bytes::Regex;
-use revfs_hg::date::py_bytes_repr;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{BufRead, Write};
@@ -634,7 +634,7 @@ impl Layer {
                 self.unset.push((section.clone(), name));
                 continue;
             }
-            let message = lossy(revfs_hg::date::rstrip_ascii(l));
+            let message = lossy(crate::date::rstrip_ascii(l));
             let message = if l.starts_with(b" ") {
                 format!("unexpected leading whitespace: {message}")
             } else {
@@ -960,7 +960,7 @@ impl Config {
             Some(u) if !u.is_empty() => u.as_bytes().to_vec(),
             _ => self.username(env, console)?,
         };
-        let user = revfs_hg::date::strip_ascii(&raw);
+        let user = crate::date::strip_ascii(&raw);
         if user.is_empty() {
             return Err(IdentityError::Empty);
         }
@@ -1117,27 +1117,6 @@ impl Console for StdConsole {
 }
 
 /// `revfs debugidentity`: what a commit here would record as author and date.
-#[derive(clap::Args, Debug)]
-pub struct DebugIdentityArgs {
-    /// Record the specified date as commit date
-    #[arg(short = 'd', long = "date", value_name = "DATE")]
-    date: Option<String>,
-    /// Record the specified user as committer
-    #[arg(short = 'u', long = "user", value_name = "USER")]
-    user: Option<String>,
-}
-
-/// Prints `USER\nUNIXTIME TZ\n` as `hg commit [-u USER] [-d DATE]` would record them, with
-/// hg's errors (configuration first, then the date, then the user).
-pub fn debug_identity(cli: &crate::Cli, args: &DebugIdentityArgs) -> anyhow::Result<u8> {
-    let ws = crate::commands::open_workspace(cli)?;
-    let cfg = Config::load(Some(ws.repo.root()))?;
-    let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
-    let user = cfg.commit_user(args.user.as_deref(), &Env::from_process(), &mut StdConsole)?;
-    println!("{user}\n{time} {tz}");
-    Ok(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
