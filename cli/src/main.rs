@@ -3,14 +3,12 @@
 //! This is the only place that turns errors into text and exit codes: an `abort: ...` line
 //! and exit status 255 for failures, as hg does.
 
-mod color;
 mod commands;
 mod debuggen;
 mod mounts;
 mod paths;
 mod prefetch;
 mod progress;
-mod template;
 mod ui;
 
 use clap::{Parser, Subcommand};

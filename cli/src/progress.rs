@@ -28,7 +28,7 @@ pub struct Progress {
 /// Whether a command may draw progress (hg's `progress.shouldprint`, and
 /// `progress.disable`), and after how long: `progress.delay` seconds, [`DELAY`] by default.
 pub fn wanted(quiet: bool, repo_root: Option<&std::path::Path>) -> Option<Duration> {
-    if quiet || crate::color::plain("progress") || !std::io::stderr().is_terminal() {
+    if quiet || revfs_hg::color::plain("progress") || !std::io::stderr().is_terminal() {
         return None;
     }
     let env = revfs_hg::config::Env::from_process();

@@ -49,20 +49,7 @@ pub fn format_date(time: i64, tz: i32) -> String {
     )
 }
 
-/// The committer's local time in a strftime `format`.
-pub fn local_time(time: i64, tz: i32, format: &str) -> String {
-    let local = time.saturating_sub(tz as i64);
-    chrono::DateTime::from_timestamp(local, 0)
-        .map(|d| d.format(format).to_string())
-        .unwrap_or_else(|| local.to_string())
-}
-
-/// `+hhmm` / `-hhmm` for an offset in seconds west of UTC.
-pub fn tz_suffix(tz: i32) -> String {
-    let sign = if tz > 0 { '-' } else { '+' };
-    let abs = tz.unsigned_abs();
-    format!("{sign}{:02}{:02}", abs / 3600, (abs % 3600) / 60)
-}
+pub use revfs_hg::date::{local_time, tz_suffix};
 
 /// Escapes a byte string for JSON exactly as hg's `json` template filter does: control
 /// characters as `\uXXXX` (or their short forms), `"` and `\` escaped, other bytes as-is.

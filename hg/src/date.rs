@@ -635,6 +635,21 @@ pub fn local_offset_west(t: i64) -> i32 {
     }
 }
 
+/// The committer's local time in a strftime `format`.
+pub fn local_time(time: i64, tz: i32, format: &str) -> String {
+    let local = time.saturating_sub(tz as i64);
+    chrono::DateTime::from_timestamp(local, 0)
+        .map(|d| d.format(format).to_string())
+        .unwrap_or_else(|| local.to_string())
+}
+
+/// `+hhmm` / `-hhmm` for an offset in seconds west of UTC.
+pub fn tz_suffix(tz: i32) -> String {
+    let sign = if tz > 0 { '-' } else { '+' };
+    let abs = tz.unsigned_abs();
+    format!("{sign}{:02}{:02}", abs / 3600, (abs % 3600) / 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

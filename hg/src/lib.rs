@@ -6,11 +6,15 @@
 //! * [`date`]: dates as `hg commit -d` reads them and as hg makes them;
 //! * [`config`]: hg's configuration files (which, in what order, their syntax) and the
 //!   committer's name;
-//! * [`paths`]: Python's `os.path` on bytes, as hg uses it.
+//! * [`paths`]: Python's `os.path` on bytes, as hg uses it;
+//! * [`template`]: the part of hg's template language `log -T` takes;
+//! * [`color`]: hg's colour settings and labels (`--color`, `[color]`, `HGPLAIN`).
 //!
 //! No dependency on the other revfs crates: `cli -> hg`, and later `vfs -> hg`.
 
+pub mod color;
 pub mod config;
 pub mod date;
 pub mod diff;
 pub mod paths;
+pub mod template;

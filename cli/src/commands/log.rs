@@ -49,7 +49,7 @@ impl DisplayArgs {
                 verbose: self.verbose,
                 quiet: self.quiet,
             },
-            Some(spec) => Style::Template(crate::template::Template::parse(spec)?),
+            Some(spec) => Style::Template(revfs_hg::template::Template::parse(spec)?),
         })
     }
 }
@@ -59,7 +59,7 @@ enum Style {
     Verbose,
     Quiet,
     Json { verbose: bool, quiet: bool },
-    Template(crate::template::Template),
+    Template(revfs_hg::template::Template),
 }
 
 /// Names attached to revisions, loaded once per command.
@@ -131,12 +131,12 @@ fn entry<'a>(repo: &Repo, labels: &'a Labels, rev: Rev) -> Result<Entry<'a>> {
 }
 
 /// What `-T TEMPLATE` can show about an entry.
-fn fields<'a>(e: &'a Entry) -> crate::template::Fields<'a> {
+fn fields<'a>(e: &'a Entry) -> revfs_hg::template::Fields<'a> {
     let parent = |i: usize| match e.parents.get(i) {
         Some((rev, node)) => (*rev, node.to_hex()),
         None => (NULL_REV, Node::NULL.to_hex()),
     };
-    crate::template::Fields {
+    revfs_hg::template::Fields {
         rev: e.rev,
         node: e.node.to_hex(),
         desc: &e.cs.description,

@@ -2,11 +2,11 @@
 //! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
 
 use super::Workspace;
-use crate::color::Colors;
 use crate::paths::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
+use revfs_hg::color::Colors;
 use revfs_vfs::control::{Request, Response};
 use revfs_vfs::journal::Track;
 use std::collections::BTreeMap;
@@ -128,7 +128,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
     let colors = if json {
         Colors::off()
     } else {
-        crate::color::for_command(cli.color.as_deref(), ws.repo.root())?
+        revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?
     };
     let show_copies = args.copies || args.all;
     let ctx = PathContext::new(&ws.root)?;
@@ -167,7 +167,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             buf.extend_from_slice(&json_string(letter.to_string().as_bytes()));
             buf.extend_from_slice(b"\n }");
         } else {
-            let label = crate::color::status_label(*letter);
+            let label = revfs_hg::color::status_label(*letter);
             if !args.no_status {
                 colors.label(&[*letter as u8, b' '], label, &mut buf);
             }
@@ -675,7 +675,7 @@ fn local_offset_west(t: i64) -> i64 {
 pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     use revfs_hg::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
     let ws = super::open_workspace(cli)?;
-    let colors = crate::color::for_command(cli.color.as_deref(), ws.repo.root())?;
+    let colors = revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?;
     let mut labeler = DiffLabeler::new();
     let mut colored = Vec::new();
     let ctx = PathContext::new(&ws.root)?;

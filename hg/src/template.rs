@@ -2,7 +2,16 @@
 //! and `{keyword|filter|...}` expressions over a changeset. Unknown keywords render empty,
 //! as in hg; unknown filters are an error.
 
-use anyhow::{bail, Result};
+/// Why a template cannot be used (hg's messages).
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("parse error: unterminated template expansion in {0:?}")]
+    Unterminated(String),
+    #[error("unsupported template expression {{{0}}} (keywords and filters only)")]
+    Unsupported(String),
+    #[error("unknown function '{0}'")]
+    UnknownFunction(String),
+}
 
 /// The values a template can show about one changeset.
 pub struct Fields<'a> {
@@ -85,7 +94,7 @@ fn unescape(text: &str, out: &mut Vec<u8>) {
 }
 
 impl Template {
-    pub fn parse(spec: &str) -> Result<Template> {
+    pub fn parse(spec: &str) -> Result<Template, TemplateError> {
         let mut pieces = Vec::new();
         let mut rest = spec;
         while let Some(open) = rest.find('{') {
@@ -93,7 +102,7 @@ impl Template {
             unescape(&rest[..open], &mut text);
             pieces.push(Piece::Text(text));
             let Some(close) = rest[open..].find('}') else {
-                bail!("parse error: unterminated template expansion in {spec:?}");
+                return Err(TemplateError::Unterminated(spec.to_owned()));
             };
             let expr = rest[open + 1..open + close].trim();
             let mut parts = expr.split('|').map(str::trim);
@@ -103,11 +112,11 @@ impl Template {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                bail!("unsupported template expression {{{expr}}} (keywords and filters only)");
+                return Err(TemplateError::Unsupported(expr.to_owned()));
             }
             let filters: Vec<String> = parts.map(str::to_owned).collect();
             if let Some(f) = filters.iter().find(|f| !FILTERS.contains(&f.as_str())) {
-                bail!("unknown function '{f}'");
+                return Err(TemplateError::UnknownFunction(f.clone()));
             }
             pieces.push(Piece::Expr { keyword, filters });
             rest = &rest[open + close + 1..];
@@ -181,11 +190,11 @@ fn apply(filter: &str, value: &[u8], keyword: &str, f: &Fields) -> Vec<u8> {
         "hgdate" if is_date => format!("{} {}", f.time, f.tz).into_bytes(),
         "isodate" if is_date => format!(
             "{} {}",
-            crate::ui::local_time(f.time, f.tz, "%Y-%m-%d %H:%M"),
-            crate::ui::tz_suffix(f.tz)
+            crate::date::local_time(f.time, f.tz, "%Y-%m-%d %H:%M"),
+            crate::date::tz_suffix(f.tz)
         )
         .into_bytes(),
-        "shortdate" if is_date => crate::ui::local_time(f.time, f.tz, "%Y-%m-%d").into_bytes(),
+        "shortdate" if is_date => crate::date::local_time(f.time, f.tz, "%Y-%m-%d").into_bytes(),
         "email" => email_of(value).to_vec(),
         "user" => {
             let e = email_of(value);

@@ -8,7 +8,7 @@
 //! checked only for the labels revfs uses, and a bad one is reported three times as hg does
 //! for a setting in a global file (hg says it twice for one in the repository's hgrc).
 
-use revfs_hg::config::Config;
+use crate::config::Config;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
@@ -135,7 +135,7 @@ pub fn mode_of(i: &ModeInputs) -> (Mode, Option<String>) {
     }
     let mut auto = config == "auto";
     let mut always = false;
-    if !auto && revfs_hg::config::parse_bool(config.as_bytes()) == Some(true) {
+    if !auto && crate::config::parse_bool(config.as_bytes()) == Some(true) {
         if from_flag || config == "always" {
             always = true;
         } else {
@@ -189,7 +189,7 @@ impl Colors {
         let color_mode = get("color", "mode");
         let formatted = cfg
             .and_then(|c| c.get("ui", "formatted"))
-            .and_then(revfs_hg::config::parse_bool);
+            .and_then(crate::config::parse_bool);
         let inputs = ModeInputs {
             flag,
             config: config.as_deref(),
@@ -324,9 +324,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The colours of a command run in the repository at `repo_root` with `--color` = `flag`:
 /// hg's configuration is read unless the flag turns colour off.
-pub fn for_command(flag: Option<&str>, repo_root: &std::path::Path) -> anyhow::Result<Colors> {
+pub fn for_command(
+    flag: Option<&str>,
+    repo_root: &std::path::Path,
+) -> Result<Colors, crate::config::ConfigError> {
     let off = flag.is_some_and(|f| {
-        f != "debug" && revfs_hg::config::parse_bool(f.as_bytes()) != Some(true) && f != "auto"
+        f != "debug" && crate::config::parse_bool(f.as_bytes()) != Some(true) && f != "auto"
     });
     if off || plain("color") {
         return Ok(Colors::off());
