@@ -10,7 +10,8 @@
 //! * [`template`]: the part of hg's template language `log -T` takes;
 //! * [`color`]: hg's colour settings and labels (`--color`, `[color]`, `HGPLAIN`).
 //!
-//! No dependency on the other revfs crates: `cli -> hg`, and later `vfs -> hg`.
+//! No dependency on the other revfs crates: `cli -> hg` and `vfs -> hg` (the ignore matcher
+//! uses [`paths`]).
 
 pub mod color;
 pub mod config;

@@ -39,6 +39,7 @@ mod pyre;
 
 use pyre::*;
 use regex::bytes::Regex;
+use revfs_hg::paths::{join, normpath};
 
 /// Reads a file of the working copy by repository path (b".hgignore", b"sub/.hgignore" for
 /// subinclude, etc.); None when absent.
@@ -405,7 +406,7 @@ impl Loader<'_> {
                     }
                     continue;
                 }
-                Kind::RelGlob | Kind::RootGlob => posix_normpath(&pat),
+                Kind::RelGlob | Kind::RootGlob => normpath(&pat),
                 Kind::Glob => {
                     // pathutil.canonpath(root, root, pat): normalised, must stay inside.
                     let Some(p) = normalize_rel(&pat) else {
@@ -509,17 +510,6 @@ fn resolve_subinclude<'a>(root: &[u8], kp: &'a KindPat) -> Result<SubInclude<'a>
     })
 }
 
-/// `posixpath.join` for two relative paths (the second may be absolute).
-fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
-    if b.starts_with(b"/") || a.is_empty() {
-        b.to_vec()
-    } else if a.ends_with(b"/") {
-        [a, b].concat()
-    } else {
-        [a, b"/", b].concat()
-    }
-}
-
 /// `posixpath.dirname`.
 fn posix_dirname(p: &[u8]) -> Vec<u8> {
     let i = p.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
@@ -529,39 +519,6 @@ fn posix_dirname(p: &[u8]) -> Vec<u8> {
         head[..end].to_vec()
     } else {
         head.to_vec()
-    }
-}
-
-/// `posixpath.normpath` (hg's `util.normpath` on POSIX).
-fn posix_normpath(p: &[u8]) -> Vec<u8> {
-    if p.is_empty() {
-        return b".".to_vec();
-    }
-    let initial = if p.starts_with(b"//") && !p.starts_with(b"///") {
-        2
-    } else if p.starts_with(b"/") {
-        1
-    } else {
-        0
-    };
-    let mut comps: Vec<&[u8]> = Vec::new();
-    for comp in p.split(|&b| b == b'/') {
-        if comp.is_empty() || comp == b"." {
-            continue;
-        }
-        if comp != b".." || (initial == 0 && comps.is_empty()) || comps.last() == Some(&&b".."[..])
-        {
-            comps.push(comp);
-        } else if !comps.is_empty() {
-            comps.pop();
-        }
-    }
-    let mut out = vec![b'/'; initial];
-    out.extend(comps.join(&b'/'));
-    if out.is_empty() {
-        b".".to_vec()
-    } else {
-        out
     }
 }
 
