@@ -106,7 +106,7 @@ impl Matcher {
         let mut paths = Vec::new();
         for arg in args {
             if let Some(re) = arg.strip_prefix("re:") {
-                let re = revfs_vfs::ignore::command_line_pattern("re", re.as_bytes())
+                let re = revfs_hg::ignore::command_line_pattern("re", re.as_bytes())
                     .map_err(anyhow::Error::msg)?;
                 patterns.push(Pattern::Regex(re));
                 continue;
@@ -136,7 +136,7 @@ impl Matcher {
                     }
                 }
                 let full = parts.join(&b'/');
-                let re = revfs_vfs::ignore::command_line_pattern("glob", &full)
+                let re = revfs_hg::ignore::command_line_pattern("glob", &full)
                     .map_err(anyhow::Error::msg)?;
                 patterns.push(Pattern::Regex(re));
                 continue;

@@ -7,15 +7,18 @@
 //! * [`config`]: hg's configuration files (which, in what order, their syntax) and the
 //!   committer's name;
 //! * [`paths`]: Python's `os.path` on bytes, as hg uses it;
+//! * [`ignore`]: `.hgignore` files and hg's pattern kinds, compiled to regular expressions
+//!   as hg's pure-Python matcher does (with Python's `re` syntax translated);
 //! * [`template`]: the part of hg's template language `log -T` takes;
 //! * [`color`]: hg's colour settings and labels (`--color`, `[color]`, `HGPLAIN`).
 //!
-//! No dependency on the other revfs crates: `cli -> hg` and `vfs -> hg` (the ignore matcher
-//! uses [`paths`]).
+//! No dependency on the other revfs crates: `cli -> hg` and `vfs -> hg` (status asks the
+//! ignore matcher).
 
 pub mod color;
 pub mod config;
 pub mod date;
 pub mod diff;
+pub mod ignore;
 pub mod paths;
 pub mod template;

@@ -13,7 +13,6 @@ pub mod content;
 pub mod control;
 pub mod daemon;
 pub mod fs;
-pub mod ignore;
 pub mod journal;
 pub mod kept;
 pub mod notify;

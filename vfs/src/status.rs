@@ -6,9 +6,9 @@
 //! but gone), `?` unknown, `I` ignored, `C` clean. A modified file is compared by flags,
 //! then by size, then by content, so a file written back to its original bytes is clean.
 
-use crate::ignore::{FileSource, Ignore};
 use crate::journal::Track;
 use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO};
+use revfs_hg::ignore::{FileSource, Ignore};
 use revfs_store::manifest::FileFlag;
 use revfs_store::{Node, Repo};
 use std::collections::{BTreeMap, BTreeSet};
@@ -268,7 +268,7 @@ impl WorkingCopy {
 
     /// The `.hgignore` matcher for the working copy as it is now, compiled again only when
     /// one of the files it was compiled from (`.hgignore` and what it includes) changed.
-    fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, crate::ignore::IgnoreError> {
+    fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, revfs_hg::ignore::IgnoreError> {
         let mut cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ig) = &*cache {
             if ig

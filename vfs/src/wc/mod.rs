@@ -294,7 +294,7 @@ pub struct WorkingCopy {
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
     /// The compiled `.hgignore` (it knows the files it was compiled from).
-    pub(crate) ignore_cache: Mutex<Option<Arc<crate::ignore::Ignore>>>,
+    pub(crate) ignore_cache: Mutex<Option<Arc<revfs_hg::ignore::Ignore>>>,
     /// Held by a commit or an update from start to end: one at a time.
     transition: Mutex<()>,
     /// Set when the journal could not be rewritten after a commit or an update: the tree in

@@ -37,9 +37,9 @@
 
 mod pyre;
 
+use crate::paths::{join, normpath};
 use pyre::*;
 use regex::bytes::Regex;
-use revfs_hg::paths::{join, normpath};
 
 /// Reads a file of the working copy by repository path (b".hgignore", b"sub/.hgignore" for
 /// subinclude, etc.); None when absent.
