@@ -31,7 +31,15 @@ impl Mount {
 
     /// Mounts `repo` with this revfs configuration (TOML, docs/CONFIG.md).
     pub fn with_config(repo: &Path, config: &str) -> Mount {
-        Mount::mount_configured(repo, None, None, &[], watchdog::default_deadline(), config)
+        Mount::mount_full(
+            repo,
+            None,
+            None,
+            &[],
+            watchdog::default_deadline(),
+            config,
+            None,
+        )
     }
 
     /// Mounts `repo` with this configuration, the daemon and every command of the mount
@@ -78,18 +86,7 @@ impl Mount {
         extra: &[&str],
         deadline: Duration,
     ) -> Mount {
-        Mount::mount_configured(repo, rev, state_root, extra, deadline, "")
-    }
-
-    fn mount_configured(
-        repo: &Path,
-        rev: Option<&str>,
-        state_root: Option<&Path>,
-        extra: &[&str],
-        deadline: Duration,
-        config: &str,
-    ) -> Mount {
-        Mount::mount_full(repo, rev, state_root, extra, deadline, config, None)
+        Mount::mount_full(repo, rev, state_root, extra, deadline, "", None)
     }
 
     fn mount_full(
