@@ -314,22 +314,27 @@ impl WorkingCopy {
                 }
             }
         }
-        // Attributes no record above carries, in one pass over the inodes: modification
-        // times of store files not otherwise described (files an update changed, files a
-        // commit took from the overlay), owners and access times. None changes a status.
-        let store_mtime = |e: &crate::wc::Entry| match e.kind {
-            Kind::File(FileData::Store { .. }) | Kind::Symlink(LinkData::Store { .. }) => e.mtime,
-            _ => None,
+        // Attributes no record above carries, in one pass over the inodes: owners, access
+        // times and extended attributes, then the times a replay of the records would not
+        // rebuild (`Times`): every entry with a change time or (not an overlay file) a
+        // modification time of its own, what the records put, and the directories they put
+        // into or remove from (their replay stamps them). None changes a status.
+        let mut timed: BTreeSet<Vec<u8>> = put_paths;
+        for r in &records {
+            if let Record::Put { path, .. } | Record::Remove { path } = r {
+                timed.insert(parent_of(path).to_vec());
+            }
+        }
+        let own_time = |e: &crate::wc::Entry| {
+            e.ctime.is_some()
+                || (e.mtime.is_some() && !matches!(e.kind, Kind::File(FileData::Overlay { .. })))
         };
         let mut attrs: Vec<u64> = inner
             .entries
             .iter()
             .filter(|(ino, e)| {
-                (e.parent != 0 || (**ino == ROOT_INO && e.xattrs.is_some()))
-                    && (store_mtime(e).is_some()
-                        || e.owner.is_some()
-                        || e.atime.is_some()
-                        || e.xattrs.is_some())
+                (e.parent != 0 || **ino == ROOT_INO)
+                    && (own_time(e) || e.owner.is_some() || e.atime.is_some() || e.xattrs.is_some())
             })
             .map(|(ino, _)| *ino)
             .collect();
@@ -338,28 +343,22 @@ impl WorkingCopy {
             let (Some(path), Ok(e)) = (inner.path_of(ino), inner.entry(ino)) else {
                 continue;
             };
-            if let Some(t) = store_mtime(e).filter(|_| !put_paths.contains(&path)) {
-                let (secs, nanos) = unix_time(t);
-                records.push(Record::SetMtime {
-                    path: path.clone(),
-                    secs,
-                    nanos,
-                });
-            }
-            if let Some((uid, gid)) = e.owner {
-                records.push(Record::SetOwner {
-                    path: path.clone(),
-                    uid,
-                    gid,
-                });
-            }
-            if let Some(t) = e.atime {
-                let (secs, nanos) = unix_time(t);
-                records.push(Record::SetAtime {
-                    path: path.clone(),
-                    secs,
-                    nanos,
-                });
+            if ino != ROOT_INO {
+                if let Some((uid, gid)) = e.owner {
+                    records.push(Record::SetOwner {
+                        path: path.clone(),
+                        uid,
+                        gid,
+                    });
+                }
+                if let Some(t) = e.atime {
+                    let (secs, nanos) = unix_time(t);
+                    records.push(Record::SetAtime {
+                        path: path.clone(),
+                        secs,
+                        nanos,
+                    });
+                }
             }
             for (name, value) in e.xattrs.iter().flat_map(|x| x.iter()) {
                 records.push(Record::SetXattr {
@@ -368,30 +367,7 @@ impl WorkingCopy {
                     value: value.to_vec(),
                 });
             }
-        }
-        // Times a replay of the records above would not rebuild: every entry with a change
-        // time or (not an overlay file) a modification time of its own, what the records
-        // put, and the directories they put into or remove from (their replay stamps them).
-        let mut timed: BTreeSet<Vec<u8>> = put_paths.clone();
-        for r in &records {
-            if let Record::Put { path, .. } | Record::Remove { path } = r {
-                timed.insert(parent_of(path).to_vec());
-            }
-        }
-        let mut own: Vec<u64> = inner
-            .entries
-            .iter()
-            .filter(|(ino, e)| {
-                (e.parent != 0 || **ino == ROOT_INO)
-                    && (e.ctime.is_some()
-                        || (e.mtime.is_some()
-                            && !matches!(e.kind, Kind::File(FileData::Overlay { .. }))))
-            })
-            .map(|(ino, _)| *ino)
-            .collect();
-        own.sort_unstable();
-        for ino in own {
-            if let Some(path) = inner.path_of(ino) {
+            if own_time(e) {
                 timed.insert(path);
             }
         }

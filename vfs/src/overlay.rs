@@ -33,11 +33,6 @@ impl Overlay {
         })
     }
 
-    /// How many overlay files are open in the cache.
-    pub fn open_count(&self) -> usize {
-        self.cache().len()
-    }
-
     fn path(&self, id: u64) -> PathBuf {
         self.dir.join(format!("{id:016x}"))
     }

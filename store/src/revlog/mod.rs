@@ -381,13 +381,9 @@ impl Revlog {
         self.reconstruct(rev, false)
     }
 
-    fn reconstruct(&self, rev: Rev, keep: bool) -> Result<Arc<[u8]>> {
-        if rev == NULL_REV {
-            return Ok(Arc::from(&[][..]));
-        }
-        if let Some(text) = self.cache.get((self.cache_id, rev)) {
-            return Ok(text);
-        }
+    /// The index entry of `rev`, refused when its text cannot be rebuilt here: a censored
+    /// revision, or one stored elsewhere (narrow ellipsis, lfs).
+    pub(super) fn rebuildable_entry(&self, rev: Rev) -> Result<IndexEntry> {
         let entry = self.entry(rev)?;
         if entry.flags & REVIDX_ISCENSORED != 0 {
             return Err(StoreError::corrupt_rev(
@@ -406,6 +402,17 @@ impl Revlog {
                 ),
             ));
         }
+        Ok(entry)
+    }
+
+    fn reconstruct(&self, rev: Rev, keep: bool) -> Result<Arc<[u8]>> {
+        if rev == NULL_REV {
+            return Ok(Arc::from(&[][..]));
+        }
+        if let Some(text) = self.cache.get((self.cache_id, rev)) {
+            return Ok(text);
+        }
+        let entry = self.rebuildable_entry(rev)?;
         let hint = entry.raw_len.max(0) as usize;
         let (chain, start) = self.delta_chain(rev)?;
         let mut revs = chain.iter().rev();

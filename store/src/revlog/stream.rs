@@ -8,7 +8,7 @@
 //! in bounded blocks, hashed on the way and checked against the revision's node. Reads go
 //! through `pread`, never a memory map, so the process's resident memory stays small.
 
-use super::{Revlog, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
+use super::Revlog;
 use crate::error::{Result, StoreError};
 use crate::mpatch::{PatchError, Piece, Rope};
 use crate::node::{Node, Rev, NULL_REV};
@@ -81,24 +81,7 @@ impl Revlog {
         if rev == NULL_REV {
             return Ok(0);
         }
-        let entry = self.entry(rev)?;
-        if entry.flags & REVIDX_ISCENSORED != 0 {
-            return Err(StoreError::corrupt_rev(
-                &self.name,
-                rev as u32,
-                "censored node",
-            ));
-        }
-        if entry.flags & (REVIDX_ELLIPSIS | REVIDX_EXTSTORED) != 0 {
-            return Err(StoreError::corrupt_rev(
-                &self.name,
-                rev as u32,
-                format!(
-                    "unsupported revision flag {:#x} (narrow or lfs)",
-                    entry.flags
-                ),
-            ));
-        }
+        let entry = self.rebuildable_entry(rev)?;
         let scratch_file =
             Arc::new(tempfile::tempfile_in(scratch).map_err(|e| StoreError::io(scratch, e))?);
         let mut spooled = 0u64;
