@@ -6,7 +6,6 @@
 mod commands;
 mod debuggen;
 mod mounts;
-mod paths;
 mod prefetch;
 mod progress;
 mod ui;

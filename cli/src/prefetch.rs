@@ -4,7 +4,7 @@
 //! warm. Unmatched file arguments are reported as `hg cat` reports them.
 
 use crate::commands::open_workspace;
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

@@ -2,11 +2,14 @@
 //! copy's (revfs-vfs), ported from Mercurial 6.3.2 so that revfs prints and reads exactly what
 //! hg does. One module per thing it owns:
 //!
-//! * [`diff`]: bdiff's line matching, unified and git diffs, byte for byte as `hg diff`;
+//! * [`diff`]: bdiff's line matching, unified and git diffs, byte for byte as `hg diff`
+//!   (with the colour labels of diff text);
 //! * [`date`]: dates as `hg commit -d` reads them and as hg makes them;
 //! * [`config`]: hg's configuration files (which, in what order, their syntax) and the
 //!   committer's name;
 //! * [`paths`]: Python's `os.path` on bytes, as hg uses it;
+//! * [`matcher`]: paths and file patterns as typed on hg's command line, and paths as hg
+//!   prints them (relative to the current directory);
 //! * [`ignore`]: `.hgignore` files and hg's pattern kinds, compiled to regular expressions
 //!   as hg's pure-Python matcher does (with Python's `re` syntax translated);
 //! * [`template`]: the part of hg's template language `log -T` takes;
@@ -20,5 +23,6 @@ pub mod config;
 pub mod date;
 pub mod diff;
 pub mod ignore;
+pub mod matcher;
 pub mod paths;
 pub mod template;

@@ -1,6 +1,6 @@
 //! `revfs cat`: file contents as of a revision, byte for byte what `hg cat` prints.
 
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, Out};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;

@@ -4,7 +4,7 @@
 //! [`crate::progress`]).
 
 use super::Workspace;
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

@@ -19,12 +19,13 @@
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
 use crate::commands::{open_workspace, Workspace};
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::config::{parse_bool, strerror, Config, ConfigError};
 use revfs_hg::date::py_bytes_repr;
-use revfs_hg::paths::{join, normpath};
+use revfs_hg::matcher::is_pattern;
+use revfs_hg::paths::{basename, checkwinfilename, join, normpath, shellquote, split};
 use revfs_vfs::control::Request;
 use revfs_vfs::journal::Track;
 use revfs_vfs::store::manifest::Manifest;
@@ -124,123 +125,8 @@ fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
 }
 
-/// Python's `os.path.split(p)[0]` and `[1]`.
-fn psplit(p: &[u8]) -> (&[u8], &[u8]) {
-    let i = p.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
-    let (head, tail) = (&p[..i], &p[i..]);
-    if !head.is_empty() && head.iter().any(|&b| b != b'/') {
-        let end = head.iter().rposition(|&b| b != b'/').map_or(0, |e| e + 1);
-        (&head[..end], tail)
-    } else {
-        (head, tail)
-    }
-}
-
-fn basename(p: &[u8]) -> &[u8] {
-    psplit(p).1
-}
-
-/// `pathutil.patkind`: the pattern kinds hg knows.
-fn patkind(pat: &str) -> bool {
-    const KINDS: [&str; 13] = [
-        "re",
-        "glob",
-        "path",
-        "relglob",
-        "relpath",
-        "relre",
-        "rootglob",
-        "listfile",
-        "listfile0",
-        "set",
-        "include",
-        "subinclude",
-        "rootfilesin",
-    ];
-    pat.split_once(':').is_some_and(|(k, _)| KINDS.contains(&k))
-}
-
 fn under(path: &[u8], dir: &[u8]) -> bool {
     dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&b'/'))
-}
-
-/// `util.checkwinfilename`.
-fn checkwinfilename(path: &[u8]) -> Option<String> {
-    if path.ends_with(b"\\") {
-        return Some("filename ends with '\\', which is invalid on Windows".into());
-    }
-    if path.windows(2).any(|w| w == b"\\/") {
-        return Some("directory name ends with '\\', which is invalid on Windows".into());
-    }
-    const RESERVED: [&str; 22] = [
-        "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
-        "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9",
-    ];
-    let replaced: Vec<u8> = path
-        .iter()
-        .map(|&b| if b == b'\\' { b'/' } else { b })
-        .collect();
-    for n in replaced.split(|&b| b == b'/') {
-        if n.is_empty() {
-            continue;
-        }
-        for &c in n {
-            if b":*?\"<>|".contains(&c) {
-                return Some(format!(
-                    "filename contains '{}', which is reserved on Windows",
-                    c as char
-                ));
-            }
-            if c <= 31 {
-                return Some(format!(
-                    "filename contains '{}', which is invalid on Windows",
-                    escapestr(c)
-                ));
-            }
-        }
-        let base = n.split(|&b| b == b'.').next().unwrap_or_default();
-        if !base.is_empty()
-            && RESERVED
-                .iter()
-                .any(|r| base.eq_ignore_ascii_case(r.as_bytes()))
-        {
-            return Some(format!(
-                "filename contains '{}', which is reserved on Windows",
-                lossy(base)
-            ));
-        }
-        if let Some(&t) = n.last() {
-            if (t == b'.' || t == b' ') && n != b"." && n != b".." {
-                return Some(format!(
-                    "filename ends with '{}', which is not allowed on Windows",
-                    t as char
-                ));
-            }
-        }
-    }
-    None
-}
-
-/// Python's `codecs.escape_encode` of one control byte.
-fn escapestr(c: u8) -> String {
-    match c {
-        b'\t' => "\\t".into(),
-        b'\n' => "\\n".into(),
-        b'\r' => "\\r".into(),
-        _ => format!("\\x{c:02x}"),
-    }
-}
-
-/// hg's `shellquote` (posix).
-fn shellquote(s: &[u8]) -> String {
-    let plain = !s.is_empty()
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"._/+-".contains(&b));
-    if plain {
-        lossy(s)
-    } else {
-        format!("'{}'", lossy(s).replace('\'', "'\\''"))
-    }
 }
 
 fn warn(text: &str) {
@@ -713,7 +599,7 @@ fn run(cli: &crate::Cli, args: &CopyArgs, rename: bool) -> Result<u8> {
     // isdir and not islink (a trailing slash makes lstat follow the link, as in Python).
     let destdirexists = std::fs::symlink_metadata(&dest_path).is_ok_and(|m| m.is_dir());
     if !destdirexists {
-        if pats.len() > 1 || patkind(&pats[0]) {
+        if pats.len() > 1 || is_pattern(&pats[0]) {
             bail!("with multiple sources, destination must be an existing directory");
         }
         if dest.ends_with('/') {
@@ -763,7 +649,7 @@ fn target_copy(c: &Copier, pat: &str, destdirexists: bool) -> Result<TargetFn> {
     if c.os_path(pat.as_bytes()).is_dir() {
         let abspfx = c.canonpath(pat.as_bytes())?;
         let mut striplen = if destdirexists {
-            psplit(&abspfx).0.len()
+            split(&abspfx).0.len()
         } else {
             abspfx.len()
         };
@@ -786,7 +672,7 @@ fn target_after(
     destdirexists: bool,
     srcs: &[(Vec<u8>, bool)],
 ) -> Result<TargetFn> {
-    if patkind(pat) {
+    if is_pattern(pat) {
         return Ok(TargetFn::Basename);
     }
     let abspfx = c.canonpath(pat.as_bytes())?;
@@ -805,9 +691,9 @@ fn target_after(
         if striplen > 0 {
             striplen += 1;
         }
-        if c.os_path(&join(dest, psplit(&abspfx).1)).is_dir() {
+        if c.os_path(&join(dest, split(&abspfx).1)).is_dir() {
             let score = evalpath(striplen);
-            let mut striplen1 = psplit(&abspfx).0.len();
+            let mut striplen1 = split(&abspfx).0.len();
             if striplen1 > 0 {
                 striplen1 += 1;
             }
@@ -1115,52 +1001,4 @@ fn forget(c: &mut Copier, pats: &[String]) -> Result<u8> {
     }
     c.flush()?;
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows_names_like_hg() {
-        assert_eq!(checkwinfilename(b"just/a/normal/path"), None);
-        assert_eq!(
-            checkwinfilename(b"foo/bar/con.xml").as_deref(),
-            Some("filename contains 'con', which is reserved on Windows")
-        );
-        assert_eq!(checkwinfilename(b"foo/bar/xml.con"), None);
-        assert_eq!(
-            checkwinfilename(b"foo/bar/AUX/bla.txt").as_deref(),
-            Some("filename contains 'AUX', which is reserved on Windows")
-        );
-        assert_eq!(
-            checkwinfilename(b"foo/bar/bla:.txt").as_deref(),
-            Some("filename contains ':', which is reserved on Windows")
-        );
-        assert_eq!(
-            checkwinfilename(b"foo/bar/b\x07la.txt").as_deref(),
-            Some("filename contains '\\x07', which is invalid on Windows")
-        );
-        assert_eq!(
-            checkwinfilename(b"foo/bar/bla ").as_deref(),
-            Some("filename ends with ' ', which is not allowed on Windows")
-        );
-        assert_eq!(checkwinfilename(b"../bar"), None);
-        assert_eq!(shellquote(b"x:y"), "'x:y'");
-        assert_eq!(shellquote(b"a/b.c"), "a/b.c");
-        assert_eq!(shellquote(b"it's"), "'it'\\''s'");
-    }
-
-    #[test]
-    fn python_paths() {
-        assert_eq!(join(b"d", b"x"), b"d/x");
-        assert_eq!(join(b"d/", b"x"), b"d/x");
-        assert_eq!(join(b"d", b""), b"d/");
-        assert_eq!(psplit(b"a/b/c"), (&b"a/b"[..], &b"c"[..]));
-        assert_eq!(psplit(b"c"), (&b""[..], &b"c"[..]));
-        assert_eq!(normpath(b"/r/./a/../b/"), b"/r/b");
-        assert!(patkind("glob:*.c"));
-        assert!(!patkind("foo:bar"));
-        assert!(!patkind("plain"));
-    }
 }

@@ -1,6 +1,6 @@
 //! `revfs files`: the tracked files of a revision, as `hg files` lists them.
 
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;

@@ -2,7 +2,7 @@
 //! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
 
 use super::Workspace;
-use crate::paths::{Matcher, PathContext};
+use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;

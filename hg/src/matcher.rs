@@ -1,10 +1,35 @@
-//! Paths as users type them and as hg prints them: arguments are relative to the current
-//! directory, repository paths are `/`-separated bytes relative to the root, and output is
-//! shown relative to the current directory again.
+//! Paths and file patterns as users type them on hg's command line, and paths as hg prints
+//! them: arguments are relative to the current directory, repository paths are
+//! `/`-separated bytes relative to the root, and output is shown relative to the current
+//! directory again (`pathutil.canonpath`, `match.match` for command-line patterns).
 
-use anyhow::{bail, Result};
+use crate::ignore::command_line_pattern;
+use thiserror::Error;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+
+/// Why a command-line path or pattern cannot be used, with hg's message (after `abort: `).
+#[derive(Debug, Error)]
+pub enum MatchError {
+    /// A path outside the repository.
+    #[error("{arg} not under root '{root}'")]
+    NotUnderRoot { arg: String, root: String },
+    /// A pattern hg cannot compile (`invalid pattern (re): ...`).
+    #[error("{0}")]
+    Pattern(String),
+    /// The current directory cannot be read.
+    #[error("cannot read the current directory: {0}")]
+    CurrentDir(#[source] std::io::Error),
+}
+
+type Result<T> = std::result::Result<T, MatchError>;
+
+fn not_under_root(arg: &str, root: &Path) -> MatchError {
+    MatchError::NotUnderRoot {
+        arg: arg.to_owned(),
+        root: root.display().to_string(),
+    }
+}
 
 /// Where the command runs, relative to the repository root.
 pub struct PathContext {
@@ -21,7 +46,7 @@ impl PathContext {
     pub fn new(root: &Path) -> Result<PathContext> {
         // The current directory is canonical already; so is a mount's root. Canonicalizing
         // only what is not spares a round of lstat calls through the mount.
-        let cwd = std::env::current_dir()?;
+        let cwd = std::env::current_dir().map_err(MatchError::CurrentDir)?;
         let root = if cwd.starts_with(root) && root.is_absolute() {
             root.to_path_buf()
         } else {
@@ -43,7 +68,7 @@ impl PathContext {
         let given = Path::new(arg);
         let (mut parts, rel) = if given.is_absolute() {
             let Ok(rel) = given.strip_prefix(&self.root) else {
-                bail!("{arg} not under root '{}'", self.root.display());
+                return Err(not_under_root(arg, &self.root));
             };
             (Vec::new(), rel)
         } else {
@@ -55,7 +80,7 @@ impl PathContext {
                 Component::CurDir => {}
                 Component::ParentDir => {
                     if parts.pop().is_none() {
-                        bail!("{arg} not under root '{}'", self.root.display());
+                        return Err(not_under_root(arg, &self.root));
                     }
                 }
                 Component::RootDir | Component::Prefix(_) => {}
@@ -106,8 +131,7 @@ impl Matcher {
         let mut paths = Vec::new();
         for arg in args {
             if let Some(re) = arg.strip_prefix("re:") {
-                let re = revfs_hg::ignore::command_line_pattern("re", re.as_bytes())
-                    .map_err(anyhow::Error::msg)?;
+                let re = command_line_pattern("re", re.as_bytes()).map_err(MatchError::Pattern)?;
                 patterns.push(Pattern::Regex(re));
                 continue;
             }
@@ -129,15 +153,14 @@ impl Matcher {
                         b"" | b"." => {}
                         b".." => {
                             if parts.pop().is_none() {
-                                bail!("{arg} not under root '{}'", ctx.root.display());
+                                return Err(not_under_root(arg, &ctx.root));
                             }
                         }
                         c => parts.push(c),
                     }
                 }
                 let full = parts.join(&b'/');
-                let re = revfs_hg::ignore::command_line_pattern("glob", &full)
-                    .map_err(anyhow::Error::msg)?;
+                let re = command_line_pattern("glob", &full).map_err(MatchError::Pattern)?;
                 patterns.push(Pattern::Regex(re));
                 continue;
             }
@@ -175,4 +198,36 @@ impl Matcher {
 
 fn under_or_equal(path: &[u8], p: &[u8]) -> bool {
     p.is_empty() || path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+}
+
+/// Whether `pat` starts with one of the pattern kinds hg knows (`match.patkind`).
+pub fn is_pattern(pat: &str) -> bool {
+    const KINDS: [&str; 13] = [
+        "re",
+        "glob",
+        "path",
+        "relglob",
+        "relpath",
+        "relre",
+        "rootglob",
+        "listfile",
+        "listfile0",
+        "set",
+        "include",
+        "subinclude",
+        "rootfilesin",
+    ];
+    pat.split_once(':').is_some_and(|(k, _)| KINDS.contains(&k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_kinds_like_hg() {
+        assert!(is_pattern("glob:*.c"));
+        assert!(!is_pattern("foo:bar"));
+        assert!(!is_pattern("plain"));
+    }
 }

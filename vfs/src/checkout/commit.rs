@@ -1,0 +1,209 @@
+//! `commit` of a working copy: the changed paths read, the changeset written, the journal
+//! rebased on it.
+
+use super::*;
+use crate::status::StatusRequest;
+use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy};
+use revfs_store::commit::{Change, CommitRequest};
+use revfs_store::manifest::FileFlag;
+use revfs_store::{Node, Repo, StoreError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// A committed path as it was read for the commit.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Captured {
+    File { data: Vec<u8>, exec: bool },
+    Link(Vec<u8>),
+}
+
+impl WorkingCopy {
+    pub(super) fn capture(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<Captured>> {
+        let Some(ino) = inner.resolve(path)? else {
+            return Ok(None);
+        };
+        let e = inner.entry(ino)?;
+        let exec = e.mode & 0o100 != 0;
+        let read_store = |p: &[u8], n: &Node| -> Result<Vec<u8>> {
+            let fl = inner.repo.filelog(p)?;
+            Ok(fl.read(fl.rev_of(n)?)?.to_vec())
+        };
+        Ok(Some(match &e.kind {
+            Kind::Dir { .. } => return Ok(None),
+            Kind::File(FileData::Overlay { id }) => Captured::File {
+                data: self.overlay.read_all(*id)?,
+                exec,
+            },
+            Kind::File(FileData::Store { path, node, .. }) => Captured::File {
+                data: read_store(path, node)?,
+                exec,
+            },
+            Kind::Symlink(LinkData::Local(t)) => Captured::Link(t.to_vec()),
+            Kind::Symlink(LinkData::Store { path, node }) => {
+                Captured::Link(read_store(path, node)?)
+            }
+            // Not something a commit can hold.
+            Kind::Special { .. } => return Ok(None),
+        }))
+    }
+
+    /// Commits the working copy's changes (all, or `spec.paths`) as a child of its parent,
+    /// makes the new changeset the parent and returns its node. A write that races with the
+    /// commit is either in it or still a change afterwards: the committed overlay copies are
+    /// only dropped when their content is still what was committed.
+    ///
+    /// `progress` hears of the phases: `checking` (status), `reading` (per file captured),
+    /// `writing` (the store transaction, no count), `finishing` (per committed file
+    /// compared with what the store now has), `saving` (the journal rewrite, no count).
+    pub fn commit(&self, spec: &CommitSpec, progress: Option<ProgressFn>) -> Result<Node> {
+        let _one = self.transition_lock();
+        let t0 = std::time::Instant::now();
+        tick(progress, "checking", 0, 0);
+        let status = self.status(StatusRequest::default())?;
+        let t_status = t0.elapsed();
+        let wanted: Option<BTreeSet<&[u8]>> = spec
+            .paths
+            .as_ref()
+            .map(|v| v.iter().map(Vec::as_slice).collect());
+        let chosen: Vec<(char, Vec<u8>)> = status
+            .into_iter()
+            .filter(|e| matches!(e.letter, 'M' | 'A' | 'R'))
+            .filter(|e| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|w| w.contains(e.path.as_slice()))
+            })
+            .map(|e| (e.letter, e.path))
+            .collect();
+        if chosen.is_empty() {
+            return Err(WcError::NothingChanged);
+        }
+        let (p1, repo, base, files, captured) = {
+            let mut inner = self.write();
+            let (p1, repo, base) = (inner.base_node, inner.repo.clone(), inner.base.clone());
+            let mut files = BTreeMap::new();
+            let mut captured = BTreeMap::new();
+            let total = chosen.len();
+            for (i, (letter, path)) in chosen.into_iter().enumerate() {
+                tick(progress, "reading", i, total);
+                if letter == 'R' {
+                    files.insert(path, Change::Remove);
+                    continue;
+                }
+                let Some(cap) = self.capture(&mut inner, &path)? else {
+                    continue;
+                };
+                let copy_from = inner
+                    .copies
+                    .get(&path)
+                    .filter(|src| matches!(base.find(src), Ok(Some(_))))
+                    .cloned();
+                let (data, flag) = match &cap {
+                    Captured::File { data, exec } => (
+                        data.clone(),
+                        if *exec {
+                            FileFlag::Executable
+                        } else {
+                            FileFlag::Regular
+                        },
+                    ),
+                    Captured::Link(t) => (t.clone(), FileFlag::Symlink),
+                };
+                files.insert(
+                    path.clone(),
+                    Change::Set {
+                        data,
+                        flag,
+                        copy_from,
+                    },
+                );
+                captured.insert(path, cap);
+            }
+            tick(progress, "reading", total, total);
+            (p1, repo, base, files, captured)
+        };
+        let t_read = t0.elapsed();
+        drop(base);
+        if files.is_empty() {
+            return Err(WcError::NothingChanged);
+        }
+        let branch = match repo.changelog().rev_of(&p1) {
+            Some(rev) if !p1.is_null() => {
+                let b = repo.changeset(rev)?.branch().to_vec();
+                (b != b"default").then_some(b)
+            }
+            _ => None,
+        };
+        let req = CommitRequest {
+            p1,
+            p2: Node::NULL,
+            files,
+            user: spec.user.clone(),
+            time: spec.time,
+            tz: spec.tz,
+            description: spec.description.clone(),
+            branch,
+        };
+        tick(progress, "writing", 0, 0);
+        let (node, manifest) = revfs_store::commit::commit_with_manifest(&repo, &req)?;
+        let t_write = t0.elapsed();
+        let repo = Arc::new(Repo::open(repo.root())?);
+        if repo.changelog().rev_of(&node).is_none() {
+            return Err(StoreError::UnknownRevision(node.to_hex()).into());
+        }
+        // The manifest just written, without reading it back.
+        let new_base = Arc::new(manifest);
+
+        let mut freed = Vec::new();
+        let mut inner = self.write();
+        let total = captured.len();
+        for (i, (path, cap)) in captured.iter().enumerate() {
+            tick(progress, "finishing", i, total);
+            let Some(ino) = inner.resolve(path)? else {
+                continue;
+            };
+            let Some(me) = new_base.find(path)? else {
+                continue;
+            };
+            let (mnode, mflag) = (me.node, me.flag);
+            // Still what was committed (a write that raced with the commit keeps its copy)?
+            if self.capture(&mut inner, path)?.as_ref() != Some(cap) {
+                continue;
+            }
+            let e = inner.entry(ino)?;
+            let mtime = match e.kind {
+                Kind::File(FileData::Overlay { id }) => self.overlay.mtime(id).ok(),
+                _ => e.mtime,
+            };
+            let kind = Kind::from_store(path, mnode, mflag);
+            let e = inner.entry_mut(ino)?;
+            if let Kind::File(FileData::Overlay { id }) = std::mem::replace(&mut e.kind, kind) {
+                freed.push(id);
+            }
+            e.mtime = mtime.or(Some(SystemTime::now()));
+        }
+        tick(progress, "finishing", total, total);
+        let t_finish = t0.elapsed();
+        tick(progress, "saving", 0, 0);
+        inner.base = new_base;
+        inner.base_node = node;
+        inner.repo = repo;
+        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
+        self.rebase_journal(&mut inner, &committed)?;
+        drop(inner);
+        tracing::debug!(
+            ?t_status,
+            ?t_read,
+            ?t_write,
+            ?t_finish,
+            total = ?t0.elapsed(),
+            files = req.files.len(),
+            "commit timings"
+        );
+        for id in freed {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(node)
+    }
+}

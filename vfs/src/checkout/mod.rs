@@ -1,0 +1,443 @@
+//! Moving a working copy to a new parent revision without a checkout: `commit` (the new
+//! changeset becomes the parent and the committed changes stop being changes) and `update`
+//! (the tree becomes another revision's, in place, with the local changes carried over).
+//!
+//! Both work in time proportional to what changed: commit reads only the committed paths,
+//! update walks the manifest diff and touches only the inodes on it (unchanged files keep
+//! their inodes and the kernel's caches). Both end by rewriting the journal against the new
+//! parent ([`WorkingCopy::rebase_journal`], here): the rewritten journal describes, with
+//! `Remove`, `Put`, `SetMode`, `SetOwner`, `Times`, xattr, `Track` and `Copy` records, exactly how
+//! the working copy differs from the new parent, so a remount (or a daemon killed afterwards)
+//! finds it again. The journal's header is the authority on the working-copy parent: it is
+//! renamed into place in one step, after the store has the new changeset.
+//!
+//! Submodules: `commit` (capture and commit), `update` (the manifest diff
+//! applied in place) and `prefetch` (a revision's files read ahead).
+
+mod commit;
+mod prefetch;
+mod update;
+
+use crate::journal::{PutEntry, Record, Track};
+use crate::wc::{
+    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, WorkingCopy, ROOT_INO,
+};
+use revfs_store::manifest::{FileFlag, Manifest};
+use revfs_store::Node;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+/// What the kernel must forget after revfs changed the tree behind its back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    /// Name `name` in directory `parent` (negative entries included).
+    Entry { parent: u64, name: Box<[u8]> },
+    /// The data, attributes and (for a directory) cached listing of an inode.
+    Inode(u64),
+}
+
+/// Receives how far a long operation has come: `(what, done, total)`, `total` 0 when the
+/// amount of work is unknown. Called per unit of work at most (per file captured, applied
+/// or read); the receiver rate-limits what it shows, so it must be cheap.
+pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Calls `progress`, if any.
+fn tick(progress: Option<ProgressFn>, what: &str, done: usize, total: usize) {
+    if let Some(f) = progress {
+        f(what, done as u64, total as u64);
+    }
+}
+
+/// What a prefetch read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchOutcome {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// What a commit is made of, besides the changes.
+#[derive(Debug, Clone)]
+pub struct CommitSpec {
+    /// Paths to commit (those that are M, A or R); `None` commits every change.
+    pub paths: Option<Vec<Vec<u8>>>,
+    pub user: Vec<u8>,
+    /// Seconds since the epoch.
+    pub time: i64,
+    /// Seconds west of UTC.
+    pub tz: i32,
+    pub description: Vec<u8>,
+}
+
+/// What an update did.
+#[derive(Debug, Default)]
+pub struct UpdateOutcome {
+    /// Files written (added or changed), as hg counts "files updated".
+    pub updated: usize,
+    /// Files removed.
+    pub removed: usize,
+    /// Inodes and names the kernel must forget.
+    pub invalidations: Vec<Invalidation>,
+    /// Paths reverted by `--clean` (invalidated by path).
+    pub reverted: Vec<Vec<u8>>,
+}
+
+/// A working-copy path as the journal rewrite sees it.
+enum Cur {
+    Absent,
+    Dir {
+        mode: u32,
+    },
+    Item {
+        entry: PutEntry,
+        mode: u32,
+        mtime: Option<SystemTime>,
+        /// The store revision the content is, when it comes from the store.
+        store: Option<Node>,
+        link: bool,
+    },
+}
+
+/// What the new parent's manifest has at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Absent,
+    Dir,
+    File(Node, FileFlag),
+}
+
+fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
+    if path.is_empty() {
+        return Ok(Target::Dir);
+    }
+    if let Some(e) = m.find(path)? {
+        return Ok(Target::File(e.node, e.flag));
+    }
+    let mut prefix = path.to_vec();
+    prefix.push(b'/');
+    Ok(if m.iter_prefix(&prefix).next().is_some() {
+        Target::Dir
+    } else {
+        Target::Absent
+    })
+}
+
+/// The proper ancestors of `path` ("a", "a/b" for "a/b/c").
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'/')
+        .map(move |(i, _)| &path[..i])
+}
+
+fn under_any(set: &BTreeSet<Vec<u8>>, path: &[u8]) -> bool {
+    !set.is_empty() && ancestors(path).any(|a| set.contains(a))
+}
+
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    parts.join(&b'/')
+}
+
+impl WorkingCopy {
+    fn cur_at(&self, inner: &mut Inner, path: &[u8]) -> Result<Cur> {
+        let Some(ino) = inner.resolve(path)? else {
+            return Ok(Cur::Absent);
+        };
+        let e = inner.entry(ino)?;
+        let mode = e.mode;
+        let mtime = e.mtime;
+        Ok(match &e.kind {
+            Kind::Dir { .. } => Cur::Dir { mode },
+            Kind::File(FileData::Store { path, node, .. }) => Cur::Item {
+                entry: PutEntry::StoreFile {
+                    source: path.to_vec(),
+                    node: *node,
+                },
+                mode,
+                mtime,
+                store: Some(*node),
+                link: false,
+            },
+            Kind::File(FileData::Overlay { id }) => Cur::Item {
+                entry: PutEntry::OverlayFile { id: *id },
+                mode,
+                mtime: None,
+                store: None,
+                link: false,
+            },
+            Kind::Symlink(LinkData::Store { path, node }) => Cur::Item {
+                entry: PutEntry::StoreLink {
+                    source: path.to_vec(),
+                    node: *node,
+                },
+                mode,
+                mtime,
+                store: Some(*node),
+                link: true,
+            },
+            Kind::Symlink(LinkData::Local(t)) => Cur::Item {
+                entry: PutEntry::LocalLink { target: t.to_vec() },
+                mode,
+                mtime,
+                store: None,
+                link: true,
+            },
+            Kind::Special { kind, rdev } => Cur::Item {
+                entry: PutEntry::Special {
+                    kind: *kind,
+                    rdev: *rdev,
+                },
+                mode,
+                mtime,
+                store: None,
+                link: false,
+            },
+        })
+    }
+
+    /// Rewrites the journal so that it describes the working copy against `inner.base`
+    /// (already the new parent), and rebuilds the dirty set from it. `committed` paths
+    /// lose their tracking overrides and copy sources.
+    pub(crate) fn rebase_journal(
+        &self,
+        inner: &mut Inner,
+        committed: &BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let base = inner.base.clone();
+        // The paths that may differ from the new parent: the dirty ones, their ancestors,
+        // everything below dirty directories, here and in the new parent.
+        let mut cands: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        for d in &dirty {
+            if d.is_empty() {
+                continue;
+            }
+            for a in ancestors(d) {
+                cands.insert(a.to_vec());
+            }
+            cands.insert(d.clone());
+            if let Some(ino) = inner.resolve(d)? {
+                if inner.is_dir(ino) {
+                    self.paths_below(inner, ino, d, true, &mut cands)?;
+                }
+            }
+            let mut prefix = d.clone();
+            prefix.push(b'/');
+            for e in base.iter_prefix(&prefix) {
+                let e = e?;
+                for a in ancestors(e.path).filter(|a| a.len() > d.len()) {
+                    cands.insert(a.to_vec());
+                }
+                cands.insert(e.path.to_vec());
+            }
+        }
+        let mut records = Vec::new();
+        if let Ok(root) = inner.entry(ROOT_INO) {
+            if root.mode != 0o755 {
+                records.push(Record::SetMode {
+                    path: Vec::new(),
+                    mode: root.mode,
+                });
+            }
+        }
+        // Subtrees already described (nothing below them needs a record) and directories
+        // that are new (nothing below them is in the parent).
+        let mut done: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut fresh: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut put_paths: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in cands {
+            if under_any(&done, &p) {
+                continue;
+            }
+            let target = if under_any(&fresh, &p) {
+                Target::Absent
+            } else {
+                target_at(&base, &p)?
+            };
+            match self.cur_at(inner, &p)? {
+                Cur::Absent => {
+                    if target != Target::Absent {
+                        records.push(Record::Remove { path: p.clone() });
+                    }
+                    done.insert(p);
+                }
+                Cur::Dir { mode } => match target {
+                    Target::Dir => {
+                        if mode != 0o755 {
+                            records.push(Record::SetMode { path: p, mode });
+                        }
+                    }
+                    Target::File(..) | Target::Absent => {
+                        if target != Target::Absent {
+                            records.push(Record::Remove { path: p.clone() });
+                        }
+                        records.push(Record::Put {
+                            path: p.clone(),
+                            entry: PutEntry::Dir,
+                            mode,
+                            mtime: None,
+                        });
+                        fresh.insert(p);
+                    }
+                },
+                Cur::Item {
+                    entry,
+                    mode,
+                    mtime,
+                    store,
+                    link,
+                } => {
+                    let same = match target {
+                        Target::File(node, flag) => {
+                            store == Some(node)
+                                && link == (flag == FileFlag::Symlink)
+                                && (link || mode == perm_of_flag(flag))
+                        }
+                        _ => false,
+                    };
+                    if !same {
+                        if target == Target::Dir {
+                            records.push(Record::Remove { path: p.clone() });
+                        }
+                        records.push(Record::Put {
+                            path: p.clone(),
+                            entry,
+                            mode,
+                            mtime: mtime.map(unix_time),
+                        });
+                        put_paths.insert(p.clone());
+                    }
+                    done.insert(p);
+                }
+            }
+        }
+        // Attributes no record above carries, in one pass over the inodes: owners, access
+        // times and extended attributes, then the times a replay of the records would not
+        // rebuild (`Times`): every entry with a change time or (not an overlay file) a
+        // modification time of its own, what the records put, and the directories they put
+        // into or remove from (their replay stamps them). None changes a status.
+        let mut timed: BTreeSet<Vec<u8>> = put_paths;
+        for r in &records {
+            if let Record::Put { path, .. } | Record::Remove { path } = r {
+                timed.insert(parent_of(path).to_vec());
+            }
+        }
+        let own_time = |e: &crate::wc::Entry| {
+            e.ctime.is_some()
+                || (e.mtime.is_some() && !matches!(e.kind, Kind::File(FileData::Overlay { .. })))
+        };
+        let mut attrs: Vec<u64> = inner
+            .entries
+            .iter()
+            .filter(|(ino, e)| {
+                (e.parent != 0 || **ino == ROOT_INO)
+                    && (own_time(e) || e.owner.is_some() || e.atime.is_some() || e.xattrs.is_some())
+            })
+            .map(|(ino, _)| *ino)
+            .collect();
+        attrs.sort_unstable();
+        for ino in attrs {
+            let (Some(path), Ok(e)) = (inner.path_of(ino), inner.entry(ino)) else {
+                continue;
+            };
+            if ino != ROOT_INO {
+                if let Some((uid, gid)) = e.owner {
+                    records.push(Record::SetOwner {
+                        path: path.clone(),
+                        uid,
+                        gid,
+                    });
+                }
+                if let Some(t) = e.atime {
+                    let (secs, nanos) = unix_time(t);
+                    records.push(Record::SetAtime {
+                        path: path.clone(),
+                        secs,
+                        nanos,
+                    });
+                }
+            }
+            for (name, value) in e.xattrs.iter().flat_map(|x| x.iter()) {
+                records.push(Record::SetXattr {
+                    path: path.clone(),
+                    name: name.to_vec(),
+                    value: value.to_vec(),
+                });
+            }
+            if own_time(e) {
+                timed.insert(path);
+            }
+        }
+        for path in timed {
+            let Some(ino) = inner.resolve(&path)? else {
+                continue;
+            };
+            let e = inner.entry(ino)?;
+            let mtime = e.mtime.unwrap_or(self.checkout_time);
+            let ctime = e.ctime.unwrap_or(mtime);
+            let mtime =
+                (!matches!(e.kind, Kind::File(FileData::Overlay { .. }))).then(|| unix_time(mtime));
+            records.push(Record::Times {
+                path,
+                mtime,
+                ctime: unix_time(ctime),
+            });
+        }
+        // Tracking overrides that still mean something against the new parent.
+        let mut tracking = BTreeMap::new();
+        for (p, t) in std::mem::take(&mut inner.tracking) {
+            let in_base = base.find(&p)?.is_some();
+            let keep = !committed.contains(&p)
+                && match t {
+                    Track::Added => !in_base,
+                    Track::Removed => in_base,
+                    Track::Default => false,
+                };
+            if keep {
+                records.push(Record::Track {
+                    path: p.clone(),
+                    track: t,
+                });
+                tracking.insert(p, t);
+            }
+        }
+        inner.tracking = tracking;
+        let copies: BTreeMap<Vec<u8>, Vec<u8>> = std::mem::take(&mut inner.copies)
+            .into_iter()
+            .filter(|(dest, _)| !committed.contains(dest))
+            .collect();
+        for (dest, source) in &copies {
+            records.push(Record::Copy {
+                dest: dest.clone(),
+                source: source.clone(),
+            });
+        }
+        inner.copies = copies;
+        if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
+            tracing::error!(
+                "rewriting the journal failed: {e}; refusing further changes until a remount"
+            );
+            self.journal_stale
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(e.into());
+        }
+        inner.dirty = records
+            .iter()
+            .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
+            .collect();
+        tracing::info!(
+            records = records.len(),
+            changed = inner.dirty.len(),
+            parent = %inner.base_node.to_hex(),
+            "journal rewritten"
+        );
+        Ok(())
+    }
+}
+
+/// The directory part of a repository path ("" for a path at the root).
+fn parent_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..i],
+        None => &[],
+    }
+}

@@ -1,0 +1,413 @@
+//! `update` of a working copy: the manifest diff applied in place, the local changes
+//! carried over.
+
+use super::commit::Captured;
+use super::*;
+use crate::journal::Track;
+use crate::status::StatusRequest;
+use crate::wc::{
+    perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
+};
+use revfs_store::manifest::{FileFlag, Manifest};
+use revfs_store::{Node, Repo, StoreError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+impl WorkingCopy {
+    /// Switches the working copy to revision `node` of `repo` (a fresh handle that knows
+    /// it). Local changes are kept when the update does not touch them; otherwise it stops
+    /// with [`WcError::UncommittedChanges`] and changes nothing, unless `clean`, which
+    /// first reverts every change (added files become unknown, as in hg).
+    ///
+    /// `progress` hears of the phases: `checking` (status and the manifest diff) and
+    /// `updating` (per path of the diff applied).
+    pub fn update(
+        &self,
+        repo: Arc<Repo>,
+        node: Node,
+        clean: bool,
+        progress: Option<ProgressFn>,
+    ) -> Result<UpdateOutcome> {
+        let _one = self.transition_lock();
+        let t0 = std::time::Instant::now();
+        tick(progress, "checking", 0, 0);
+        let target = Arc::new(if node.is_null() {
+            Manifest::empty()
+        } else {
+            let rev = repo
+                .changelog()
+                .rev_of(&node)
+                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
+            repo.manifest_of(rev)?
+        });
+        let mut out = UpdateOutcome::default();
+        let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
+        // Tracked files already gone (R, !): hg's working manifest does not have them, so
+        // an update that removes them too neither touches nor counts them.
+        let mut gone: BTreeSet<Vec<u8>> = BTreeSet::new();
+        if clean {
+            let base = self.base_manifest();
+            for e in self.status(StatusRequest::default())? {
+                let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
+                match e.letter {
+                    _ if added => self.set_tracking(&e.path, Track::Default)?,
+                    _ => {
+                        if e.letter == 'R' {
+                            self.set_tracking(&e.path, Track::Default)?;
+                        }
+                        if matches!(e.letter, 'R' | '!') {
+                            gone.insert(e.path.clone());
+                        }
+                        self.restore(&e.path)?;
+                        reverted.insert(e.path);
+                    }
+                }
+            }
+            for dest in self.copies().into_keys() {
+                self.set_copy(&dest, None)?;
+            }
+        }
+        let t_manifest = t0.elapsed();
+        let local: BTreeMap<Vec<u8>, char> = self
+            .status(StatusRequest {
+                unknown: true,
+                ignored: true,
+                clean: false,
+            })?
+            .into_iter()
+            .map(|e| (e.path, e.letter))
+            .collect();
+
+        let mut inner = self.write();
+        let base = inner.base.clone();
+        let t_status = t0.elapsed();
+        let diff = base.diff(&target)?;
+        let t_diff = t0.elapsed();
+        // Refuse before changing anything.
+        let mut conflicts: Vec<Vec<u8>> = Vec::new();
+        let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for c in &diff {
+            let p = &c.path;
+            let mut dir_prefix = p.clone();
+            dir_prefix.push(b'/');
+            let below = local
+                .range(dir_prefix.clone()..)
+                .next()
+                .is_some_and(|(q, _)| q.starts_with(&dir_prefix));
+            let above: Vec<&[u8]> = ancestors(p).filter(|a| local.contains_key(*a)).collect();
+            match local.get(p) {
+                Some('?' | 'I') if c.new.is_some() => {
+                    if clean || self.same_as(&mut inner, &repo, p, c.new)? {
+                        replace.insert(p.clone());
+                    } else {
+                        conflicts.push(p.clone());
+                    }
+                }
+                Some('R' | '!') if c.new.is_none() => {
+                    gone.insert(p.clone());
+                }
+                Some(_) => conflicts.push(p.clone()),
+                None if below => conflicts.push(p.clone()),
+                None if !above.is_empty() => {
+                    if clean
+                        && c.new.is_some()
+                        && above
+                            .iter()
+                            .all(|a| matches!(local.get(*a), Some('?' | 'I')))
+                    {
+                        replace.extend(above.iter().map(|a| a.to_vec()));
+                    } else {
+                        conflicts.push(p.clone());
+                    }
+                }
+                None => {
+                    if c.new.is_some()
+                        && target_at(&base, p)? != Target::Dir
+                        && self.dir_in_the_way(&mut inner, p)?
+                    {
+                        conflicts.push(p.clone());
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(WcError::UncommittedChanges(conflicts));
+        }
+
+        let now = SystemTime::now();
+        let mut freed = Vec::new();
+        let mut touched: BTreeSet<u64> = BTreeSet::new();
+        let mut emptied: BTreeSet<u64> = BTreeSet::new();
+        // hg's counts: files written, and tracked files that were there and are removed.
+        let mut updated: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in &reverted {
+            if target.find(p)?.is_some() {
+                updated.insert(p.clone());
+            }
+        }
+        let total = diff.len();
+        for (i, c) in diff.iter().enumerate() {
+            tick(progress, "updating", i, total);
+            match c.new {
+                Some(_) => {
+                    updated.insert(c.path.clone());
+                }
+                None if gone.contains(&c.path) => {
+                    if !clean {
+                        // Already gone here (a forgotten file stays as it is, untracked).
+                        continue;
+                    }
+                }
+                None => out.removed += 1,
+            }
+            let parts: Vec<&[u8]> = c.path.split(|&b| b == b'/').collect();
+            let (last, dirs) = match parts.split_last() {
+                Some(x) => x,
+                None => continue,
+            };
+            let mut dir = ROOT_INO;
+            let mut reached = true;
+            for (i, part) in dirs.iter().enumerate() {
+                if self.retarget(&mut inner, dir, &join(&parts[..i]), &target, &mut out)? {
+                    reached = false;
+                    break;
+                }
+                match inner.child(dir, part)? {
+                    Some(child) if inner.is_dir(child) => dir = child,
+                    other => {
+                        if c.new.is_none() {
+                            reached = false;
+                            break;
+                        }
+                        if let Some(file) = other {
+                            // An untracked file where the target has a directory (--clean).
+                            freed.extend(inner.detach_tree(file));
+                        }
+                        let source = DirSource {
+                            manifest: target.clone(),
+                            path: join(&parts[..=i]).into(),
+                        };
+                        let kind = Kind::Dir {
+                            source: Some(source),
+                            children: None,
+                        };
+                        inner.link_new(dir, part, kind, 0o755)?;
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*part).into(),
+                        });
+                        touched.insert(dir);
+                        reached = false;
+                        break;
+                    }
+                }
+            }
+            if !reached || self.retarget(&mut inner, dir, &join(dirs), &target, &mut out)? {
+                continue;
+            }
+            let existing = inner.child(dir, last)?;
+            match (c.new, existing) {
+                (None, Some(ino)) => {
+                    if !inner.is_dir(ino) {
+                        freed.extend(inner.detach(ino));
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                        emptied.insert(dir);
+                    }
+                }
+                (None, None) => {}
+                (Some((fnode, flag)), existing) => {
+                    let kind = Kind::from_store(&c.path, fnode, flag);
+                    // A file whose only change is its mode keeps its inode.
+                    let mode_only = existing.is_some_and(|ino| {
+                        matches!(inner.entries.get(&ino).map(|e| &e.kind),
+                            Some(Kind::File(FileData::Store { node, .. }))
+                                if *node == fnode && flag != FileFlag::Symlink)
+                    });
+                    if let (true, Some(ino)) = (mode_only, existing) {
+                        let e = inner.entry_mut(ino)?;
+                        e.mode = perm_of_flag(flag);
+                        e.ctime = Some(now);
+                        out.invalidations.push(Invalidation::Inode(ino));
+                    } else {
+                        // Any other change is a new inode, as a checkout that writes a new
+                        // file and renames it into place makes one: a process that has the
+                        // old file open goes on reading the old revision, whole, and never
+                        // a mix of the two.
+                        if let Some(ino) = existing {
+                            freed.extend(inner.detach_tree(ino));
+                        }
+                        let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
+                        inner.entry_mut(ino)?.mtime = Some(now);
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                    }
+                }
+            }
+        }
+        tick(progress, "updating", total, total);
+        // Directories left empty by removals go too, as hg removes them.
+        for mut dir in emptied {
+            while dir != ROOT_INO {
+                let empty = matches!(
+                    inner.entries.get(&dir).map(|e| &e.kind),
+                    Some(Kind::Dir { children: Some(c), .. }) if c.is_empty()
+                );
+                let Some(e) = inner.entries.get(&dir).filter(|e| e.parent != 0 && empty) else {
+                    break;
+                };
+                let (parent, name) = (e.parent, e.name.clone());
+                freed.extend(inner.detach(dir));
+                out.invalidations.push(Invalidation::Entry { parent, name });
+                touched.insert(parent);
+                dir = parent;
+            }
+        }
+        out.invalidations
+            .extend(touched.into_iter().map(Invalidation::Inode));
+        out.updated = updated.len();
+        out.reverted = reverted.into_iter().collect();
+
+        inner.base = target;
+        inner.base_node = node;
+        inner.repo = repo;
+        let t_apply = t0.elapsed();
+        self.rebase_journal(&mut inner, &BTreeSet::new())?;
+        tracing::debug!(
+            ?t_manifest,
+            ?t_status,
+            ?t_diff,
+            ?t_apply,
+            total = ?t0.elapsed(),
+            "update timings"
+        );
+        drop(inner);
+        for id in freed {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(out)
+    }
+
+    /// For an update: when `dir` is not loaded yet, makes it take its entries from the
+    /// target (or drops it when the target has no such directory) and returns true: nothing
+    /// below it needs more work.
+    fn retarget(
+        &self,
+        inner: &mut Inner,
+        dir: u64,
+        dir_path: &[u8],
+        target: &Arc<Manifest>,
+        out: &mut UpdateOutcome,
+    ) -> Result<bool> {
+        match &inner.entry(dir)?.kind {
+            Kind::Dir {
+                source: Some(_),
+                children: None,
+            } => {}
+            _ => return Ok(false),
+        }
+        let exists = target_at(target, dir_path)? == Target::Dir;
+        let e = inner.entry_mut(dir)?;
+        let Kind::Dir {
+            source: Some(source),
+            children: None,
+        } = &mut e.kind
+        else {
+            return Ok(false);
+        };
+        if Arc::ptr_eq(&source.manifest, target) {
+            return Ok(true);
+        }
+        if *source.path != *dir_path {
+            // A directory moved before it was ever listed: its entries are local changes
+            // (the conflict check keeps the update away from them).
+            return Ok(true);
+        }
+        if exists || dir == ROOT_INO {
+            source.manifest = target.clone();
+        } else {
+            let (parent, name) = (e.parent, e.name.clone());
+            let freed = inner.detach_tree(dir);
+            debug_assert!(freed.is_empty());
+            out.invalidations.push(Invalidation::Entry { parent, name });
+            out.invalidations.push(Invalidation::Inode(parent));
+        }
+        Ok(true)
+    }
+
+    /// True when an untracked file at `path` has the target's content and flags already.
+    fn same_as(
+        &self,
+        inner: &mut Inner,
+        repo: &Repo,
+        path: &[u8],
+        new: Option<(Node, FileFlag)>,
+    ) -> Result<bool> {
+        let Some((node, flag)) = new else {
+            return Ok(false);
+        };
+        // A file is compared in blocks (it may be big); a symlink's target is small.
+        if let Some(ino) = inner.resolve(path)? {
+            let e = inner.entry(ino)?;
+            let exec = e.mode & 0o100 != 0;
+            if let Kind::File(FileData::Overlay { id }) = e.kind {
+                if flag == FileFlag::Symlink || exec != (flag == FileFlag::Executable) {
+                    return Ok(false);
+                }
+                let want = self.store_text(repo, path, &node)?;
+                if self.overlay.size(id)? != want.len() {
+                    return Ok(false);
+                }
+                let ours = self.overlay.file(id)?;
+                let same = crate::content::same_content(
+                    &mut crate::content::FileReader::new(&ours),
+                    &mut want.reader(),
+                )?;
+                return Ok(same);
+            }
+        }
+        let Some(cap) = self.capture(inner, path)? else {
+            return Ok(false);
+        };
+        let want = self.store_text(repo, path, &node)?;
+        Ok(match cap {
+            Captured::File { data, exec } => {
+                flag != FileFlag::Symlink
+                    && exec == (flag == FileFlag::Executable)
+                    && data.len() as u64 == want.len()
+                    && crate::content::same_content(&mut &data[..], &mut want.reader())?
+            }
+            Captured::Link(t) => {
+                flag == FileFlag::Symlink
+                    && t.len() as u64 == want.len()
+                    && crate::content::same_content(&mut &t[..], &mut want.reader())?
+            }
+        })
+    }
+
+    /// True when a directory stands where the target puts a file (a directory that status
+    /// does not show, because nothing tracked or untracked is in it).
+    fn dir_in_the_way(&self, inner: &mut Inner, path: &[u8]) -> Result<bool> {
+        // Only loaded directories can differ from the parent; do not load anything here.
+        let mut ino = ROOT_INO;
+        for part in path.split(|&b| b == b'/') {
+            match &inner.entry(ino)?.kind {
+                Kind::Dir {
+                    children: Some(c), ..
+                } => match c.get(part) {
+                    Some(child) => ino = child,
+                    None => return Ok(false),
+                },
+                _ => return Ok(false),
+            }
+        }
+        Ok(inner.is_dir(ino))
+    }
+}
