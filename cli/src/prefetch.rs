@@ -4,10 +4,10 @@
 //! warm. Unmatched file arguments are reported as `hg cat` reports them.
 
 use crate::commands::open_workspace;
-use revfs_hg::matcher::{Matcher, PathContext};
 use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::control::{Request, Response};
 
 #[derive(Args, Debug)]

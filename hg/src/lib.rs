@@ -24,5 +24,7 @@ pub mod date;
 pub mod diff;
 pub mod ignore;
 pub mod matcher;
+#[cfg(test)]
+mod oracle;
 pub mod paths;
 pub mod template;

@@ -4,9 +4,9 @@
 //! directory again (`pathutil.canonpath`, `match.match` for command-line patterns).
 
 use crate::ignore::command_line_pattern;
-use thiserror::Error;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use thiserror::Error;
 
 /// Why a command-line path or pattern cannot be used, with hg's message (after `abort: `).
 #[derive(Debug, Error)]
@@ -197,7 +197,7 @@ impl Matcher {
 }
 
 fn under_or_equal(path: &[u8], p: &[u8]) -> bool {
-    p.is_empty() || path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+    path == p || crate::paths::is_under(path, p)
 }
 
 /// Whether `pat` starts with one of the pattern kinds hg knows (`match.patkind`).

@@ -14,6 +14,12 @@ pub fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether repository path `path` lies below directory `dir` (everything lies below the
+/// root, `""`).
+pub fn is_under(path: &[u8], dir: &[u8]) -> bool {
+    dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&b'/'))
+}
+
 /// Python's `os.path.normpath` on bytes (as hg uses it): `.` and empty components go, `..`
 /// eats the component before it, a leading `//` (not `///`) is kept.
 pub fn normpath(path: &[u8]) -> Vec<u8> {

@@ -252,6 +252,18 @@ impl Repo {
         Manifest::new(self.manifestlog.revision(rev)?, *node)
     }
 
+    /// The manifest of changeset `node` (empty for the null node); `None` when the changelog
+    /// does not have it, which each caller reports in its own words.
+    pub fn manifest_at(&self, node: &Node) -> Result<Option<Manifest>> {
+        if node.is_null() {
+            return Ok(Some(Manifest::empty()));
+        }
+        match self.changelog.rev_of(node) {
+            Some(rev) => self.manifest_of(rev).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// The manifest of changelog revision `rev`.
     pub fn manifest_of(&self, rev: Rev) -> Result<Manifest> {
         self.manifest(&self.changeset(rev)?.manifest)

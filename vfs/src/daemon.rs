@@ -423,15 +423,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         },
     )?;
     let repo = Arc::new(Repo::open(&req.repo)?);
-    let manifest = if open_at.is_null() {
-        revfs_store::manifest::Manifest::empty()
-    } else {
-        let rev = repo
-            .changelog()
-            .rev_of(&open_at)
-            .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
-        repo.manifest_of(rev)?
-    };
+    let manifest = repo
+        .manifest_at(&open_at)?
+        .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
     let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
     let wc = Arc::new(WorkingCopy::open(
         repo.clone(),

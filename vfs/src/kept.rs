@@ -9,7 +9,6 @@
 use crate::state::{MountState, StateDir, StateError};
 use crate::status::{StatusEntry, StatusRequest};
 use crate::wc::{WcError, WorkingCopy};
-use revfs_store::manifest::Manifest;
 use revfs_store::{Node, Repo, StoreError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,18 +74,13 @@ pub fn inspect(sd: &StateDir) -> Result<Option<Kept>, KeptError> {
             reason: format!("bad node {:?}", state.node),
         })?,
     };
-    let manifest = if parent.is_null() {
-        Manifest::empty()
-    } else {
-        let rev = repo
-            .changelog()
-            .rev_of(&parent)
-            .ok_or_else(|| KeptError::UnknownParent {
-                repo: state.repo.clone(),
-                parent: parent.to_hex(),
-            })?;
-        repo.manifest_of(rev).map_err(repo_err)?
-    };
+    let manifest = repo
+        .manifest_at(&parent)
+        .map_err(repo_err)?
+        .ok_or_else(|| KeptError::UnknownParent {
+            repo: state.repo.clone(),
+            parent: parent.to_hex(),
+        })?;
     let checkout = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
     let wc = WorkingCopy::open(Arc::new(repo), parent, manifest, sd.path(), checkout, 16)?;
     let all = wc.status(StatusRequest {

@@ -1,10 +1,10 @@
 //! `revfs cat`: file contents as of a revision, byte for byte what `hg cat` prints.
 
-use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, Out};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
+use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::store::filelog::{FileText, Filelog};
 use revfs_vfs::store::{pathaudit, Node, Rev};
 use std::collections::BTreeMap;

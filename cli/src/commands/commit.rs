@@ -4,10 +4,10 @@
 //! [`crate::progress`]).
 
 use super::Workspace;
-use revfs_hg::matcher::{Matcher, PathContext};
 use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::control::{Request, Response};
 use revfs_vfs::store::commit::stripdesc;
 use revfs_vfs::store::{Node, Repo, Rev};

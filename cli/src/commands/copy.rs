@@ -19,13 +19,13 @@
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
 use crate::commands::{open_workspace, Workspace};
-use revfs_hg::matcher::{Matcher, PathContext};
 use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::config::{parse_bool, strerror, Config, ConfigError};
 use revfs_hg::date::py_bytes_repr;
 use revfs_hg::matcher::is_pattern;
-use revfs_hg::paths::{basename, checkwinfilename, join, normpath, shellquote, split};
+use revfs_hg::matcher::{Matcher, PathContext};
+use revfs_hg::paths::{basename, checkwinfilename, is_under, join, normpath, shellquote, split};
 use revfs_vfs::control::Request;
 use revfs_vfs::journal::Track;
 use revfs_vfs::store::manifest::Manifest;
@@ -123,10 +123,6 @@ fn lossy(b: &[u8]) -> String {
 
 fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
-}
-
-fn under(path: &[u8], dir: &[u8]) -> bool {
-    dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&b'/'))
 }
 
 fn warn(text: &str) {
@@ -470,7 +466,7 @@ impl<'a> Copier<'a> {
                 out.insert(e?.path.to_vec());
             }
             for p in self.letters.keys().chain(self.states.keys()) {
-                if p == dir || under(p, dir) {
+                if p == dir || is_under(p, dir) {
                     out.insert(p.clone());
                 }
             }

@@ -703,20 +703,16 @@ fn dry_run(
             let _ = std::fs::File::create(tmp_overlay.join(format!("{id:016x}")));
         }
     }
-    let manifest = match repo
-        .changelog()
-        .rev_of(&parent)
-        .map(|rev| repo.manifest_of(rev))
-    {
-        Some(Ok(m)) => m,
-        Some(Err(e)) => {
+    let manifest = match repo.manifest_at(&parent) {
+        Ok(Some(m)) => m,
+        Err(e) => {
             r.problem(
                 &format!("the parent's manifest cannot be read: {e}"),
                 &format!("check the repository: hg verify -R {repo_arg}"),
             );
             return;
         }
-        None => Manifest::empty(),
+        Ok(None) => Manifest::empty(),
     };
     let replay = WorkingCopy::open(
         Arc::new(repo),

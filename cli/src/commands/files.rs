@@ -1,9 +1,9 @@
 //! `revfs files`: the tracked files of a revision, as `hg files` lists them.
 
-use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
+use revfs_hg::matcher::{Matcher, PathContext};
 
 #[derive(Args, Debug)]
 pub struct FilesArgs {

@@ -2,11 +2,12 @@
 //! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
 
 use super::Workspace;
-use revfs_hg::matcher::{Matcher, PathContext};
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::color::Colors;
+use revfs_hg::matcher::{Matcher, PathContext};
+use revfs_hg::paths::is_under;
 use revfs_vfs::control::{Request, Response};
 use revfs_vfs::journal::Track;
 use std::collections::BTreeMap;
@@ -251,10 +252,6 @@ fn is_dir(ws: &Workspace, path: &[u8]) -> bool {
     path.is_empty() || std::fs::symlink_metadata(disk_path(ws, path)).is_ok_and(|m| m.is_dir())
 }
 
-fn under(path: &[u8], dir: &[u8]) -> bool {
-    dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&b'/'))
-}
-
 /// `hg add`: start tracking unknown files (all of them without arguments).
 pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
@@ -284,10 +281,10 @@ pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
         for arg in matcher.args() {
             if is_dir(&ws, arg) {
                 for (p, l) in status.range(arg.clone()..) {
-                    if !under(p, arg) && !arg.is_empty() {
+                    if !is_under(p, arg) && !arg.is_empty() {
                         break;
                     }
-                    if addable(p, *l) && under(p, arg) {
+                    if addable(p, *l) && is_under(p, arg) {
                         println!("adding {}", lossy(&ctx.display(p)));
                         if *l == 'R' {
                             to_untrack_removal.push(p.clone());
@@ -332,7 +329,7 @@ pub fn forget(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
     let mut code = 0;
     for arg in matcher.args() {
         let mut hit = false;
-        for (l, p) in status.iter().filter(|(_, p)| p == arg || under(p, arg)) {
+        for (l, p) in status.iter().filter(|(_, p)| p == arg || is_under(p, arg)) {
             match l {
                 'A' => undo_add.push(p.clone()),
                 'R' => continue,
@@ -371,7 +368,7 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
     let mut code = 0;
     for arg in matcher.args() {
         let mut hit = false;
-        for (l, p) in status.iter().filter(|(_, p)| p == arg || under(p, arg)) {
+        for (l, p) in status.iter().filter(|(_, p)| p == arg || is_under(p, arg)) {
             hit = true;
             let shown = lossy(&ctx.display(p));
             let implicit = p != arg;

@@ -10,29 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Debian's python3, which can import the system mercurial package.
-const PYTHON: &str = "/usr/bin/python3";
+use crate::oracle::PYTHON;
 
-/// True when `hg` and a python3 with mercurial are available; otherwise
-/// prints SKIPPED (or fails when `CI` is set).
 fn oracle_available() -> bool {
-    let py = Command::new(PYTHON)
-        .args(["-c", "import mercurial.mdiff"])
-        .output();
-    let hg = Command::new("hg")
-        .arg("--version")
-        .env("HGRCPATH", "")
-        .env("HGPLAIN", "1")
-        .output();
-    let ok =
-        matches!(&py, Ok(o) if o.status.success()) && matches!(&hg, Ok(o) if o.status.success());
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("hg or {PYTHON} with mercurial is missing (CI is set)");
-        }
-        println!("SKIPPED: hg or {PYTHON} with mercurial is not available");
-    }
-    ok
+    crate::oracle::available(Some("mercurial.mdiff"))
 }
 
 fn run_python(script: &str, input: Vec<u8>) -> Vec<u8> {

@@ -757,18 +757,7 @@ fn run_case(case: &Case) -> (Vec<String>, String) {
 
 #[test]
 fn oracle_against_real_hg() {
-    let have_hg = Command::new("hg")
-        .arg("--version")
-        .env("HGPLAIN", "1")
-        .env("HGRCPATH", "")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !have_hg {
-        if std::env::var_os("CI").is_some() {
-            panic!("hg is required for the ignore oracle test");
-        }
-        println!("SKIPPED: hg not found");
+    if !crate::oracle::available(None) {
         return;
     }
     let results: Vec<(Vec<String>, String)> = std::thread::scope(|s| {

@@ -32,15 +32,10 @@ impl WorkingCopy {
         let _one = self.transition_lock();
         let t0 = std::time::Instant::now();
         tick(progress, "checking", 0, 0);
-        let target = Arc::new(if node.is_null() {
-            Manifest::empty()
-        } else {
-            let rev = repo
-                .changelog()
-                .rev_of(&node)
-                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
-            repo.manifest_of(rev)?
-        });
+        let target = Arc::new(
+            repo.manifest_at(&node)?
+                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
+        );
         let mut out = UpdateOutcome::default();
         let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
         // Tracked files already gone (R, !): hg's working manifest does not have them, so
