@@ -96,7 +96,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // hg takes a flag given twice; so does every revfs command.
+    let parser = <Cli as clap::CommandFactory>::command()
+        .args_override_self(true)
+        .mut_subcommands(|c| c.args_override_self(true));
+    let parsed = parser
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 255 } else { 0 };

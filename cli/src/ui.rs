@@ -30,6 +30,9 @@ fn hg_text(err: &anyhow::Error) -> Option<String> {
     if let Some(e) = err.downcast_ref::<revfs_hg::config::ConfigError>() {
         return Some(e.hg_message());
     }
+    if let Some(e) = err.downcast_ref::<revfs_hg::matcher::MatchError>() {
+        return Some(e.hg_message());
+    }
     if let Some(e) = err.downcast_ref::<revfs_hg::date::DateError>() {
         return Some(e.hg_message());
     }

@@ -138,6 +138,11 @@ impl Mount {
 
     /// Runs `revfs ARGS` with this mount's state directory.
     pub fn revfs(&self, args: &[&str]) -> Output {
+        self.revfs_in(self.dir.parent().unwrap_or(Path::new("/")), args)
+    }
+
+    /// Runs `revfs ARGS` from `cwd` (file arguments are relative to it, as in hg).
+    pub fn revfs_in(&self, cwd: &Path, args: &[&str]) -> Output {
         let mut cmd = std::process::Command::new(crate::revfs_bin());
         if let Some(limit) = self.fd_limit {
             use std::os::unix::process::CommandExt;
@@ -158,7 +163,7 @@ impl Mount {
         crate::hg_env(cmd.args(args))
             .env("REVFS_STATE_DIR", &self.state_root)
             .env("REVFS_CONFIG", &self.config)
-            .current_dir(self.dir.parent().unwrap_or(Path::new("/")))
+            .current_dir(cwd)
             .output()
             .expect("spawn revfs")
     }

@@ -60,9 +60,8 @@ fn status(m: &Mount, extra: &[&str]) -> Vec<(char, String)> {
 }
 
 fn rv(m: &Mount, args: &[&str]) -> std::process::Output {
-    let mut full = vec!["-R", m.dir.to_str().unwrap()];
-    full.extend_from_slice(args);
-    m.revfs(&full)
+    // From inside the mount: file arguments are relative to the current directory.
+    m.revfs_in(&m.dir, args)
 }
 
 /// What a committed file should be: content and flag (`x`, `l` or empty).

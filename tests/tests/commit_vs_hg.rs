@@ -39,9 +39,8 @@ struct Sides<'a> {
 
 impl Sides<'_> {
     fn revfs(&self, args: &[&str]) -> Res {
-        let mut full = vec!["-R", self.m.dir.to_str().unwrap()];
-        full.extend_from_slice(args);
-        res(self.m.revfs(&full))
+        // From inside the mount, as hg runs in its checkout.
+        res(self.m.revfs_in(&self.m.dir, args))
     }
     fn hg(&self, args: &[&str]) -> Res {
         res(hg_cmd(self.hgwc, args))

@@ -6,7 +6,7 @@ use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::color::Colors;
-use revfs_hg::matcher::{Matcher, PathContext};
+use revfs_hg::matcher::{below_roots, Matcher, PathContext};
 use revfs_hg::paths::is_under;
 use revfs_vfs::control::{Request, Response};
 use revfs_vfs::journal::Track;
@@ -131,9 +131,23 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
     } else {
         revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?
     };
-    let show_copies = args.copies || args.all;
+    // hg leaves the copy sources out with --no-status.
+    let show_copies = (args.copies || args.all) && !args.no_status;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
+    let named = lstat_named(&ws, &matcher);
+    warn_bad_files(&ctx, &matcher, &named, &entries);
+    // hg's walk: tracked files are listed when they match; unknown and ignored ones when
+    // they match and are named, or lie below a directory the walk lists.
+    let roots = matcher.walk_roots(|d| {
+        named
+            .get(d)
+            .is_some_and(|t| t.as_ref().is_ok_and(|t| t.is_dir()))
+    });
+    let listed = |l: char, p: &[u8]| {
+        matcher.matches(p)
+            && (!matches!(l, '?' | 'I') || matcher.exact(p) || below_roots(&roots, p))
+    };
     let end = if args.print0 { b'\0' } else { b'\n' };
     // hg's legacy rule (`ui.relative-paths=legacy`): paths relative to the current
     // directory only when files were named, else relative to the root.
@@ -150,10 +164,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
     if json {
         buf.extend_from_slice(b"[");
     }
-    for (letter, path) in entries
-        .iter()
-        .filter(|(l, p)| wanted(*l) && matcher.matches(p))
-    {
+    for (letter, path) in entries.iter().filter(|(l, p)| wanted(*l) && listed(*l, p)) {
         if json {
             // hg's JSON: repository paths (not relative to the current directory), keys
             // in sorted order.
@@ -220,6 +231,75 @@ pub struct RevertArgs {
     no_backup: bool,
     #[arg(value_name = "FILE")]
     files: Vec<String>,
+}
+
+/// hg's warnings for the files named on the command line that its walk cannot find
+/// (`dirstate._walkexplicit`): not on disk and not tracked (a tracked file that is gone is
+/// deleted or removed, a tracked directory that is gone has deleted files), or of a type
+/// hg does not track.
+fn warn_bad_files(
+    ctx: &PathContext,
+    matcher: &Matcher,
+    named: &BTreeMap<Vec<u8>, std::io::Result<std::fs::FileType>>,
+    entries: &[(char, Vec<u8>)],
+) {
+    // Sorted, not deduplicated: hg warns once per pattern naming a missing file.
+    let mut files: Vec<&Vec<u8>> = matcher.files().iter().collect();
+    files.sort();
+    if files.is_empty() || files.iter().any(|f| f.is_empty()) {
+        return;
+    }
+    for f in files {
+        let Some(found) = named.get(f) else { continue };
+        let msg = match found {
+            Ok(t) => {
+                use std::os::unix::fs::FileTypeExt;
+                let kind = if t.is_dir() || t.is_file() || t.is_symlink() {
+                    continue;
+                } else if t.is_char_device() {
+                    "character device"
+                } else if t.is_block_device() {
+                    "block device"
+                } else if t.is_fifo() {
+                    "fifo"
+                } else if t.is_socket() {
+                    "socket"
+                } else {
+                    "unknown"
+                };
+                format!("unsupported file type (type is {kind})")
+            }
+            Err(e) => {
+                let gone_tracked = entries.iter().any(|(l, p)| {
+                    (p == f && matches!(l, '!' | 'R')) || (*l == '!' && is_under(p, f))
+                });
+                if gone_tracked {
+                    continue;
+                }
+                revfs_hg::config::strerror(e)
+            }
+        };
+        eprintln!("{}: {msg}", lossy(&ctx.display(f)));
+    }
+}
+
+/// One `lstat` of each file named on the command line (the root excepted), by repository
+/// path: what hg's walk learns of them first (`dirstate._walkexplicit`).
+fn lstat_named(
+    ws: &Workspace,
+    matcher: &Matcher,
+) -> BTreeMap<Vec<u8>, std::io::Result<std::fs::FileType>> {
+    matcher
+        .files()
+        .iter()
+        .filter(|f| !f.is_empty())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|f| {
+            let t = std::fs::symlink_metadata(disk_path(ws, f)).map(|m| m.file_type());
+            (f.clone(), t)
+        })
+        .collect()
 }
 
 /// The status of every path that is not clean, by repository path.

@@ -37,6 +37,28 @@
 
 mod pyre;
 
+/// What the command-line matcher ([`crate::matcher`]) shares with ignore files: hg's pattern
+/// files, globs and regular expressions.
+pub(crate) mod pattern {
+    pub(crate) use super::pyre::ReError as CompileError;
+    pub(crate) use super::{glob_to_python_re, read_pattern_file, split_relre_flags};
+
+    /// A Python regular expression compiled for the `regex` crate, and whether it matches
+    /// the empty string.
+    pub(crate) fn compile_python(py: &[u8]) -> Result<(regex::bytes::Regex, bool), CompileError> {
+        super::pyre::compile_python_regex(py)
+    }
+
+    /// hg's `stringutil.reescape`.
+    pub(crate) fn reescape(s: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(s.len() * 2);
+        for &c in s {
+            super::push_reescaped(&mut out, c);
+        }
+        out
+    }
+}
+
 use crate::paths::{join, normpath};
 use pyre::*;
 use regex::bytes::Regex;
@@ -578,7 +600,7 @@ const SYNTAXES: &[(&[u8], &[u8])] = &[
 ];
 
 /// hg's `readpatternfile`: the file's patterns, each with its kind prefix, and line numbers.
-fn read_pattern_file(
+pub(crate) fn read_pattern_file(
     content: &[u8],
     file: &[u8],
     warnings: &mut Vec<String>,
@@ -673,7 +695,7 @@ fn patsplit(pattern: &[u8]) -> (Kind, Vec<u8>) {
 }
 
 /// Python's `_respecial` as escaped by hg's `reescape`/`_globre`.
-fn push_reescaped(out: &mut Vec<u8>, c: u8) {
+pub(crate) fn push_reescaped(out: &mut Vec<u8>, c: u8) {
     if b"()[]{}?*+-|^$\\.&~# \t\n\r\x0b\x0c".contains(&c) {
         out.push(b'\\');
     }
@@ -681,7 +703,7 @@ fn push_reescaped(out: &mut Vec<u8>, c: u8) {
 }
 
 /// hg's `_globre`: an extended glob to a Python regular expression.
-fn glob_to_python_re(pat: &[u8]) -> Vec<u8> {
+pub(crate) fn glob_to_python_re(pat: &[u8]) -> Vec<u8> {
     let n = pat.len();
     let mut i = 0;
     let mut res = Vec::with_capacity(n * 2);
@@ -792,7 +814,7 @@ fn python_regex_of(kp: &KindPat) -> Vec<u8> {
 }
 
 /// hg's `FLAG_RE`: a relre starting with `(?flags)` gets them as a scoped group instead.
-fn split_relre_flags(pat: &[u8]) -> (Option<&[u8]>, &[u8]) {
+pub(crate) fn split_relre_flags(pat: &[u8]) -> (Option<&[u8]>, &[u8]) {
     if let Some(rest) = pat.strip_prefix(b"(?") {
         let k = rest.iter().take_while(|c| b"aiLmsux".contains(c)).count();
         if k > 0 && rest.get(k) == Some(&b')') {
@@ -896,27 +918,6 @@ fn compile_kindpats(kindpats: &[&KindPat]) -> Result<(Vec<Regex>, bool), IgnoreE
             Err(at(group_start, reason, false))
         }
     }
-}
-
-/// The matcher of one command-line file pattern, as hg builds it: `glob` (already made
-/// relative to the repository root) or `re`, anchored at the start of a repository path;
-/// a glob also matches everything below a directory it names.
-pub fn command_line_pattern(kind: &str, pat: &[u8]) -> Result<Regex, String> {
-    let py = match kind {
-        "glob" => {
-            let mut re = glob_to_python_re(pat);
-            re.extend_from_slice(b"(?:/|$)");
-            re
-        }
-        "re" => pat.to_vec(),
-        other => return Err(format!("unsupported pattern kind '{other}'")),
-    };
-    compile_python_regex(&py)
-        .map(|(re, _)| re)
-        .map_err(|e| match e {
-            ReError::Invalid(m) => format!("invalid pattern ({kind}): {m}"),
-            ReError::Unsupported(m) => format!("unsupported pattern ({kind}): {m}"),
-        })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use regex::bytes::{Regex, RegexBuilder};
 
 /// Compiles a Python (bytes) regular expression for use with `re.match`; also tells
 /// whether Python would match it against the empty string.
-pub(super) fn compile_python_regex(py: &[u8]) -> Result<(Regex, bool), ReError> {
+pub(crate) fn compile_python_regex(py: &[u8]) -> Result<(Regex, bool), ReError> {
     let (body, uses_non_boundary) = translate_python_regex(py, false)?;
     let regex = build_regex(&body)?;
     let matches_empty = if uses_non_boundary {
@@ -31,7 +31,7 @@ pub(super) fn build_regex(body: &str) -> Result<Regex, ReError> {
 }
 
 #[derive(Debug)]
-pub(super) enum ReError {
+pub(crate) enum ReError {
     /// Python's `re` would reject the pattern.
     Invalid(String),
     /// Valid for Python, not expressible with the `regex` crate.
