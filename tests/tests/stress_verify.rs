@@ -119,9 +119,9 @@ fn fio_verifies_new_lazy_and_materialized_files() {
         );
     }
     // The other big file was never touched: still the store's bytes.
-    let st = m.revfs(&["-R", m.dir.to_str().unwrap(), "status", "big2.bin"]);
+    let st = m.revfs_in(&m.dir, &["status", "big2.bin"]);
     assert_eq!(s(&st.stdout), "");
-    let st = m.revfs(&["-R", m.dir.to_str().unwrap(), "status", "big1.bin"]);
+    let st = m.revfs_in(&m.dir, &["status", "big1.bin"]);
     assert_eq!(s(&st.stdout), "M big1.bin\n");
 }
 
