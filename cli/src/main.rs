@@ -50,16 +50,16 @@ enum Command {
     #[command(alias = "st")]
     Status(commands::wc::StatusArgs),
     /// Add the specified files on the next commit
-    Add(commands::wc::PathArgs),
+    Add(commands::track::PathArgs),
     /// Forget the specified files on the next commit
-    Forget(commands::wc::PathArgs),
+    Forget(commands::track::PathArgs),
     /// Remove the specified files on the next commit
     #[command(alias = "rm")]
-    Remove(commands::wc::RemoveArgs),
+    Remove(commands::track::RemoveArgs),
     /// Add all new files, delete all missing files
-    Addremove(commands::wc::PathArgs),
+    Addremove(commands::track::AddremoveArgs),
     /// Restore files to their checkout state
-    Revert(commands::wc::RevertArgs),
+    Revert(commands::revert::RevertArgs),
     /// Show the working copy's changes as a unified diff
     Diff(commands::wc::DiffArgs),
     /// Create a new repository, as hg init does
@@ -120,11 +120,11 @@ fn main() -> ExitCode {
         Command::List(args) => commands::mount::list(args),
         Command::Discard(args) => commands::mount::discard(args),
         Command::Status(args) => commands::wc::status(&cli, args),
-        Command::Add(args) => commands::wc::add(&cli, args),
-        Command::Forget(args) => commands::wc::forget(&cli, args),
-        Command::Remove(args) => commands::wc::remove(&cli, args),
-        Command::Addremove(args) => commands::wc::addremove(&cli, args),
-        Command::Revert(args) => commands::wc::revert(&cli, args),
+        Command::Add(args) => commands::track::add(&cli, args),
+        Command::Forget(args) => commands::track::forget(&cli, args),
+        Command::Remove(args) => commands::track::remove(&cli, args),
+        Command::Addremove(args) => commands::track::addremove(&cli, args),
+        Command::Revert(args) => commands::revert::revert(&cli, args),
         Command::Diff(args) => commands::wc::diff(&cli, args),
         Command::Init(args) => commands::repo::init(args),
         Command::Recover => commands::repo::recover(&cli),

@@ -36,6 +36,9 @@ fn hg_text(err: &anyhow::Error) -> Option<String> {
     if let Some(e) = err.downcast_ref::<revfs_hg::date::DateError>() {
         return Some(e.hg_message());
     }
+    if let Some(e) = err.downcast_ref::<revfs_hg::template::TemplateError>() {
+        return Some(e.hg_message());
+    }
     if let Some(e) = err.downcast_ref::<crate::commands::NotAnswering>() {
         return Some(e.hg_message());
     }

@@ -50,8 +50,9 @@ fn resolve_symbol_in(repo: &Repo, symbol: &str, scope: Scope) -> Result<Rev> {
     if let Ok(n) = symbol.parse::<i64>() {
         let canonical = n.to_string() == symbol;
         let len = cl.len() as i64;
+        // hg counts negative numbers back from tip (-1 is tip); null is not one of them.
         let rev = if n < 0 { len + n } else { n };
-        if canonical && (-1..len).contains(&rev) {
+        if canonical && (0..len).contains(&rev) {
             return Ok(rev as Rev);
         }
     }

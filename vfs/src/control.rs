@@ -135,9 +135,12 @@ pub enum Response {
         updated: usize,
         removed: usize,
     },
-    /// The update would overwrite changes to these paths.
+    /// The update would overwrite changes to these paths; `untracked`: they are untracked
+    /// files that differ from the target's (absent in older daemons' answers: false).
     Conflicts {
         paths: Vec<Vec<u8>>,
+        #[serde(default)]
+        untracked: bool,
     },
     /// What a prefetch read: files and bytes of content.
     Prefetched {

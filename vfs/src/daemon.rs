@@ -252,7 +252,14 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                         removed: outcome.removed,
                     }
                 }
-                Err(WcError::UncommittedChanges(paths)) => Response::Conflicts { paths },
+                Err(WcError::UncommittedChanges(paths)) => Response::Conflicts {
+                    paths,
+                    untracked: false,
+                },
+                Err(WcError::UntrackedDiffers(paths)) => Response::Conflicts {
+                    paths,
+                    untracked: true,
+                },
                 Err(e) => return Err(e),
             }
         }
@@ -445,7 +452,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
                 state.node = req.node.to_hex();
                 state_dir.save(&state)?;
             }
-            Err(WcError::UncommittedChanges(paths)) => {
+            Err(WcError::UncommittedChanges(paths) | WcError::UntrackedDiffers(paths)) => {
                 return Err(DaemonError::Switch {
                     mountpoint: req.mountpoint.clone(),
                     paths: paths

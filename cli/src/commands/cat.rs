@@ -7,7 +7,6 @@ use rayon::prelude::*;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::store::filelog::{FileText, Filelog};
 use revfs_vfs::store::{pathaudit, Node, Rev};
-use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -111,39 +110,9 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
 
-    // Exact files are found by binary search; directories by a prefix scan; glob: and re:
+    // Named files are found by binary search and directories by a prefix scan; other
     // patterns by a scan of the manifest.
-    let mut selected = BTreeMap::new();
-    let mut unmatched = Vec::new();
-    if !matcher.only_paths() {
-        for entry in manifest.iter() {
-            let entry = entry?;
-            if matcher.matches(entry.path) {
-                selected.insert(entry.path.to_vec(), entry.node);
-            }
-        }
-    }
-    for arg in matcher.args() {
-        if let Some(entry) = manifest.find(arg)? {
-            selected.insert(entry.path.to_vec(), entry.node);
-            continue;
-        }
-        let mut dir = arg.clone();
-        if !dir.is_empty() {
-            dir.push(b'/');
-        }
-        let before = selected.len();
-        let mut found = false;
-        for entry in manifest.iter_prefix(&dir) {
-            let entry = entry?;
-            selected.insert(entry.path.to_vec(), entry.node);
-            found = true;
-        }
-        if !found && selected.len() == before {
-            unmatched.push(arg.clone());
-        }
-    }
-
+    let (selected, unmatched) = super::walk::manifest_walk(&manifest, &matcher)?;
     let node = repo.changelog().node(rev)?;
     let repo_base = ws
         .root
@@ -160,7 +129,6 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     // order. A batch holds at most BATCH_BYTES of text, so huge files do not pile up.
     const BATCH_FILES: usize = 256;
     const BATCH_BYTES: usize = 32 << 20;
-    let selected: Vec<(Vec<u8>, Node)> = selected.into_iter().collect();
     let mut out = Out::new();
     let mut result = Ok(());
     for batch in selected.chunks(BATCH_FILES) {

@@ -12,20 +12,41 @@ use revfs_vfs::control::{Request, Response};
 use revfs_vfs::store::commit::stripdesc;
 use revfs_vfs::store::{Node, Repo, Rev};
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt;
 
 #[derive(Args, Debug)]
 pub struct CommitArgs {
     /// Use text as commit message
-    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    #[arg(
+        short = 'm',
+        long = "message",
+        value_name = "TEXT",
+        allow_hyphen_values = true
+    )]
     message: Option<String>,
     /// Read commit message from file
-    #[arg(short = 'l', long = "logfile", value_name = "FILE")]
+    #[arg(
+        short = 'l',
+        long = "logfile",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     logfile: Option<std::path::PathBuf>,
     /// Record the specified user as committer
-    #[arg(short = 'u', long = "user", value_name = "USER")]
+    #[arg(
+        short = 'u',
+        long = "user",
+        value_name = "USER",
+        allow_hyphen_values = true
+    )]
     user: Option<String>,
     /// Record the specified date as commit date
-    #[arg(short = 'd', long = "date", value_name = "DATE")]
+    #[arg(
+        short = 'd',
+        long = "date",
+        value_name = "DATE",
+        allow_hyphen_values = true
+    )]
     date: Option<String>,
     /// Mark new/missing files as added/removed before committing
     #[arg(short = 'A', long = "addremove")]
@@ -157,13 +178,72 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
             .map_err(|e| anyhow!("can't read commit message '{}': {e}", f.display()))?,
         (None, None) => Vec::new(),
     };
-    let description = stripdesc(&message);
-    if description.is_empty() {
-        bail!("empty commit message");
-    }
-    // hg's order: configuration errors, then the date, then the user.
+    // hg's order: the date, addremove, the named files, "nothing changed", the message,
+    // then the user (inside the transaction).
     let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
     let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
+    if args.addremove {
+        // hg's `commit -A`: no rename detection; paths relative to the current directory
+        // only when files were named.
+        let relative = !args.files.is_empty();
+        if super::track::addremove_files(&ws, &args.files, false, relative, false)? != 0 {
+            bail!("failed to mark all new/missing files as added/removed");
+        }
+    }
+    let fetched = super::wc::fetch(&ws, false, false, false)?;
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let walked = super::walk::walk_silent(&ws, &ctx, &matcher, fetched);
+    // A named file the walk cannot use stops the commit (paths as in the repository).
+    if let Some((f, msg)) = walked.bad.first() {
+        bail!("{}: {msg}", lossy(f));
+    }
+    let letters: BTreeMap<&[u8], char> =
+        walked.all.iter().map(|(l, p)| (p.as_slice(), *l)).collect();
+    let chosen: Vec<Vec<u8>> = walked
+        .entries()
+        .filter(|(l, _)| matches!(l, 'M' | 'A' | 'R'))
+        .map(|(_, p)| p.clone())
+        .collect();
+    // `checkcommitpatterns`: files and directories named exactly must have changes.
+    if matcher.only_paths() {
+        let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+        for f in matcher.files() {
+            if f.is_empty() || chosen.contains(f) {
+                continue;
+            }
+            if letters.get(f.as_slice()) == Some(&'!') {
+                bail!("{}: file not found!", lossy(f));
+            }
+            let dir = [f.as_slice(), b"/"].concat();
+            let on_disk_dir = std::fs::metadata(ws.root.join(std::ffi::OsStr::from_bytes(f)))
+                .is_ok_and(|m| m.is_dir());
+            if on_disk_dir || base.iter_prefix(&dir).next().is_some() {
+                if !chosen.iter().any(|c| c.starts_with(&dir)) {
+                    bail!("{}: no match under directory!", lossy(f));
+                }
+            } else if !letters.contains_key(f.as_slice()) && base.find(f)?.is_none() {
+                bail!("{}: file not tracked!", lossy(f));
+            }
+        }
+    }
+    if chosen.is_empty() {
+        if !args.quiet {
+            let missing = walked.entries().filter(|(l, _)| *l == '!').count();
+            if missing > 0 {
+                println!("nothing changed ({missing} missing files, see 'hg status')");
+            } else {
+                println!("nothing changed");
+            }
+        }
+        return Ok(1);
+    }
+    // A message given is taken as it is (hg strips it; whitespace only makes an empty
+    // description); without one hg runs an editor, which revfs does not.
+    if message.is_empty() {
+        bail!("empty commit message");
+    }
+    let description = stripdesc(&message);
     let user = match cfg.commit_user(
         args.user.as_deref(),
         &revfs_hg::config::Env::from_process(),
@@ -182,49 +262,6 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
             return Err(e.into());
         }
     };
-    if args.addremove {
-        let paths = super::wc::PathArgs {
-            files: args.files.clone(),
-        };
-        super::wc::addremove(cli, &paths)?;
-    }
-    let ctx = PathContext::new(&ws.root)?;
-    let matcher = Matcher::new(&ctx, &args.files)?;
-    let status = super::wc::fetch(&ws, false, false, !args.files.is_empty())?;
-    let letters: BTreeMap<&[u8], char> = status
-        .entries
-        .iter()
-        .map(|(l, p)| (p.as_slice(), *l))
-        .collect();
-    // Files named explicitly must be tracked, and there.
-    for arg in matcher.args() {
-        match letters.get(arg.as_slice()) {
-            Some('?') => bail!("{}: file not tracked!", lossy(&ctx.display(arg))),
-            Some('!') => bail!("{}: file not found!", lossy(&ctx.display(arg))),
-            _ => {}
-        }
-    }
-    let chosen: Vec<Vec<u8>> = status
-        .entries
-        .iter()
-        .filter(|(l, p)| matches!(l, 'M' | 'A' | 'R') && matcher.matches(p))
-        .map(|(_, p)| p.clone())
-        .collect();
-    if chosen.is_empty() {
-        if !args.quiet {
-            let missing = status
-                .entries
-                .iter()
-                .filter(|(l, p)| *l == '!' && matcher.matches(p))
-                .count();
-            if missing > 0 {
-                println!("nothing changed ({missing} missing files, see 'hg status')");
-            } else {
-                println!("nothing changed");
-            }
-        }
-        return Ok(1);
-    }
     let p1 = working_parent(&ws);
     let branch = branch_of(&ws.repo, &p1)?;
     let heads_before = branch_heads(&ws.repo, &branch)?;
@@ -337,9 +374,22 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
                 );
             }
         }
-        Response::Conflicts { paths } => {
+        Response::Conflicts { paths, untracked } => {
             tracing_conflicts(&paths);
-            bail!(UncommittedChanges);
+            if untracked {
+                // hg's `merge.checkunknown=abort`.
+                let mut paths = paths;
+                paths.sort();
+                for p in &paths {
+                    eprintln!("{}: untracked file differs", lossy(p));
+                }
+                bail!(
+                    "untracked files in working directory differ from files in requested revision"
+                );
+            }
+            // hg merges local changes into the files a linear update changes; revfs does
+            // not merge.
+            bail!("uncommitted changes in files this update changes would need a merge, which revfs does not do (use hg instead)");
         }
         other => bail!("unexpected answer from the daemon: {other:?}"),
     }

@@ -18,20 +18,17 @@
 //! destination specified`, `no files to copy`, `with multiple sources, destination must be
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
+use crate::commands::dirstate::{warn, Dirstate, State};
 use crate::commands::{open_workspace, Workspace};
 use anyhow::{bail, Result};
 use clap::Args;
-use revfs_hg::config::{parse_bool, strerror, Config, ConfigError};
-use revfs_hg::date::py_bytes_repr;
+use revfs_hg::config::strerror;
 use revfs_hg::matcher::is_pattern;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_hg::paths::{basename, checkwinfilename, is_under, join, normpath, shellquote, split};
+use revfs_hg::paths::{basename, is_under, join, split};
 use revfs_vfs::control::Request;
-use revfs_vfs::journal::Track;
-use revfs_vfs::store::manifest::Manifest;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -70,51 +67,28 @@ pub fn rename(cli: &crate::Cli, args: &CopyArgs) -> Result<u8> {
     run(cli, args, true)
 }
 
-/// A path's dirstate state, as hg's copy code looks at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Not in the dirstate.
-    Unknown,
-    /// Tracked, not in the parent (`entry.added`).
-    Added,
-    /// Tracked and in the parent (clean, modified or missing).
-    Normal,
-    /// In the parent, marked removed.
-    Removed,
-}
-
-impl State {
-    fn tracked(self) -> bool {
-        matches!(self, State::Added | State::Normal)
-    }
-}
-
-/// A change for the daemon, sent in order at the end.
-enum Op {
-    Track(Vec<u8>, Track),
-    Copy(Vec<u8>, Option<Vec<u8>>),
-}
-
 /// One run of copy or rename: the working copy as the daemon reports it, with the
 /// changes made so far.
 struct Copier<'a> {
-    ws: &'a Workspace,
-    cfg: Config,
-    display: PathContext,
-    /// The canonical root, as hg's `repo.root`.
-    root: Vec<u8>,
-    /// The current directory under the root (`""` at the root or outside it).
-    cwd: Vec<u8>,
-    /// Whether the process's current directory is inside the root.
-    cwd_inside: bool,
-    base: Manifest,
-    letters: BTreeMap<Vec<u8>, char>,
-    states: BTreeMap<Vec<u8>, State>,
-    copies: BTreeMap<Vec<u8>, Vec<u8>>,
-    ops: Vec<Op>,
+    ds: Dirstate<'a>,
+    /// The process's current directory, which hg's file system checks of the arguments
+    /// are relative to.
+    cwd: PathBuf,
     rename: bool,
-    verbose: bool,
-    quiet: bool,
+}
+
+/// The copy code asks its dirstate most questions directly (`c.state(p)`, `c.base`).
+impl<'a> std::ops::Deref for Copier<'a> {
+    type Target = Dirstate<'a>;
+    fn deref(&self) -> &Dirstate<'a> {
+        &self.ds
+    }
+}
+
+impl std::ops::DerefMut for Copier<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.ds
+    }
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -123,10 +97,6 @@ fn lossy(b: &[u8]) -> String {
 
 fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
-}
-
-fn warn(text: &str) {
-    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// What went wrong copying one file's bytes.
@@ -138,91 +108,23 @@ enum CopyFailure {
 
 impl<'a> Copier<'a> {
     fn new(ws: &'a Workspace, rename: bool, args: &CopyArgs) -> Result<Copier<'a>> {
-        let cfg = Config::load(Some(ws.repo.root()))?;
         let display = PathContext::new(&ws.root)?;
-        let root_path = std::fs::canonicalize(&ws.root).unwrap_or_else(|_| ws.root.clone());
-        let cwd_path = std::env::current_dir()?;
-        let cwd_path = std::fs::canonicalize(&cwd_path).unwrap_or(cwd_path);
-        let (cwd, cwd_inside) = match cwd_path.strip_prefix(&root_path) {
-            Ok(rel) => (rel.as_os_str().as_bytes().to_vec(), true),
-            Err(_) => (Vec::new(), false),
-        };
-        let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
         let status = crate::commands::wc::fetch(ws, false, false, true)?;
-        let letters = status.entries.into_iter().map(|(l, p)| (p, l)).collect();
-        // ui's flags: --debug implies --verbose and cancels --quiet; both together cancel.
-        let debug = cfg.get_bool("ui", "debug")?.unwrap_or(false);
-        let mut verbose = debug || args.verbose || cfg.get_bool("ui", "verbose")?.unwrap_or(false);
-        let mut quiet = !debug && (args.quiet || cfg.get_bool("ui", "quiet")?.unwrap_or(false));
-        if verbose && quiet {
-            verbose = false;
-            quiet = false;
-        }
+        let ds = Dirstate::new(ws, display, &status, args.verbose, args.quiet)?;
         Ok(Copier {
-            ws,
-            cfg,
-            display,
-            root: root_path.as_os_str().as_bytes().to_vec(),
-            cwd,
-            cwd_inside,
-            base,
-            letters,
-            states: BTreeMap::new(),
-            copies: status.copies,
-            ops: Vec::new(),
+            ds,
+            cwd: std::env::current_dir()?,
             rename,
-            verbose,
-            quiet,
         })
-    }
-
-    fn in_base(&self, p: &[u8]) -> bool {
-        matches!(self.base.find(p), Ok(Some(_)))
-    }
-
-    fn state(&self, p: &[u8]) -> State {
-        if let Some(s) = self.states.get(p) {
-            return *s;
-        }
-        let in_base = self.in_base(p);
-        match self.letters.get(p) {
-            Some('R') => State::Removed,
-            Some('A') => State::Added,
-            _ if in_base => State::Normal,
-            Some('!') => State::Added,
-            _ => State::Unknown,
-        }
-    }
-
-    /// A repository path as shown to the user (relative to the current directory).
-    fn rel(&self, p: &[u8]) -> String {
-        lossy(&self.display.display(p))
-    }
-
-    /// The file a repository path names, through the mount.
-    fn disk(&self, p: &[u8]) -> PathBuf {
-        self.ws.root.join(os(p))
     }
 
     /// A user argument as the file system path hg would use (relative to the current
     /// directory; to the root when running from outside the mount).
     fn os_path(&self, arg: &[u8]) -> PathBuf {
-        if arg.starts_with(b"/") {
-            return PathBuf::from(os(arg));
-        }
-        let mut p = if self.cwd_inside {
-            self.ws.root.join(os(&self.cwd))
-        } else {
-            self.ws.root.clone()
-        };
         if arg.is_empty() {
-            return p;
+            return self.cwd.clone();
         }
-        let mut s = p.into_os_string();
-        s.push("/");
-        s.push(os(arg));
-        p = PathBuf::from(s);
-        p
+        self.cwd.join(os(arg))
     }
 
     fn lexists(path: &Path) -> bool {
@@ -231,214 +133,7 @@ impl<'a> Copier<'a> {
 
     /// `pathutil.canonpath(root, cwd, name)` with its path auditor.
     fn canonpath(&self, name: &[u8]) -> Result<Vec<u8>> {
-        let joined = if name.starts_with(b"/") {
-            name.to_vec()
-        } else {
-            join(&join(&self.root, &self.cwd), name)
-        };
-        let full = normpath(&joined);
-        let mut rootsep = self.root.clone();
-        if !rootsep.ends_with(b"/") {
-            rootsep.push(b'/');
-        }
-        if full == self.root {
-            return Ok(Vec::new());
-        }
-        if full != rootsep && full.starts_with(&rootsep) {
-            let rel = full[rootsep.len()..].to_vec();
-            self.audit(&rel)?;
-            return Ok(rel);
-        }
-        bail!("{} not under root '{}'", lossy(name), lossy(&self.root))
-    }
-
-    /// `pathutil.pathauditor`: no `.hg` component, no `..`, no symbolic link or nested
-    /// repository on the way.
-    fn audit(&self, path: &[u8]) -> Result<()> {
-        let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
-        let lower: Vec<Vec<u8>> = parts.iter().map(|p| p.to_ascii_lowercase()).collect();
-        if matches!(lower[0].as_slice(), b".hg" | b".hg." | b"") || parts.contains(&&b".."[..]) {
-            bail!("path contains illegal component: {}", lossy(path));
-        }
-        for p in &parts {
-            if let Some((first, last)) = p.split_once_byte(b'~') {
-                let upper = first.to_ascii_uppercase();
-                if !last.is_empty()
-                    && last.iter().all(u8::is_ascii_digit)
-                    && (upper == b"HG" || upper == b"HG8B6C")
-                {
-                    bail!("path contains illegal component: {}", lossy(path));
-                }
-            }
-        }
-        for bad in [&b".hg"[..], b".hg."] {
-            if let Some(pos) = lower.iter().skip(1).position(|p| p == bad) {
-                let base = parts[..pos + 1].join(&b'/');
-                bail!(
-                    "path '{}' is inside nested repo {}",
-                    lossy(path),
-                    py_bytes_repr(&base)
-                );
-            }
-        }
-        for i in 0..parts.len().saturating_sub(1) {
-            let prefix = parts[..=i].join(&b'/');
-            let cur = self.disk(&prefix);
-            let Ok(meta) = std::fs::symlink_metadata(&cur) else {
-                continue;
-            };
-            if meta.file_type().is_symlink() {
-                bail!(
-                    "path {} traverses symbolic link {}",
-                    py_bytes_repr(path),
-                    py_bytes_repr(&prefix)
-                );
-            }
-            if meta.is_dir() && cur.join(".hg").is_dir() {
-                bail!(
-                    "path '{}' is inside nested repo {}",
-                    lossy(path),
-                    py_bytes_repr(&prefix)
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// `scmutil.checkportable`.
-    fn checkportable(&self, f: &[u8]) -> Result<()> {
-        if f.contains(&b'\r') || f.contains(&b'\n') {
-            bail!(
-                "'\\n' and '\\r' disallowed in filenames: {}",
-                py_bytes_repr(f)
-            );
-        }
-        let val = self
-            .cfg
-            .get("ui", "portablefilenames")
-            .unwrap_or(b"warn")
-            .to_vec();
-        let lval = val.to_ascii_lowercase();
-        let bval = parse_bool(&val);
-        let abort = lval == b"abort";
-        let warn_ = bval == Some(true) || lval == b"warn";
-        if bval.is_none() && !(warn_ || abort || lval == b"ignore") {
-            return Err(ConfigError::Invalid(format!(
-                "ui.portablefilenames value is invalid ('{}')",
-                lossy(&val)
-            ))
-            .into());
-        }
-        if abort || warn_ {
-            if let Some(msg) = checkwinfilename(f) {
-                let msg = format!("{msg}: {}", shellquote(f));
-                if abort {
-                    bail!("{msg}");
-                }
-                warn(&format!("warning: {msg}\n"));
-            }
-        }
-        Ok(())
-    }
-
-    fn set_state(&mut self, p: &[u8], s: State) {
-        self.states.insert(p.to_vec(), s);
-    }
-
-    /// `dirstate.set_tracked`: true when the file was not tracked before.
-    fn set_tracked(&mut self, p: &[u8]) -> bool {
-        match self.state(p) {
-            State::Unknown => {
-                self.set_state(p, State::Added);
-                self.ops.push(Op::Track(p.to_vec(), Track::Added));
-                true
-            }
-            State::Removed => {
-                self.set_state(p, State::Normal);
-                self.copies.remove(p);
-                self.ops.push(Op::Track(p.to_vec(), Track::Default));
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// `dirstate.set_untracked`: false when the file was not in the dirstate.
-    fn set_untracked(&mut self, p: &[u8]) -> bool {
-        let s = self.state(p);
-        self.copies.remove(p);
-        match s {
-            State::Unknown => return false,
-            State::Added => {
-                self.set_state(p, State::Unknown);
-                self.ops.push(Op::Track(p.to_vec(), Track::Default));
-            }
-            State::Normal => {
-                self.set_state(p, State::Removed);
-                self.ops.push(Op::Track(p.to_vec(), Track::Removed));
-            }
-            State::Removed => {}
-        }
-        true
-    }
-
-    /// `dirstate.copy(source, dest)`.
-    fn mark_copy(&mut self, source: Option<&[u8]>, dest: &[u8]) {
-        if source == Some(dest) {
-            return;
-        }
-        match source {
-            Some(s) => {
-                self.copies.insert(dest.to_vec(), s.to_vec());
-            }
-            None => {
-                self.copies.remove(dest);
-            }
-        }
-        self.ops
-            .push(Op::Copy(dest.to_vec(), source.map(<[u8]>::to_vec)));
-    }
-
-    /// Sends the recorded changes to the daemon, in order.
-    fn flush(&mut self) -> Result<()> {
-        let ops = std::mem::take(&mut self.ops);
-        let mut i = 0;
-        while i < ops.len() {
-            match &ops[i] {
-                Op::Track(_, track) => {
-                    let mut paths = Vec::new();
-                    while let Some(Op::Track(p, t)) = ops.get(i) {
-                        if t != track {
-                            break;
-                        }
-                        paths.push(p.clone());
-                        i += 1;
-                    }
-                    self.ws.request(&Request::Track {
-                        paths,
-                        track: *track,
-                    })?;
-                }
-                Op::Copy(..) => {
-                    let mut copies = Vec::new();
-                    while let Some(Op::Copy(d, s)) = ops.get(i) {
-                        copies.push((d.clone(), s.clone()));
-                        i += 1;
-                    }
-                    self.ws.request(&Request::Copy { copies })?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// `ui.status`: standard output unless quiet.
-    fn status(&self, text: &str) {
-        if !self.quiet {
-            let mut out = std::io::stdout();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        }
+        Ok(self.display.canonpath(name)?)
     }
 
     /// `ctx.walk(match)` for one pattern: the dirstate's files it matches, plus a named
@@ -531,17 +226,6 @@ impl<'a> Copier<'a> {
             srcs.push((abs, exact));
         }
         Ok(srcs)
-    }
-}
-
-trait SplitOnce {
-    fn split_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])>;
-}
-
-impl SplitOnce for [u8] {
-    fn split_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])> {
-        let i = self.iter().position(|&c| c == b)?;
-        Some((&self[..i], &self[i + 1..]))
     }
 }
 
@@ -912,33 +596,7 @@ fn dirstatecopy(c: &mut Copier, src: &[u8], dst: &[u8], dryrun: bool) -> Result<
 
 /// `workingctx.add([f])`.
 fn wctx_add(c: &mut Copier, f: &[u8]) -> Result<()> {
-    c.checkportable(f)?;
-    let Ok(meta) = std::fs::symlink_metadata(c.disk(f)) else {
-        warn(&format!("{} does not exist!\n", c.rel(f)));
-        return Ok(());
-    };
-    let limit = c
-        .cfg
-        .get_bytes("ui", "large-file-limit")?
-        .unwrap_or(10_000_000);
-    if limit != 0 && meta.len() > limit {
-        warn(&format!(
-            "{}: up to {} MB of RAM may be required to manage this file\n\
-             (use 'hg revert {}' to cancel the pending addition)\n",
-            lossy(f),
-            3 * meta.len() / 1_000_000,
-            c.rel(f)
-        ));
-    }
-    let ft = meta.file_type();
-    if !(ft.is_file() || ft.is_symlink()) {
-        warn(&format!(
-            "{} not added: only files and symlinks supported currently\n",
-            c.rel(f)
-        ));
-    } else if !c.set_tracked(f) {
-        warn(&format!("{} already tracked!\n", c.rel(f)));
-    }
+    c.ds.add(&[f.to_vec()])?;
     Ok(())
 }
 

@@ -40,17 +40,11 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
     let mut out = Out::new();
-    let mut matched = vec![false; matcher.args().len()];
+    let (found, bad) = super::walk::manifest_walk(&manifest, &matcher)?;
     let mut any = false;
     let mut result = if json { out.write(b"[") } else { Ok(()) };
-    for entry in manifest.iter() {
-        let entry = entry?;
-        if !matcher.matches(entry.path) {
-            continue;
-        }
-        if let Some(i) = matcher.matching_arg(entry.path) {
-            matched[i] = true;
-        }
+    for (path, _) in &found {
+        let path = path.as_slice();
         let line = if json {
             // hg's JSON formatter: the repository path, whatever the current directory.
             let mut item = if any {
@@ -58,11 +52,11 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
             } else {
                 b"\n {\n  \"path\": ".to_vec()
             };
-            item.extend_from_slice(&json_string(entry.path));
+            item.extend_from_slice(&json_string(path));
             item.extend_from_slice(b"\n }");
             item
         } else {
-            let mut line = ctx.display(entry.path);
+            let mut line = ctx.display(path);
             line.push(end);
             line
         };
@@ -77,10 +71,10 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;
     let short = repo.changelog().node(rev)?.short();
-    for (arg, _) in matcher.args().iter().zip(&matched).filter(|(_, m)| !**m) {
+    for f in &bad {
         eprintln!(
             "{}: no such file in rev {short}",
-            String::from_utf8_lossy(&ctx.display(arg))
+            String::from_utf8_lossy(&ctx.display(f))
         );
     }
     Ok(if any { 0 } else { 1 })

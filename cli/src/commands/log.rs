@@ -145,11 +145,98 @@ fn fields<'a>(e: &'a Entry) -> revfs_hg::template::Fields<'a> {
         tags: e.tags.iter().map(Vec::as_slice).collect(),
         bookmarks: e.bookmarks.iter().map(Vec::as_slice).collect(),
         phase: e.phase.name(),
+        phase_index: e.phase as i32,
         files: e.cs.files.iter().map(Vec::as_slice).collect(),
         time: e.cs.time,
         tz: e.cs.tz,
         parents: [parent(0), parent(1)],
+        extras: Some(&e.cs.extra),
+        ..Default::default()
     }
+}
+
+/// The template fields that cost a manifest or a filelog, for a template that uses them:
+/// the files added, removed and modified (hg's `computechangesetfiles*`), the copies
+/// (`getrenamedfn`), the manifest's revision, the graph node symbol.
+fn costly_fields(
+    ws: &super::Workspace,
+    t: &revfs_hg::template::Template,
+    e: &Entry,
+    working_parent: Rev,
+    f: &mut revfs_hg::template::Fields,
+) -> Result<()> {
+    let repo = &ws.repo;
+    f.repo_len = repo.changelog().len() as i32;
+    if t.uses("manifest") {
+        let mrev = if e.cs.manifest.is_null() {
+            -1
+        } else {
+            repo.manifestlog()
+                .rev_of(&e.cs.manifest)
+                .map_or(-1, |r| r as i64)
+        };
+        f.manifest = (mrev, e.cs.manifest.to_hex());
+    }
+    if t.uses("graphnode") {
+        f.graphnode = if e.rev == working_parent {
+            "@"
+        } else if e.cs.closes_branch() {
+            "_"
+        } else {
+            "o"
+        };
+    }
+    let by_status = ["file_adds", "file_dels", "file_mods"]
+        .iter()
+        .any(|k| t.uses(k));
+    if !(by_status || t.uses("file_copies")) || e.rev < 0 {
+        return Ok(());
+    }
+    let mf = repo.manifest_of(e.rev)?;
+    let parents: Vec<_> = e
+        .parents
+        .iter()
+        .filter(|(r, _)| *r >= 0)
+        .map(|(r, _)| repo.manifest_of(*r))
+        .collect::<std::result::Result<_, _>>()?;
+    for file in &e.cs.files {
+        let entry = mf.find(file)?;
+        let mut in_parents = false;
+        for p in &parents {
+            in_parents |= p.find(file)?.is_some();
+        }
+        if !in_parents {
+            f.file_adds.push(file.clone());
+        }
+        match &entry {
+            None if parents
+                .first()
+                .is_some_and(|p| matches!(p.find(file), Ok(Some(_)))) =>
+            {
+                f.file_dels.push(file.clone())
+            }
+            Some(_) if in_parents => f.file_mods.push(file.clone()),
+            _ => {}
+        }
+        if let (Some(entry), true) = (entry, t.uses("file_copies")) {
+            let fl = repo.filelog(file)?;
+            let frev = fl.rev_of(&entry.node)?;
+            if let Some(src) = fl.copy_source(frev)? {
+                let mut copied = true;
+                if fl.revlog().linkrev(frev)? != e.rev {
+                    for p in &parents {
+                        if p.find(file)?.is_some_and(|pe| pe.node == entry.node) {
+                            copied = false;
+                        }
+                    }
+                }
+                if copied {
+                    f.file_copies.push((file.clone(), src.path));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn first_line(desc: &[u8]) -> &[u8] {
@@ -286,6 +373,24 @@ fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
     let mut out = Out::new();
     let mut result = Ok(());
     let is_json = matches!(style, Style::Json { .. });
+    let working_parent = ws.resolve_single(Some(".")).unwrap_or(NULL_REV);
+    if let Style::Template(t) = style {
+        // A merge's removed files need its common ancestors, which revfs does not
+        // compute; and a repository with obsolescence markers has graph symbols revfs
+        // does not know. Both are left to hg, before anything is printed.
+        if t.uses("file_dels") {
+            for &rev in revs {
+                if rev >= 0 && repo.changelog().parents(rev)?[1] != NULL_REV {
+                    bail!("template keyword 'file_dels' of a merge is not supported by revfs (use hg instead)");
+                }
+            }
+        }
+        if t.uses("graphnode")
+            && std::fs::metadata(repo.store_path().join("obsstore")).is_ok_and(|m| m.len() > 0)
+        {
+            bail!("template keyword 'graphnode' with obsolescence markers is not supported by revfs (use hg instead)");
+        }
+    }
     if is_json {
         result = out.write(if revs.is_empty() { b"[" } else { b"[\n" });
     }
@@ -302,7 +407,11 @@ fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
                 }
                 buf.extend_from_slice(&render_json(&e, *verbose, *quiet));
             }
-            Style::Template(t) => t.render(&fields(&e), &mut buf),
+            Style::Template(t) => {
+                let mut f = fields(&e);
+                costly_fields(ws, t, &e, working_parent, &mut f)?;
+                t.render(&f, &mut buf)
+            }
             _ => render_text(&e, style, &mut buf),
         }
         result = out.write(&buf);

@@ -4,11 +4,15 @@ pub mod cat;
 pub mod commit;
 pub mod copy;
 pub mod debug;
+pub mod dirstate;
 pub mod doctor;
 pub mod files;
 pub mod log;
 pub mod mount;
 pub mod repo;
+pub mod revert;
+pub mod track;
+pub mod walk;
 pub mod wc;
 
 use crate::mounts::{self, KernelMount};

@@ -17,7 +17,8 @@ use std::time::SystemTime;
 impl WorkingCopy {
     /// Switches the working copy to revision `node` of `repo` (a fresh handle that knows
     /// it). Local changes are kept when the update does not touch them; otherwise it stops
-    /// with [`WcError::UncommittedChanges`] and changes nothing, unless `clean`, which
+    /// with [`WcError::UntrackedDiffers`] (an untracked file in the way of another) or
+    /// [`WcError::UncommittedChanges`] and changes nothing, unless `clean`, which
     /// first reverts every change (added files become unknown, as in hg).
     ///
     /// `progress` hears of the phases: `checking` (status and the manifest diff) and
@@ -81,6 +82,9 @@ impl WorkingCopy {
         let t_diff = t0.elapsed();
         // Refuse before changing anything.
         let mut conflicts: Vec<Vec<u8>> = Vec::new();
+        // Untracked (or ignored) files the target has with other content: hg's
+        // `merge.checkunknown` abort, which comes before anything else.
+        let mut untracked: Vec<Vec<u8>> = Vec::new();
         let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
         for c in &diff {
             let p = &c.path;
@@ -96,7 +100,7 @@ impl WorkingCopy {
                     if clean || self.same_as(&mut inner, &repo, p, c.new)? {
                         replace.insert(p.clone());
                     } else {
-                        conflicts.push(p.clone());
+                        untracked.push(p.clone());
                     }
                 }
                 Some('R' | '!') if c.new.is_none() => {
@@ -125,6 +129,9 @@ impl WorkingCopy {
                     }
                 }
             }
+        }
+        if !untracked.is_empty() {
+            return Err(WcError::UntrackedDiffers(untracked));
         }
         if !conflicts.is_empty() {
             return Err(WcError::UncommittedChanges(conflicts));

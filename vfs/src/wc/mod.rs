@@ -78,9 +78,12 @@ pub enum WcError {
     NothingChanged,
     #[error("the change journal could not be rewritten after a commit or an update; unmount and mount again (nothing is lost: the journal still holds the working copy as it was before)")]
     JournalStale,
-    /// An update would overwrite these changed or untracked paths.
+    /// An update would overwrite these changed paths (hg would merge them).
     #[error("uncommitted changes")]
     UncommittedChanges(Vec<Vec<u8>>),
+    /// An update would overwrite these untracked files, which differ from the target's.
+    #[error("untracked files in working directory differ from files in requested revision")]
+    UntrackedDiffers(Vec<Vec<u8>>),
     #[error("journal record {index} ({record}) cannot be applied: {cause}")]
     Replay {
         index: usize,

@@ -1,0 +1,252 @@
+//! `revfs revert` in a mount: Mercurial 6.3.2's `cmdutil.revert` to the working copy's
+//! parent, with its messages, backups and exit code.
+//!
+//! The named files and patterns are walked in the working copy (unknown files included)
+//! and in the parent's manifest (a named file in neither gets "no such file in rev");
+//! then each file gets hg's action by its status: an added file is forgotten, a modified
+//! one saved as `.orig` and reverted, a missing one reverted, a removed one undeleted (a
+//! file standing in its place saved as `.orig` when it differs), a clean one named
+//! exactly gets "no changes needed", an unknown one named exactly "file not managed".
+//! Messages name the files found by directories and patterns, not those named exactly
+//! (all with `-v`), in hg's order: forgetting, reverting, undeleting.
+//!
+//! Not supported (refused by the argument parser): `-r`, `-d`, `-i`, `-I`/`-X`.
+
+use super::dirstate::warn;
+use super::walk::walk_silent;
+use super::wc::fetch;
+use anyhow::{bail, Result};
+use clap::Args;
+use revfs_hg::matcher::{Matcher, PathContext};
+use revfs_hg::paths::is_under;
+use revfs_vfs::control::Request;
+use revfs_vfs::journal::Track;
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct RevertArgs {
+    /// Revert all changes when no arguments given
+    #[arg(short = 'a', long)]
+    all: bool,
+    /// Do not save backup copies of files
+    #[arg(short = 'C', long = "no-backup")]
+    no_backup: bool,
+    /// Do not perform actions, just print output
+    #[arg(short = 'n', long = "dry-run")]
+    dry_run: bool,
+    /// Print the names of the files named exactly too
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+}
+
+/// hg's revert actions, in the order it performs them (and prints their messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    Forget,
+    Revert,
+    Undelete,
+}
+
+impl Action {
+    fn message(self) -> &'static str {
+        match self {
+            Action::Forget => "forgetting",
+            Action::Revert => "reverting",
+            Action::Undelete => "undeleting",
+        }
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `hg revert`: back to the working-copy parent's content for the named files.
+pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
+    let ws = super::open_workspace(cli)?;
+    let always = args.files.is_empty();
+    // The working copy's status, with clean and unknown files when files are named.
+    let fetched = fetch(&ws, !always, false, !always)?;
+    if always && !args.all {
+        let dirty = fetched
+            .entries
+            .iter()
+            .any(|(l, _)| matches!(l, 'M' | 'A' | 'R' | '!'));
+        if dirty {
+            bail!("no files or directories specified\n(uncommitted changes, use --all to discard all changes)");
+        }
+        bail!("no files or directories specified\n(use --all to revert all files)");
+    }
+    let ctx = PathContext::new(&ws.root)?;
+    let matcher = Matcher::new(&ctx, &args.files)?;
+    let rev = ws.resolve_single(Some("."))?;
+    let base = ws.repo.manifest_of(rev)?;
+    let short = ws.repo.changelog().node(rev)?.short();
+    let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
+    let verbose = args.verbose
+        || cfg.get_bool("ui", "verbose")?.unwrap_or(false)
+        || cfg.get_bool("ui", "debug")?.unwrap_or(false);
+    // Every status line, and the copy sources.
+    let all: BTreeMap<Vec<u8>, char> = fetched
+        .entries
+        .iter()
+        .map(|(l, p)| (p.clone(), *l))
+        .collect();
+    // names: repository path -> named exactly; with the status letter of each ('?' for
+    // files on disk the walk did not list: ignored ones, named).
+    let mut names: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
+    let mut letters: BTreeMap<Vec<u8>, char> = BTreeMap::new();
+    let copies = if always {
+        for (l, p) in &fetched.entries {
+            names.insert(p.clone(), false);
+            letters.insert(p.clone(), *l);
+        }
+        fetched.copies
+    } else {
+        // The working copy's walk, its warnings silenced (hg's `badmatch(m, False)`).
+        let walked = walk_silent(&ws, &ctx, &matcher, fetched);
+        for (l, p) in walked.entries() {
+            names.insert(p.clone(), matcher.exact(p));
+            letters.insert(p.clone(), *l);
+        }
+        for f in matcher.files() {
+            if walked.named_file(f) && matcher.matches(f) && !names.contains_key(f) {
+                names.insert(f.clone(), true);
+                letters.insert(f.clone(), '?');
+            }
+        }
+        // The parent's manifest: its files add nothing the dirstate lacks; a named file
+        // in neither gets hg's warning.
+        let (_, missing) = super::walk::manifest_walk(&base, &matcher)?;
+        for f in missing {
+            if names.contains_key(&f) || names.keys().any(|n| is_under(n, &f)) {
+                continue;
+            }
+            warn(&format!(
+                "{}: no such file in rev {short}\n",
+                lossy(&ctx.display(&f))
+            ));
+        }
+        walked.copies
+    };
+    // A renamed file's removed source is reverted with it (as if named exactly).
+    let mut sources = Vec::new();
+    for (p, l) in &letters {
+        if let (Some(src), 'M' | 'A') = (copies.get(p), l) {
+            if !names.contains_key(src) && all.get(src) == Some(&'R') {
+                sources.push(src.clone());
+            }
+        }
+    }
+    for src in sources {
+        names.insert(src.clone(), true);
+        letters.insert(src, 'R');
+    }
+    let disk = |p: &[u8]| -> PathBuf { ws.root.join(OsStr::from_bytes(p)) };
+    let mut actions: Vec<(Action, Vec<u8>, bool)> = Vec::new();
+    let mut backups: Vec<Vec<u8>> = Vec::new();
+    for (p, &exact) in &names {
+        let l = letters.get(p).copied().unwrap_or('C');
+        let action = match l {
+            'A' => Action::Forget,
+            'M' => {
+                if !args.no_backup {
+                    backups.push(p.clone());
+                }
+                Action::Revert
+            }
+            '!' if base.find(p)?.is_some() => Action::Revert,
+            '!' => Action::Forget,
+            'R' => {
+                if std::fs::symlink_metadata(disk(p)).is_ok()
+                    && !args.no_backup
+                    && differs_from_parent(&ws, &base, p)?
+                {
+                    backups.push(p.clone());
+                }
+                Action::Undelete
+            }
+            'C' => {
+                if exact {
+                    warn(&format!(
+                        "no changes needed to {}\n",
+                        lossy(&ctx.display(p))
+                    ));
+                }
+                continue;
+            }
+            _ => {
+                if exact {
+                    warn(&format!("file not managed: {}\n", lossy(&ctx.display(p))));
+                }
+                continue;
+            }
+        };
+        if args.dry_run && (verbose || !exact) {
+            println!("{} {}", action.message(), lossy(&ctx.display(p)));
+        }
+        actions.push((action, p.clone(), exact));
+    }
+    if args.dry_run {
+        return Ok(0);
+    }
+    for p in &backups {
+        let f = disk(p);
+        let mut orig = f.clone().into_os_string();
+        orig.push(".orig");
+        std::fs::rename(&f, &orig)?;
+    }
+    actions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let mut untrack = Vec::new();
+    let mut restore = Vec::new();
+    for (action, p, exact) in &actions {
+        if verbose || !exact {
+            println!("{} {}", action.message(), lossy(&ctx.display(p)));
+        }
+        match action {
+            Action::Forget => untrack.push(p.clone()),
+            Action::Revert => restore.push(p.clone()),
+            Action::Undelete => {
+                untrack.push(p.clone());
+                restore.push(p.clone());
+            }
+        }
+    }
+    if !untrack.is_empty() {
+        ws.request(&Request::Track {
+            paths: untrack,
+            track: Track::Default,
+        })?;
+    }
+    if !restore.is_empty() {
+        ws.request(&Request::Restore { paths: restore })?;
+    }
+    Ok(0)
+}
+
+/// Whether the working copy's file `p` differs from the parent's (`filectx.cmp`): its bytes
+/// (a symbolic link's target), not its mode.
+fn differs_from_parent(
+    ws: &super::Workspace,
+    base: &revfs_vfs::store::manifest::Manifest,
+    p: &[u8],
+) -> Result<bool> {
+    let Some(entry) = base.find(p)? else {
+        return Ok(true);
+    };
+    let f = ws.root.join(OsStr::from_bytes(p));
+    let meta = std::fs::symlink_metadata(&f)?;
+    let data = if meta.file_type().is_symlink() {
+        std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec()
+    } else {
+        std::fs::read(&f)?
+    };
+    let fl = ws.repo.filelog(p)?;
+    let text = fl.read(fl.rev_of(&entry.node)?)?;
+    Ok(data.as_slice() != &text[..])
+}
