@@ -474,15 +474,19 @@ fn keyword_value(keyword: &str, f: &Fields) -> Value {
                 .map(|(d, s)| [d.as_slice(), b" (", s, b")"].concat())
                 .collect(),
         ),
-        "extras" => Value::List(
-            f.extras
-                .map(|e| {
-                    e.iter()
-                        .map(|(k, v)| [k.as_slice(), b"=", &escapestr(v)].concat())
-                        .collect()
-                })
-                .unwrap_or_default(),
-        ),
+        "extras" => {
+            // hg's changelog reads a missing branch as `default`.
+            let mut extras = f.extras.cloned().unwrap_or_default();
+            extras
+                .entry(b"branch".to_vec())
+                .or_insert_with(|| b"default".to_vec());
+            Value::List(
+                extras
+                    .iter()
+                    .map(|(k, v)| [k.as_slice(), b"=", &escapestr(v)].concat())
+                    .collect(),
+            )
+        }
         "manifest" => Value::Str(
             format!(
                 "{}:{}",

@@ -108,6 +108,9 @@ struct Trees {
 fn trees() -> Trees {
     let tmp = revfs_tests::scratch_dir();
     let repo = hg_repo(tmp.path(), BASE);
+    // A clone makes what it pulls public; so is the repository's history, for both sides.
+    let out = hg_cmd(&repo, &["phase", "--public", "-r", "all()"]);
+    assert!(out.status.success());
     let out = hg_cmd(tmp.path(), &["clone", "-q", "repo", "mnt"]);
     assert!(
         out.status.success(),
@@ -182,56 +185,223 @@ fn random_status(rng: &mut Rng) -> (String, Vec<String>) {
     for _ in 0..rng.below(4) {
         args.push(random_pattern(rng));
     }
-    let cwd = ["", "", "d", "d/sub", "@outside"][rng.below(5)];
-    (cwd.to_string(), args)
+    (random_cwd(rng), args)
+}
+
+fn random_cwd(rng: &mut Rng) -> String {
+    ["", "", "d", "d/sub", "@outside"][rng.below(5)].to_string()
+}
+
+const REVS: &[&str] = &[
+    ".", "tip", "0", "1", "-1", "-2", "-5", "null", "1:0", ":", "0:tip", "2",
+];
+
+const KEYWORDS: &[&str] = &[
+    "rev",
+    "node",
+    "desc",
+    "author",
+    "user",
+    "branch",
+    "tags",
+    "bookmarks",
+    "phase",
+    "files",
+    "date",
+    "p1rev",
+    "p2rev",
+    "p1node",
+    "p2node",
+    "file_adds",
+    "file_dels",
+    "file_mods",
+    "file_copies",
+    "manifest",
+    "extras",
+    "graphnode",
+    "negrev",
+    "phaseidx",
+    "diffstat",
+    "nope",
+];
+
+const FILTERS: &[&str] = &[
+    "short",
+    "firstline",
+    "strip",
+    "user",
+    "email",
+    "person",
+    "upper",
+    "lower",
+    "count",
+    "hgdate",
+    "isodate",
+    "shortdate",
+    "json",
+];
+
+fn random_template(rng: &mut Rng) -> String {
+    let mut t = String::new();
+    for _ in 0..1 + rng.below(3) {
+        t.push('{');
+        t.push_str(rng.pick(KEYWORDS).unwrap());
+        for _ in 0..rng.below(3) {
+            t.push('|');
+            t.push_str(rng.pick(FILTERS).unwrap());
+        }
+        t.push('}');
+        t.push_str([" ", ":", "\\n", "\\t"][rng.below(4)]);
+    }
+    t.push_str("\\n");
+    t
+}
+
+fn patterns(rng: &mut Rng, min: usize, max: usize) -> Vec<String> {
+    (0..min + rng.below(max - min + 1))
+        .map(|_| random_pattern(rng))
+        .collect()
+}
+
+/// A random command of those revfs mirrors, with where it runs from. Commands that change
+/// the working copy or the repository run in hg only when revfs ran them.
+fn random_command(rng: &mut Rng) -> (String, Vec<String>) {
+    let s = |v: &[&str]| -> Vec<String> { v.iter().map(|a| a.to_string()).collect() };
+    let args = match rng.below(13) {
+        0..=2 => return random_status(rng),
+        3 => {
+            let mut a = s(&["add"]);
+            if rng.below(4) != 0 {
+                a.extend(patterns(rng, 1, 3));
+            }
+            a
+        }
+        4 => [s(&["forget"]), patterns(rng, 1, 3)].concat(),
+        5 => {
+            let mut a = s(&["remove"]);
+            match rng.below(3) {
+                0 => a.push("-A".into()),
+                1 => a.push("-f".into()),
+                _ => {}
+            }
+            [a, patterns(rng, 1, 3)].concat()
+        }
+        6 => [s(&["addremove"]), patterns(rng, 0, 2)].concat(),
+        7 => {
+            let mut a = s(&["revert"]);
+            if rng.below(3) == 0 {
+                a.push("--all".into());
+            } else {
+                a.extend(patterns(rng, 1, 3));
+            }
+            if rng.below(3) == 0 {
+                a.push("--no-backup".into());
+            }
+            a
+        }
+        8 => {
+            let mut a = s(&["commit", "-m", "c", "-u", "test", "-d", "0 0"]);
+            if rng.below(3) == 0 {
+                a.push("-A".into());
+            }
+            [a, patterns(rng, 0, 2)].concat()
+        }
+        9 => {
+            let mut a = s(&[["files", "cat"][rng.below(2)]]);
+            if rng.below(2) == 0 {
+                a.push("-r".into());
+                a.push(rng.pick(REVS).unwrap().to_string());
+            }
+            let min = if a[0] == "cat" { 1 } else { 0 };
+            [a, patterns(rng, min, 2)].concat()
+        }
+        10 => {
+            let mut a = s(&["log", "-r", rng.pick(REVS).unwrap(), "-T"]);
+            a.push(random_template(rng));
+            a
+        }
+        11 => [s(&["diff", "--git"]), patterns(rng, 0, 2)].concat(),
+        _ => {
+            let mut a = s(&["update", "-r", rng.pick(REVS).unwrap()]);
+            if rng.below(2) == 0 {
+                a.push("-C".into());
+            }
+            a
+        }
+    };
+    (random_cwd(rng), args)
 }
 
 /// Runs `args` on both sides from `cwd`; returns (revfs, hg) outputs, normalized.
 type Pair = ((Option<i32>, String, String), (Option<i32>, String, String));
 
 fn run_both(t: &Trees, cwd: &str, args: &[String]) -> Pair {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    if cwd == "@outside" {
-        // `@TREE` in an argument is the tree's name (`mnt` on both sides).
-        let with_r = |r: &Path| -> Vec<String> {
-            let mut v = vec!["-R".to_string(), r.display().to_string()];
-            v.extend(args.iter().map(|a| a.replace("@TREE", "mnt")));
-            v
-        };
-        let ours = with_r(&t.mount.dir);
-        let theirs = with_r(&t.wc);
-        let strs = |v: &[String]| v.iter().map(String::clone).collect::<Vec<_>>();
-        let o = revfs(
-            &t.outside[0],
-            &strs(&ours).iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-        let h = hg_cmd(
-            &t.outside[1],
-            &strs(&theirs).iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-        return (normalized(&o, &t.mount.dir), normalized(&h, &t.wc));
-    }
-    let o = revfs(&t.mount.dir.join(cwd), &args);
-    let h = hg_cmd(&t.wc.join(cwd), &args);
-    (normalized(&o, &t.mount.dir), normalized(&h, &t.wc))
+    let ours = run_side(t, cwd, args, false);
+    (ours, run_side(t, cwd, args, true))
 }
 
-fn run_seed(seed: u64, commands: usize) {
+/// Runs `args` on one side (hg's clone, or the mount) from `cwd`, output normalized.
+fn run_side(t: &Trees, cwd: &str, args: &[String], hg: bool) -> (Option<i32>, String, String) {
+    let root = if hg { &t.wc } else { &t.mount.dir };
+    let run = |dir: &Path, args: &[&str]| {
+        if hg {
+            hg_cmd(dir, args)
+        } else {
+            revfs(dir, args)
+        }
+    };
+    if cwd == "@outside" {
+        // `@TREE` in an argument is the tree's name (`mnt` on both sides).
+        let mut v = vec!["-R".to_string(), root.display().to_string()];
+        v.extend(args.iter().map(|a| a.replace("@TREE", "mnt")));
+        let v: Vec<&str> = v.iter().map(String::as_str).collect();
+        let out = run(&t.outside[usize::from(hg)], &v);
+        return normalized(&out, root);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    normalized(&run(&root.join(cwd), &args), root)
+}
+
+fn run_seed(seed: u64, commands: usize, any_command: bool) {
     let t = trees();
-    let mut rng = Rng::new(seed);
+    // Spread the seeds: the generator takes `seed | 1`, which would pair them.
+    let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut log = Vec::new();
+    let mut compared: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut declines: std::collections::BTreeMap<String, usize> = Default::default();
     for i in 0..commands {
         if i % 4 == 0 {
             for _ in 0..1 + rng.below(3) {
                 log.push(random_edit(&mut rng, [&t.mount.dir, &t.wc]));
             }
         }
-        let (cwd, args) = random_status(&mut rng);
-        let (ours, theirs) = run_both(&t, &cwd, &args);
+        let (cwd, args) = if any_command {
+            random_command(&mut rng)
+        } else {
+            random_status(&mut rng)
+        };
         log.push(format!("(cd {cwd:?}) {args:?}"));
+        if !cwd.starts_with('@') {
+            // A directory the commands removed: on both sides, or it is a difference.
+            let here = [&t.mount.dir, &t.wc].map(|r| r.join(&cwd).is_dir());
+            assert_eq!(
+                here[0],
+                here[1],
+                "seed {seed}: directory {cwd:?}; steps:\n  {}",
+                log.join("\n  ")
+            );
+            if !here[0] {
+                continue;
+            }
+        }
+        // revfs first: what it declines, hg does not do either.
+        let ours = run_side(&t, &cwd, &args, false);
         if declined(&ours) {
+            *declines.entry(args[0].clone()).or_insert(0) += 1;
             continue;
         }
+        *compared.entry(args[0].clone()).or_insert(0) += 1;
+        let theirs = run_side(&t, &cwd, &args, true);
         assert_eq!(
             ours,
             theirs,
@@ -239,20 +409,34 @@ fn run_seed(seed: u64, commands: usize) {
             log.join("\n  ")
         );
     }
+    eprintln!("seed {seed}: compared {compared:?}, declined {declines:?}");
 }
 
-#[test]
-fn status_with_random_patterns_and_flags_prints_what_hg_prints() {
-    let seeds: Vec<u64> = match std::env::var("REVFS_CLI_SEEDS") {
+fn seeds(default: &[u64]) -> Vec<u64> {
+    match std::env::var("REVFS_CLI_SEEDS") {
         Ok(r) => {
             let (a, b) = r.split_once("..").expect("REVFS_CLI_SEEDS=a..b");
             (a.parse().unwrap()..b.parse().unwrap()).collect()
         }
-        Err(_) => vec![1, 2],
-    };
+        Err(_) => default.to_vec(),
+    }
+}
+
+#[test]
+fn status_with_random_patterns_and_flags_prints_what_hg_prints() {
     let commands = env_or("REVFS_CLI_COMMANDS", 60);
-    for seed in seeds {
-        run_seed(seed, commands);
+    for seed in seeds(&[1, 2]) {
+        run_seed(seed, commands, false);
+    }
+}
+
+/// Every command revfs mirrors (add, forget, remove, addremove, revert, commit, files,
+/// cat, log with templates, update, status), drawn at random after random edits.
+#[test]
+fn random_commands_print_what_hg_prints_or_decline() {
+    let commands = env_or("REVFS_CLI_COMMANDS", 80);
+    for seed in seeds(&[11, 12]) {
+        run_seed(seed, commands, true);
     }
 }
 

@@ -135,20 +135,27 @@ fn send(notifier: &fuser::Notifier, inv: &Invalidation) {
 
 /// What the kernel must forget after revfs changed `path` behind its back: the names
 /// leading to it (negative entries included), the cached listings of the directories on
-/// the way, and the inode itself. Each lookup takes the working copy's lock briefly; none
-/// is held when this returns.
+/// the way, and the inode itself. A directory on the way that the kernel already knows
+/// keeps its name: its dentry is right, and dropping it would leave a process whose
+/// current directory it is without one (`getcwd` fails). Each lookup takes the working
+/// copy's lock briefly; none is held when this returns.
 pub fn path_invalidations(wc: &WorkingCopy, path: &[u8], out: &mut Vec<Invalidation>) {
     let mut parent = ROOT_INO;
     let mut end = 0;
-    for part in path.split(|&b| b == b'/') {
-        out.push(Invalidation::Entry {
-            parent,
-            name: part.into(),
-        });
-        out.push(Invalidation::Inode(parent));
+    let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    for (i, part) in parts.iter().enumerate() {
         end += part.len();
-        match wc.ino_of(&path[..end]) {
-            Ok(Some(ino)) => parent = ino,
+        let found = wc.ino_known(&path[..end]);
+        let last = i + 1 == parts.len();
+        if last || !matches!(found, Ok(Some((_, true)))) {
+            out.push(Invalidation::Entry {
+                parent,
+                name: (*part).into(),
+            });
+        }
+        out.push(Invalidation::Inode(parent));
+        match found {
+            Ok(Some((ino, _))) => parent = ino,
             _ => return,
         }
         end += 1;

@@ -358,6 +358,8 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
             }
         }
     }
+    // hg tells a user whose current directory the update removed.
+    let had_cwd = std::env::current_dir().is_ok();
     let mut bar = Progress::new(
         progress::wanted(args.quiet, Some(ws.repo.root())),
         "updating",
@@ -368,6 +370,12 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     };
     match progress::request(&ws, &req, &mut bar)? {
         Response::Updated { updated, removed } => {
+            if had_cwd && std::env::current_dir().is_err() {
+                eprintln!(
+                    "current directory was removed\n(consider changing to repo root: {})",
+                    ws.root.display()
+                );
+            }
             if !args.quiet {
                 println!(
                     "{updated} files updated, 0 files merged, {removed} files removed, 0 files unresolved"

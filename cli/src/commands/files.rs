@@ -30,7 +30,7 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     let json = match args.template.as_deref() {
         None => false,
         Some("json") => true,
-        Some(other) => bail!("unsupported template '{other}' (only 'json' is supported)"),
+        Some(other) => bail!("template '{other}' is not supported by revfs files (use hg instead)"),
     };
     let ws = super::open_workspace(cli)?;
     let repo = &ws.repo;
@@ -40,7 +40,11 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
     let mut out = Out::new();
-    let (found, bad) = super::walk::manifest_walk(&manifest, &matcher)?;
+    let (found, bad) = if args.rev.is_none() && ws.mount.is_some() {
+        (working_files(&ws, &manifest, &matcher)?, Vec::new())
+    } else {
+        super::walk::manifest_walk(&manifest, &matcher)?
+    };
     let mut any = false;
     let mut result = if json { out.write(b"[") } else { Ok(()) };
     for (path, _) in &found {
@@ -78,4 +82,51 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
         );
     }
     Ok(if any { 0 } else { 1 })
+}
+
+/// The working copy's tracked files that `matcher` matches (hg's `files` without `-r`:
+/// `dirstate.matches`, removed files left out), in path order; no warnings.
+fn working_files(
+    ws: &super::Workspace,
+    base: &revfs_vfs::store::manifest::Manifest,
+    matcher: &Matcher,
+) -> Result<super::walk::ManifestFiles> {
+    let status = super::wc::fetch(ws, false, false, false)?;
+    let letters: std::collections::BTreeMap<&[u8], char> = status
+        .entries
+        .iter()
+        .map(|(l, p)| (p.as_slice(), *l))
+        .collect();
+    let in_dirstate =
+        |f: &[u8]| -> Result<bool> { Ok(letters.contains_key(f) || base.find(f)?.is_some()) };
+    let mut files: Vec<Vec<u8>> = Vec::new();
+    let mut all_known = matcher.only_paths() && !matcher.is_always();
+    if all_known {
+        for f in matcher.files() {
+            all_known &= in_dirstate(f)?;
+        }
+    }
+    if all_known {
+        // hg's fast path: the named files themselves (twice when named twice).
+        files.extend(matcher.files().iter().cloned());
+    } else {
+        for e in base.iter() {
+            let e = e?;
+            if matcher.matches(e.path) {
+                files.push(e.path.to_vec());
+            }
+        }
+        for (p, l) in &letters {
+            let added = *l == 'A' || (*l == '!' && base.find(p)?.is_none());
+            if added && matcher.matches(p) {
+                files.push(p.to_vec());
+            }
+        }
+    }
+    files.retain(|f| letters.get(f.as_slice()) != Some(&'R'));
+    files.sort();
+    Ok(files
+        .into_iter()
+        .map(|f| (f, revfs_vfs::store::Node::NULL))
+        .collect())
 }

@@ -166,7 +166,7 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
     let in_dirstate: BTreeSet<&[u8]> = walked.all.iter().map(|(_, p)| p.as_slice()).collect();
     let hasdir = |f: &[u8]| walked.all.iter().any(|(l, p)| *l != 'R' && is_under(p, f));
     for f in matcher.files() {
-        if in_dirstate.contains(f.as_slice()) || f.is_empty() || hasdir(f) {
+        if in_dirstate.contains(f.as_slice()) || f == b"." || hasdir(f) {
             continue;
         }
         if let Ok(meta) = std::fs::metadata(ds.disk(f)) {
@@ -264,11 +264,13 @@ pub fn addremove(cli: &crate::Cli, args: &AddremoveArgs) -> Result<u8> {
         );
     }
     let ws = super::open_workspace(cli)?;
+    // Paths relative to the current directory only when files were named.
+    let relative = !args.paths.files.is_empty();
     addremove_files(
         &ws,
         &args.paths.files,
         similarity == 100.0,
-        true,
+        relative,
         args.paths.dry_run,
     )
 }

@@ -105,14 +105,10 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
         || args.unknown
         || args.ignored
         || args.clean;
+    // hg's states to show: those asked for; with `-A` all of them (with `-q` all but
+    // unknown and ignored); without either, the changes (and unknown files unless `-q`).
     let wanted = |l: char| -> bool {
-        if args.all {
-            return true;
-        }
-        if !any {
-            return matches!(l, 'M' | 'A' | 'R' | '!') || (l == '?' && !args.quiet);
-        }
-        match l {
+        let asked = match l {
             'M' => args.modified,
             'A' => args.added,
             'R' => args.removed,
@@ -121,7 +117,12 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
             'I' => args.ignored,
             'C' => args.clean,
             _ => false,
+        };
+        let quiet_hides = args.quiet && matches!(l, '?' | 'I');
+        if asked || (args.all && !quiet_hides) {
+            return true;
         }
+        !any && !args.all && (matches!(l, 'M' | 'A' | 'R' | '!') || (l == '?' && !args.quiet))
     };
     let fetched = fetch(&ws, wanted('C'), wanted('I'), wanted('?'))?;
     let ctx = PathContext::new(&ws.root)?;
@@ -233,9 +234,11 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     let colors = revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?;
     let mut labeler = DiffLabeler::new();
     let mut colored = Vec::new();
+    let fetched = fetch(&ws, false, false, false)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
-    let Status { entries, copies } = fetch(&ws, false, false, false)?;
+    let walked = walk(&ws, &ctx, &matcher, fetched);
+    let copies = &walked.copies;
     let rev = ws.resolve_single(Some("."))?;
     let cs = ws.repo.changeset(rev)?;
     let base = ws.repo.manifest_of(rev)?;
@@ -249,10 +252,10 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
         old_date: hg_datestr(cs.time, cs.tz as i64),
         new_date: hg_datestr(now, local_offset_west(now)),
     };
-    let letters: BTreeMap<Vec<u8>, char> = entries
-        .into_iter()
-        .filter(|(l, p)| matches!(l, 'M' | 'A' | 'R') && matcher.matches(p))
-        .map(|(l, p)| (p, l))
+    let letters: BTreeMap<Vec<u8>, char> = walked
+        .entries()
+        .filter(|(l, _)| matches!(l, 'M' | 'A' | 'R'))
+        .map(|(l, p)| (p.clone(), *l))
         .collect();
     // Sources renamed away are shown once, as the rename (git mode).
     let renamed_sources: std::collections::BTreeSet<&Vec<u8>> = copies

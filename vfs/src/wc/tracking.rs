@@ -110,6 +110,18 @@ impl WorkingCopy {
         let mut inner = self.write();
         inner.resolve(path)
     }
+
+    /// The inode of `path` and whether the kernel holds a name for it (a lookup not yet
+    /// forgotten): then its dentry is right and must not be dropped, as a process may
+    /// have it as its current directory.
+    pub fn ino_known(&self, path: &[u8]) -> Result<Option<(u64, bool)>> {
+        let mut inner = self.write();
+        let Some(ino) = inner.resolve(path)? else {
+            return Ok(None);
+        };
+        let known = inner.entries.get(&ino).is_some_and(|e| e.nlookup > 0);
+        Ok(Some((ino, known)))
+    }
 }
 
 pub(super) fn set_copy(inner: &mut Inner, dest: &[u8], source: &[u8]) {
