@@ -106,9 +106,13 @@ fn main() -> ExitCode {
     let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { 255 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            if !e.use_stderr() {
+                // --help, --version.
+                let _ = e.print();
+                return ExitCode::from(0);
+            }
+            eprintln!("abort: {}", usage_error(&e));
+            return ExitCode::from(255);
         }
     };
     let result = match &cli.command {
@@ -144,6 +148,35 @@ fn main() -> ExitCode {
         Err(err) => {
             ui::abort(&err);
             ExitCode::from(255)
+        }
+    }
+}
+
+/// A command line the parser refused, as one hg-style line: what revfs does not know is
+/// left to hg (revfs mirrors a part of hg's commands and flags).
+fn usage_error(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let context = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    match e.kind() {
+        ErrorKind::UnknownArgument
+            if context(ContextKind::InvalidArg).is_some_and(|a| a.starts_with('-')) =>
+        {
+            let arg = context(ContextKind::InvalidArg).unwrap_or_default();
+            let arg = arg.split_once('=').map_or(arg.as_str(), |(a, _)| a);
+            format!("option {arg} is not supported by revfs (use hg instead)")
+        }
+        ErrorKind::InvalidSubcommand => {
+            let cmd = context(ContextKind::InvalidSubcommand).unwrap_or_default();
+            format!("command '{cmd}' is not supported by revfs (use hg instead)")
+        }
+        _ => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            format!("{first}\n(see 'revfs --help')")
         }
     }
 }

@@ -174,7 +174,7 @@ fn revert_restores_content_and_the_kernel_sees_it() {
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "reverting a.txt\nundeleting b/c.txt\n"
+        "reverting a.txt\nreverting b/c.txt\n"
     );
     // The page cache and the negative entry must both be gone.
     assert_eq!(std::fs::read(&a).unwrap(), b"hello\nworld\n");

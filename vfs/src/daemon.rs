@@ -442,6 +442,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         checkout_time,
         req.config.mount.open_files,
     )?);
+    wc.set_root_path(req.mountpoint.clone());
     if kept_parent.is_some() {
         if repo.changelog().rev_of(&req.node).is_none() && !req.node.is_null() {
             return Err(DaemonError::UnknownNode(req.node.to_hex()));

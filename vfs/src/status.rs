@@ -137,10 +137,14 @@ impl WorkingCopy {
         };
         // A broken .hgignore aborts status, as in hg.
         let ignore = if req.ignored || req.unknown {
-            Some(
-                self.ignore_matcher()
-                    .map_err(|e| WcError::Ignore(e.to_string()))?,
-            )
+            Some(self.ignore_matcher().map_err(|e| {
+                let root = self
+                    .root_path
+                    .get()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                WcError::Ignore(e.rooted(&root).to_string())
+            })?)
         } else {
             None
         };
@@ -171,6 +175,18 @@ impl WorkingCopy {
             seen.insert(path.clone());
             if let Some(l) = letter {
                 groups.entry(l).or_default().push(path);
+            }
+        }
+        // Nothing in a nested repository (a directory below the root with a `.hg`
+        // directory) or in a `.hg` directory is unknown or ignored: hg's walk does not
+        // list them.
+        if groups.contains_key(&'?') || groups.contains_key(&'I') {
+            let mut inner = self.write();
+            let mut nested: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
+            for l in ['?', 'I'] {
+                if let Some(paths) = groups.get_mut(&l) {
+                    paths.retain(|p| !in_nested_repo(&mut inner, p, &mut nested));
+                }
             }
         }
         if req.clean {
@@ -269,22 +285,53 @@ impl WorkingCopy {
     /// The `.hgignore` matcher for the working copy as it is now, compiled again only when
     /// one of the files it was compiled from (`.hgignore` and what it includes) changed.
     fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, revfs_hg::ignore::IgnoreError> {
+        let extra = self.ui_ignore_files();
         let mut cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ig) = &*cache {
-            if ig
-                .inputs()
-                .iter()
-                .all(|(path, content)| self.read_path(path) == *content)
+            if ig.extra_inputs() == extra.as_slice()
+                && ig
+                    .inputs()
+                    .iter()
+                    .all(|(path, content)| self.read_path(path) == *content)
             {
                 return Ok(ig.clone());
             }
         }
-        let ig = Arc::new(Ignore::load(self)?);
+        let ig = Arc::new(Ignore::load_with(self, &extra)?);
         for w in ig.warnings() {
             tracing::warn!("{w}");
         }
         *cache = Some(ig.clone());
         Ok(ig)
+    }
+
+    /// The ignore files `ui.ignore` and `ui.ignore.*` name in hg's configuration (the
+    /// repository's `.hg/hgrc` included), with their content: hg's names for them (joined
+    /// to the working copy's root when relative), read through the working copy when they
+    /// are in it. A configuration that cannot be read names none (status then says why).
+    fn ui_ignore_files(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        use std::os::unix::ffi::OsStrExt;
+        let repo = self.repo();
+        let env = revfs_hg::config::Env::from_process();
+        let Ok(cfg) = revfs_hg::config::Config::load_env(&env, Some(repo.root())) else {
+            return Vec::new();
+        };
+        let root = self.root_path.get().cloned().unwrap_or_default();
+        cfg.ignore_files()
+            .into_iter()
+            .map(|p| {
+                let p =
+                    std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&expand_path(&p, &env)));
+                let abs = root.join(&p);
+                let content = match abs.strip_prefix(&root) {
+                    Ok(rel) if !root.as_os_str().is_empty() => {
+                        self.read_path(rel.as_os_str().as_bytes())
+                    }
+                    _ => std::fs::read(&abs).ok(),
+                };
+                (abs.as_os_str().as_bytes().to_vec(), content)
+            })
+            .collect()
     }
 
     /// The content of a working-copy file by path, if it is a regular file.
@@ -299,4 +346,71 @@ impl FileSource for WorkingCopy {
     fn read(&self, path: &[u8]) -> Option<Vec<u8>> {
         self.read_path(path)
     }
+}
+
+/// Whether `path` has a `.hg` component, or lies in a directory (below the root) that has
+/// a `.hg` directory: a nested repository, whose files hg's walk does not list. `cache`
+/// remembers the answer per directory.
+fn in_nested_repo(inner: &mut Inner, path: &[u8], cache: &mut BTreeMap<Vec<u8>, bool>) -> bool {
+    let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    if parts.iter().any(|p| *p == b".hg") {
+        return true;
+    }
+    let mut end = 0;
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        end += part.len();
+        let dir = &path[..end];
+        let nested = match cache.get(dir) {
+            Some(&n) => n,
+            None => {
+                let dot_hg = [dir, b"/.hg"].concat();
+                let n = matches!(inner.resolve(&dot_hg), Ok(Some(ino)) if inner.is_dir(ino));
+                cache.insert(dir.to_vec(), n);
+                n
+            }
+        };
+        if nested {
+            return true;
+        }
+        end += 1;
+    }
+    false
+}
+
+/// hg's `util.expandpath`: `$VAR` and `${VAR}` from the environment, then a leading `~`.
+fn expand_path(p: &[u8], env: &revfs_hg::config::Env) -> Vec<u8> {
+    let mut out = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == b'$' {
+            let (name, end) = if p.get(i + 1) == Some(&b'{') {
+                match p[i + 2..].iter().position(|&b| b == b'}') {
+                    Some(e) => (&p[i + 2..i + 2 + e], i + 3 + e),
+                    None => (&p[i..i], i),
+                }
+            } else {
+                let e = p[i + 1..]
+                    .iter()
+                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                    .unwrap_or(p.len() - i - 1);
+                (&p[i + 1..i + 1 + e], i + 1 + e)
+            };
+            let value = std::str::from_utf8(name).ok().and_then(|n| env.get(n));
+            if let (false, Some(v)) = (name.is_empty(), value) {
+                out.extend_from_slice(v);
+                i = end;
+                continue;
+            }
+        }
+        out.push(p[i]);
+        i += 1;
+    }
+    if out == b"~" || out.starts_with(b"~/") {
+        if let Some(home) = env.get("HOME") {
+            let mut h = home.to_vec();
+            h.extend_from_slice(&out[1..]);
+            return h;
+        }
+    }
+    out
 }

@@ -182,6 +182,12 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     // then the user (inside the transaction).
     let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
     let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
+    // A `.hgsub` that the commit would track makes hg commit subrepositories; refused
+    // before anything changes (hg's dirstate guard undoes `-A` when it stops).
+    let hgsub_on_disk = std::fs::symlink_metadata(ws.root.join(".hgsub")).is_ok();
+    if args.addremove && hgsub_on_disk {
+        bail!(".hgsub: subrepositories are not supported by revfs (use hg instead)");
+    }
     if args.addremove {
         // hg's `commit -A`: no rename detection; paths relative to the current directory
         // only when files were named.
@@ -200,6 +206,16 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     }
     let letters: BTreeMap<&[u8], char> =
         walked.all.iter().map(|(l, p)| (p.as_slice(), *l)).collect();
+    // A tracked `.hgsub` makes hg commit subrepositories and write `.hgsubstate`.
+    let base_has_hgsub = ws
+        .repo
+        .manifest_of(ws.resolve_single(Some("."))?)?
+        .find(b".hgsub")?
+        .is_some();
+    let hgsub = letters.get(&b".hgsub"[..]).copied();
+    if (base_has_hgsub && hgsub != Some('R')) || hgsub == Some('A') {
+        bail!(".hgsub: subrepositories are not supported by revfs (use hg instead)");
+    }
     let chosen: Vec<Vec<u8>> = walked
         .entries()
         .filter(|(l, _)| matches!(l, 'M' | 'A' | 'R'))
@@ -343,6 +359,10 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     } else {
         ws.repo.changelog().node(rev)?
     };
+    // hg checks subrepositories out with the revision.
+    if rev >= 0 && ws.repo.manifest_of(rev)?.find(b".hgsub")?.is_some() {
+        bail!("revision {rev} has subrepositories (.hgsub), which revfs does not support (use hg instead)");
+    }
     if !args.clean {
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.

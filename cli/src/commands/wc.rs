@@ -67,11 +67,17 @@ pub struct Status {
 }
 
 pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
-    match ws.request(&Request::Status {
+    let answer = ws.request(&Request::Status {
         clean,
         ignored,
         unknown,
-    })? {
+    });
+    // hg's warnings while it reads the ignore files (an unknown `syntax:`), before its
+    // answer or its abort; read here through the mount, once the daemon has answered.
+    if (ignored || unknown) && !matches!(&answer, Err(e) if e.is::<super::NotAnswering>()) {
+        print_ignore_warnings(ws);
+    }
+    match answer? {
         Response::Status { entries, copies } => Ok(Status {
             entries,
             copies: copies.into_iter().collect(),
@@ -333,4 +339,25 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;
     Ok(0)
+}
+
+/// The ignore files of a working copy, read through its directory.
+struct OnDisk<'a>(&'a std::path::Path);
+
+impl revfs_hg::ignore::FileSource for OnDisk<'_> {
+    fn read(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let p = self.0.join(std::ffi::OsStr::from_bytes(path));
+        std::fs::symlink_metadata(&p)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|_| std::fs::read(&p).ok())
+    }
+}
+
+fn print_ignore_warnings(ws: &Workspace) {
+    if let Ok(ig) = revfs_hg::ignore::Ignore::load(&OnDisk(&ws.root)) {
+        for w in ig.warnings_rooted(&ws.root.display().to_string()) {
+            eprintln!("{w}");
+        }
+    }
 }

@@ -184,6 +184,29 @@ impl Config {
         self.plain
     }
 
+    /// `ui.configitems(section)`: the items of a section, in hg's order.
+    pub fn items(&self, section: &str) -> Vec<(&[u8], &[u8])> {
+        self.data
+            .get(section.as_bytes())
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| (i.key.as_slice(), i.value.as_slice()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The ignore files named by `ui.ignore` and `ui.ignore.*`, as written (hg's
+    /// `dirstate._ignorefiles`, after the root `.hgignore`).
+    pub fn ignore_files(&self) -> Vec<Vec<u8>> {
+        self.items("ui")
+            .into_iter()
+            .filter(|(k, _)| *k == b"ignore" || k.starts_with(b"ignore."))
+            .map(|(_, v)| v.to_vec())
+            .collect()
+    }
+
     /// The value of `section.key`, if set.
     pub fn get(&self, section: &str, key: &str) -> Option<&[u8]> {
         lookup(&self.data, section.as_bytes(), key.as_bytes()).map(|i| i.value.as_slice())

@@ -139,41 +139,91 @@ pub enum IgnoreError {
     },
 }
 
-/// A compiled `.hgignore`, with everything it includes.
+impl IgnoreError {
+    /// The error with its pattern file named as hg names it: joined to the working copy's
+    /// `root` (an absolute name, from `ui.ignore`, stays).
+    pub fn rooted(mut self, root: &str) -> IgnoreError {
+        let file = match &mut self {
+            IgnoreError::InvalidPattern { file, .. }
+            | IgnoreError::UnsupportedPattern { file, .. }
+            | IgnoreError::InvalidPatternSet { file, .. }
+            | IgnoreError::PatternTooLong { file, .. }
+            | IgnoreError::NotUnderRoot { file, .. }
+            | IgnoreError::IllegalComponent { file, .. }
+            | IgnoreError::Recursion { file, .. } => file,
+        };
+        if !file.starts_with('/') {
+            *file = format!("{}/{file}", root.trim_end_matches('/'));
+        }
+        self
+    }
+}
+
+/// A compiled `.hgignore`, with everything it includes, and the other ignore files
+/// (`ui.ignore`).
 #[derive(Debug, Clone)]
 pub struct Ignore {
     root: Option<Matcher>,
+    /// The matchers of the files `ui.ignore` names.
+    extra: Vec<Matcher>,
     /// Whether the empty path (the repository root) matches: then everything is ignored.
     all: bool,
     warnings: Vec<String>,
     inputs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    extra_inputs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl Ignore {
     /// Compiles the root `.hgignore` (and what it includes). An absent file ignores nothing.
     pub fn load(src: &dyn FileSource) -> Result<Ignore, IgnoreError> {
+        Ignore::load_with(src, &[])
+    }
+
+    /// [`Ignore::load`] and the ignore files `ui.ignore` names: (the path as hg shows it,
+    /// the content, None when it cannot be read). Their patterns are relative to the
+    /// repository root; an unreadable one is skipped with hg's warning.
+    pub fn load_with(
+        src: &dyn FileSource,
+        extra: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Result<Ignore, IgnoreError> {
         let mut loader = Loader {
             src,
             warnings: Vec::new(),
             inputs: Vec::new(),
         };
-        let first = loader.read(b".hgignore");
-        let Some(content) = first else {
-            return Ok(Ignore {
-                root: None,
-                all: false,
-                warnings: Vec::new(),
-                inputs: loader.inputs,
-            });
+        let root = match loader.read(b".hgignore") {
+            Some(content) => {
+                let mut sub_stack = vec![b".hgignore".to_vec()];
+                Some(loader.build_matcher(b"", b".hgignore", Some(content), &mut sub_stack)?)
+            }
+            None => None,
         };
-        let mut sub_stack = vec![b".hgignore".to_vec()];
-        let matcher = loader.build_matcher(b"", b".hgignore", Some(content), &mut sub_stack)?;
-        let all = matcher.matches(b"");
+        let mut extras = Vec::new();
+        for (name, content) in extra {
+            match content {
+                Some(content) => {
+                    let mut sub_stack = vec![name.clone()];
+                    extras.push(loader.build_matcher(
+                        b"",
+                        name,
+                        Some(content.clone()),
+                        &mut sub_stack,
+                    )?);
+                }
+                None => loader.warnings.push(format!(
+                    "skipping unreadable pattern file '{}': No such file or directory",
+                    show(name)
+                )),
+            }
+        }
+        let all = root.iter().chain(&extras).any(|m| m.matches(b""));
         Ok(Ignore {
-            root: Some(matcher),
+            root,
+            extra: extras,
             all,
             warnings: loader.warnings,
             inputs: loader.inputs,
+            extra_inputs: extra.to_vec(),
         })
     }
 
@@ -181,9 +231,11 @@ impl Ignore {
     pub fn empty() -> Ignore {
         Ignore {
             root: None,
+            extra: Vec::new(),
             all: false,
             warnings: Vec::new(),
             inputs: Vec::new(),
+            extra_inputs: Vec::new(),
         }
     }
 
@@ -191,15 +243,19 @@ impl Ignore {
     /// itself or any of its parent directories matches (as hg's status does: a file inside
     /// an ignored directory is ignored).
     pub fn is_ignored(&self, path: &[u8]) -> bool {
-        let Some(m) = &self.root else {
+        if self.all {
+            return true;
+        }
+        let matches = |p: &[u8]| self.root.iter().chain(&self.extra).any(|m| m.matches(p));
+        if self.root.is_none() && self.extra.is_empty() {
             return false;
-        };
-        if self.all || m.matches(path) {
+        }
+        if matches(path) {
             return true;
         }
         let mut end = path.len();
         while let Some(pos) = path[..end].iter().rposition(|&b| b == b'/') {
-            if m.matches(&path[..pos]) {
+            if matches(&path[..pos]) {
                 return true;
             }
             end = pos;
@@ -211,6 +267,26 @@ impl Ignore {
     /// names, unreadable include files).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// [`Ignore::warnings`] with the pattern files named as hg names them: joined to the
+    /// working copy's `root`.
+    pub fn warnings_rooted(&self, root: &str) -> Vec<String> {
+        self.warnings
+            .iter()
+            .map(|w| {
+                if w.starts_with("skipping unreadable") || w.starts_with('/') {
+                    w.clone()
+                } else {
+                    format!("{}/{w}", root.trim_end_matches('/'))
+                }
+            })
+            .collect()
+    }
+
+    /// The `ui.ignore` files it was compiled with (see [`Ignore::load_with`]).
+    pub fn extra_inputs(&self) -> &[(Vec<u8>, Option<Vec<u8>>)] {
+        &self.extra_inputs
     }
 
     /// Every pattern file consulted, by repository path, with the content it had (None when

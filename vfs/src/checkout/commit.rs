@@ -171,17 +171,24 @@ impl WorkingCopy {
             if self.capture(&mut inner, path)?.as_ref() != Some(cap) {
                 continue;
             }
+            // The times stay what the user saw: an overlay file's are its content's (its
+            // change time the later of the two); a file of the store keeps its own.
             let e = inner.entry(ino)?;
-            let mtime = match e.kind {
-                Kind::File(FileData::Overlay { id }) => self.overlay.mtime(id).ok(),
-                _ => e.mtime,
+            let overlay_mtime = match e.kind {
+                Kind::File(FileData::Overlay { id }) => {
+                    Some(self.overlay.mtime(id).unwrap_or_else(|_| SystemTime::now()))
+                }
+                _ => None,
             };
             let kind = Kind::from_store(path, mnode, mflag);
             let e = inner.entry_mut(ino)?;
             if let Kind::File(FileData::Overlay { id }) = std::mem::replace(&mut e.kind, kind) {
                 freed.push(id);
             }
-            e.mtime = mtime.or(Some(SystemTime::now()));
+            if let Some(mtime) = overlay_mtime {
+                e.mtime = Some(mtime);
+                e.ctime = Some(e.ctime.map_or(mtime, |c| c.max(mtime)));
+            }
         }
         tick(progress, "finishing", total, total);
         let t_finish = t0.elapsed();

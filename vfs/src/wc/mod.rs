@@ -298,6 +298,9 @@ pub struct WorkingCopy {
     journal: Mutex<Journal>,
     /// The compiled `.hgignore` (it knows the files it was compiled from).
     pub(crate) ignore_cache: Mutex<Option<Arc<revfs_hg::ignore::Ignore>>>,
+    /// Where the working copy is seen (the mountpoint): what relative `ui.ignore` paths
+    /// are relative to.
+    pub(crate) root_path: std::sync::OnceLock<PathBuf>,
     /// Held by a commit or an update from start to end: one at a time.
     transition: Mutex<()>,
     /// Set when the journal could not be rewritten after a commit or an update: the tree in
@@ -409,6 +412,7 @@ impl WorkingCopy {
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
+            root_path: std::sync::OnceLock::new(),
             transition: Mutex::new(()),
             journal_stale: std::sync::atomic::AtomicBool::new(false),
         };
@@ -463,6 +467,11 @@ impl WorkingCopy {
     /// Where the on-disk text cache is.
     pub(crate) fn texts_dir(&self) -> &Path {
         &self.texts_dir
+    }
+
+    /// Tells the working copy where it is seen (its mountpoint), once.
+    pub fn set_root_path(&self, path: PathBuf) {
+        let _ = self.root_path.set(path);
     }
 
     pub fn repo(&self) -> Arc<Repo> {
