@@ -19,14 +19,24 @@ pub enum StoreError {
     #[error("no repository found in '{}' (.hg not found)", .0.display())]
     NotARepository(PathBuf),
 
-    #[error("repository requires features unknown to this Mercurial: {}", .0.join(" "))]
+    /// Requirements Mercurial 6.3.2 does not know either: hg's abort, with its hint.
+    #[error("repository requires features unknown to this Mercurial: {}\n(see https://mercurial-scm.org/wiki/MissingRequirement for more information)", .0.join(" "))]
     UnsupportedRequirements(Vec<String>),
+
+    /// A revision expression of hg's revset language that revfs does not evaluate.
+    #[error("revision expression '{0}' is not supported by revfs (use hg instead)")]
+    UnsupportedRevset(String),
+
+    /// Requirements hg knows that revfs does not read.
+    #[error("repository requires features revfs does not support: {} (use hg instead)", .0.join(" "))]
+    RequirementsNotImplemented(Vec<String>),
 
     #[error("{}: {reason}", path.display())]
     BadRequirements { path: PathBuf, reason: String },
 
     /// The index of a revlog is malformed as a whole (bad header, bad size, bad entry).
-    #[error("index {revlog} is corrupted: {reason}")]
+    /// (hg's words: the revlog without `.i`; the reason is for the logs.)
+    #[error("index {} is corrupted", radix(revlog))]
     CorruptIndex { revlog: String, reason: String },
 
     /// One revision of a revlog cannot be read back: bad chunk, bad delta, bad hash.
@@ -38,8 +48,20 @@ pub enum StoreError {
     },
 
     /// The reconstructed text does not hash to the node stored in the index.
-    #[error("integrity check failed on {revlog}:{rev}")]
+    #[error("integrity check failed on {}:{rev}", radix(revlog))]
     IntegrityCheckFailed { revlog: String, rev: u32 },
+
+    /// A revision's chunks run past the end of their file: hg reads a delta chain's span
+    /// at once, and says how much of it it got.
+    #[error(
+        "partial read of revlog {file}; expected {expected} bytes from offset {offset}, got {got}"
+    )]
+    PartialRead {
+        file: String,
+        expected: u64,
+        offset: u64,
+        got: i64,
+    },
 
     /// A changelog or manifest text that does not parse.
     #[error("{what} {node} is malformed: {reason}")]
@@ -89,4 +111,9 @@ impl StoreError {
             reason: reason.into(),
         }
     }
+}
+
+/// A revlog's name as hg shows it in messages (`display_id`): without its `.i`.
+fn radix(index_name: &str) -> &str {
+    index_name.strip_suffix(".i").unwrap_or(index_name)
 }

@@ -24,6 +24,58 @@ const SUPPORTED: &[&str] = &[
     "dirstate-tracked-key-v1",
 ];
 
+/// Requirements Mercurial 6.3.2 supports without extensions
+/// (`localrepo.gathersupportedrequirements`): those revfs lacks are refused with its own
+/// words, the others with hg's.
+const HG_SUPPORTED: &[&str] = &[
+    "bookmarksinstore",
+    "dirstate-tracked-key-v1",
+    "dirstate-v2",
+    "dotencode",
+    "exp-archived-phase",
+    "exp-changelog-v2",
+    "exp-compression-none",
+    "exp-compression-zlib",
+    "exp-compression-zstd",
+    "exp-copies-sidedata-changeset",
+    "exp-revlogv2.2",
+    "exp-sparse",
+    "fncache",
+    "generaldelta",
+    "internal-phase-2",
+    "persistent-nodemap",
+    "relshared",
+    "revlog-compression-zstd",
+    "revlogv1",
+    "share-safe",
+    "shared",
+    "sparserevlog",
+    "store",
+    "treemanifest",
+];
+
+/// hg's check of one requirements file: the names it does not know, then those revfs
+/// does not read.
+fn check(set: &BTreeSet<String>) -> Result<()> {
+    let unknown: Vec<String> = set
+        .iter()
+        .filter(|r| !HG_SUPPORTED.contains(&r.as_str()) && !SUPPORTED.contains(&r.as_str()))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        return Err(StoreError::UnsupportedRequirements(unknown));
+    }
+    let lacking: Vec<String> = set
+        .iter()
+        .filter(|r| !SUPPORTED.contains(&r.as_str()))
+        .cloned()
+        .collect();
+    if !lacking.is_empty() {
+        return Err(StoreError::RequirementsNotImplemented(lacking));
+    }
+    Ok(())
+}
+
 /// The parsed set of requirements of a repository.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requirements {
@@ -61,16 +113,11 @@ impl Requirements {
     /// naming each.
     pub fn load(dot_hg: &Path, store_dir: &Path) -> Result<Requirements> {
         let mut set = Self::load_working(dot_hg)?.set;
+        check(&set)?;
         if set.contains("share-safe") {
-            set.extend(read_list(&store_dir.join("requires"), false)?);
-        }
-        let unknown: Vec<String> = set
-            .iter()
-            .filter(|r| !SUPPORTED.contains(&r.as_str()))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(StoreError::UnsupportedRequirements(unknown));
+            let store = read_list(&store_dir.join("requires"), false)?;
+            check(&store)?;
+            set.extend(store);
         }
         if !set.contains("revlogv1") {
             return Err(StoreError::UnsupportedRequirements(vec![
@@ -147,7 +194,18 @@ mod tests {
         let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "repository requires features unknown to this Mercurial: persistent-nodemap treemanifest"
+            "repository requires features revfs does not support: persistent-nodemap treemanifest (use hg instead)"
+        );
+        // What hg 6.3.2 does not know either: hg's words.
+        let d = repo_with(
+            "share-safe\n",
+            Some("revlogv1\nstore\nexp-frob\ntreemanifest\n"),
+        );
+        let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "repository requires features unknown to this Mercurial: exp-frob\n\
+             (see https://mercurial-scm.org/wiki/MissingRequirement for more information)"
         );
     }
 }

@@ -85,8 +85,27 @@ pub fn resolve(repo: &Repo, spec: &str) -> Result<Vec<Rev>> {
     resolve_in(repo, spec, Scope::default())
 }
 
-/// [`resolve`] with `.` taken from `scope`.
+/// [`resolve`] with `.` taken from `scope`. An expression of hg's revset language beyond
+/// these (functions, `::`, `^`, `~`, `and`...) is refused as such, never taken for an
+/// unknown name.
 pub fn resolve_in(repo: &Repo, spec: &str, scope: Scope) -> Result<Vec<Rev>> {
+    match resolve_simple(repo, spec, scope) {
+        Err(StoreError::UnknownRevision(_)) if is_revset_expression(spec) => {
+            Err(StoreError::UnsupportedRevset(spec.to_owned()))
+        }
+        other => other,
+    }
+}
+
+/// Whether `spec` uses revset syntax revfs does not read.
+fn is_revset_expression(spec: &str) -> bool {
+    spec.trim()
+        .contains(|c: char| "()!&|+~^%\"',".contains(c) || c.is_whitespace())
+        || spec.contains("::")
+        || spec.contains("..")
+}
+
+fn resolve_simple(repo: &Repo, spec: &str, scope: Scope) -> Result<Vec<Rev>> {
     let spec = spec.trim();
     if let Ok(rev) = resolve_symbol_in(repo, spec, scope) {
         return Ok(vec![rev]);

@@ -196,7 +196,24 @@ fn random_cwd(rng: &mut Rng) -> String {
 }
 
 const REVS: &[&str] = &[
-    ".", "tip", "0", "1", "-1", "-2", "-5", "null", "1:0", ":", "0:tip", "2",
+    ".",
+    "tip",
+    "0",
+    "1",
+    "-1",
+    "-2",
+    "-5",
+    "null",
+    "1:0",
+    ":",
+    "0:tip",
+    "2",
+    "0::1",
+    ".^",
+    "ancestors(.)",
+    "tip~1",
+    "nonexist",
+    "2-1",
 ];
 
 const KEYWORDS: &[&str] = &[
@@ -602,6 +619,11 @@ fn commands_that_used_to_disagree_with_hg() {
     // An invalid syntax line in .hgignore warns with the file's path.
     write_both(&t, ".hgignore", "syntax: glob\n*.o\nbuild\nsyntax: bogus\n");
     same(&t, "", &["status"]);
+    // Revision expressions beyond names, numbers and ranges are left to hg.
+    for rev in ["0::1", "ancestors(.)", ".^", "tip~1"] {
+        let out = run_side(&t, "", &["log".into(), "-r".into(), rev.into()], false);
+        assert!(declined(&out), "{rev}: {out:?}");
+    }
     // A .hgsub is refused, with a message, and nothing is added.
     write_both(&t, ".hgignore", "syntax: glob\n*.o\nbuild\n");
     write_both(&t, ".hgsub", "sub = sub\n");

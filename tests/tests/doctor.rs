@@ -438,7 +438,7 @@ fn an_unsupported_requirement_and_a_foreign_directory() {
     has_line(
         &out,
         &format!(
-            " repository requires features unknown to this Mercurial: treemanifest (used by {})",
+            " repository requires features revfs does not support: treemanifest (used by {})",
             t.mnt_arg()
         ),
     );

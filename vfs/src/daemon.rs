@@ -304,14 +304,18 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             }
             tracing::warn!("debug_hang: holding the working copy's lock forever");
             let wc = ctx.wc.clone();
+            // Answered once the lock is held, so that what the client does next hangs.
+            let (held_tx, held_rx) = std::sync::mpsc::channel();
             let _ = std::thread::Builder::new()
                 .name("revfs-dbg-hang".into())
                 .spawn(move || {
                     let _held = wc.write();
+                    let _ = held_tx.send(());
                     loop {
                         std::thread::park();
                     }
                 });
+            let _ = held_rx.recv_timeout(std::time::Duration::from_secs(10));
             Response::Done
         }
     })

@@ -816,14 +816,26 @@ fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
         Ok(repo) => repo,
         Err(e) => {
             let fix = match &e {
-                StoreError::UnsupportedRequirements(_) => {
+                StoreError::UnsupportedRequirements(_)
+                | StoreError::RequirementsNotImplemented(_) => {
                     "revfs reads the formats listed in docs/FORMATS.md: convert the repository \
                      with `hg debugupgraderepo` (e.g. --config \
                      format.use-persistent-nodemap=no), or use hg on it"
                 }
                 _ => "check the repository: hg verify",
             };
-            r.problem(&format!("{e}{used_by}"), fix);
+            let what = match &e {
+                StoreError::UnsupportedRequirements(names) => format!(
+                    "repository requires features unknown to this Mercurial: {}",
+                    names.join(" ")
+                ),
+                StoreError::RequirementsNotImplemented(names) => format!(
+                    "repository requires features revfs does not support: {}",
+                    names.join(" ")
+                ),
+                _ => e.to_string(),
+            };
+            r.problem(&format!("{what}{used_by}"), fix);
             return;
         }
     };

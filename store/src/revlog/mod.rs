@@ -334,6 +334,37 @@ impl Revlog {
             .map_err(|reason| StoreError::corrupt_rev(&self.name, rev as u32, reason))
     }
 
+    /// hg reads the chunks of a delta chain as one span of its file: past the file's end,
+    /// its "partial read" abort, with the span and what the file had of it.
+    pub(super) fn check_span(&self, chain: &[Rev]) -> Result<()> {
+        let (Some(&last), Some(&first)) = (chain.first(), chain.last()) else {
+            return Ok(());
+        };
+        let (fe, le) = (self.entry(first)?, self.entry(last)?);
+        let (mut start, mut end) = (fe.offset, le.offset + le.compressed_len as u64);
+        let (file, size) = match (&self.layout, &self.data) {
+            (Layout::Inline { .. }, _) => {
+                start += (first as u64 + 1) * ENTRY_SIZE as u64;
+                end += (last as u64 + 1) * ENTRY_SIZE as u64;
+                (self.name.clone(), self.index.len() as u64)
+            }
+            (Layout::Split, Some(d)) => (
+                format!("{}.d", self.name.strip_suffix(".i").unwrap_or(&self.name)),
+                d.len() as u64,
+            ),
+            (Layout::Split, None) => return Ok(()),
+        };
+        if end <= size {
+            return Ok(());
+        }
+        Err(StoreError::PartialRead {
+            file,
+            expected: end - start,
+            offset: start,
+            got: size as i64 - start as i64,
+        })
+    }
+
     /// The revisions whose chunks rebuild `rev`, newest first, and the cached text to start
     /// from when the walk met one.
     fn delta_chain(&self, rev: Rev) -> Result<DeltaChain> {
@@ -415,6 +446,7 @@ impl Revlog {
         let entry = self.rebuildable_entry(rev)?;
         let hint = entry.raw_len.max(0) as usize;
         let (chain, start) = self.delta_chain(rev)?;
+        self.check_span(&chain)?;
         let mut revs = chain.iter().rev();
         let base: std::borrow::Cow<'_, [u8]> = match start {
             Some(ref t) => std::borrow::Cow::Borrowed(&t[..]),

@@ -160,14 +160,27 @@ impl WorkingCopy {
         if let Some(t) = change.mtime {
             match inner.entry(ino)?.kind {
                 Kind::File(FileData::Overlay { id }) => {
+                    // The overlay file keeps the modification time; the journal the change
+                    // time (a remount must show the same).
                     self.overlay.set_mtime(id, t)?;
                     inner.entry_mut(ino)?.ctime = Some(now);
+                    if let Some(path) = path.clone() {
+                        let ctime = unix_time(now);
+                        self.record(
+                            &mut inner,
+                            Record::Times {
+                                path,
+                                mtime: None,
+                                ctime,
+                            },
+                        )?;
+                    }
                 }
                 _ => {
                     let e = inner.entry_mut(ino)?;
                     e.mtime = Some(t);
                     e.ctime = Some(now);
-                    if let Some(path) = path {
+                    if let Some(path) = path.clone() {
                         let (secs, nanos) = unix_time(t);
                         self.record(&mut inner, Record::SetMtime { path, secs, nanos })?;
                     }
@@ -176,6 +189,17 @@ impl WorkingCopy {
         }
         if change.size.is_some() {
             inner.entry_mut(ino)?.ctime = Some(now);
+            if let Some(path) = path {
+                let ctime = unix_time(now);
+                self.record(
+                    &mut inner,
+                    Record::Times {
+                        path,
+                        mtime: None,
+                        ctime,
+                    },
+                )?;
+            }
         }
         self.attr_of(&inner, ino)
     }
