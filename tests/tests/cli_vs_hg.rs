@@ -287,7 +287,7 @@ fn patterns(rng: &mut Rng, min: usize, max: usize) -> Vec<String> {
 /// the working copy or the repository run in hg only when revfs ran them.
 fn random_command(rng: &mut Rng) -> (String, Vec<String>) {
     let s = |v: &[&str]| -> Vec<String> { v.iter().map(|a| a.to_string()).collect() };
-    let args = match rng.below(13) {
+    let args = match rng.below(14) {
         0..=2 => return random_status(rng),
         3 => {
             let mut a = s(&["add"]);
@@ -341,6 +341,14 @@ fn random_command(rng: &mut Rng) -> (String, Vec<String>) {
             a
         }
         11 => [s(&["diff", "--git"]), patterns(rng, 0, 2)].concat(),
+        12 => {
+            let mut a = s(&[["id", "parents"][rng.below(2)]]);
+            if rng.below(2) == 0 {
+                a.push("-r".into());
+                a.push(rng.pick(REVS).unwrap().to_string());
+            }
+            a
+        }
         _ => {
             let mut a = s(&["update", "-r", rng.pick(REVS).unwrap()]);
             if rng.below(2) == 0 {
@@ -422,6 +430,27 @@ fn run_seed(seed: u64, commands: usize, any_command: bool) {
         }
         *compared.entry(args[0].clone()).or_insert(0) += 1;
         let theirs = run_side(&t, &cwd, &args, true);
+        if std::env::var_os("REVFS_CLI_TRACE").is_some() {
+            // Debugging a seed: both trees' states after every command.
+            let all: Vec<String> = ["status", "-A"].iter().map(|s| s.to_string()).collect();
+            let (a, b) = (
+                run_side(&t, "", &all, false).1,
+                run_side(&t, "", &all, true).1,
+            );
+            if a != b || std::env::var_os("REVFS_CLI_TRACE_ALL").is_some() {
+                log.push(format!("  states now: {:?}", (a, b)));
+            }
+        }
+        if ours != theirs {
+            let all: Vec<String> = ["status", "-A"].iter().map(|s| s.to_string()).collect();
+            log.push(format!(
+                "status -A before (revfs, hg): {:?}",
+                (
+                    run_side(&t, "", &all, false).1,
+                    run_side(&t, "", &all, true).1
+                )
+            ));
+        }
         assert_eq!(
             ours,
             theirs,
@@ -451,7 +480,8 @@ fn status_with_random_patterns_and_flags_prints_what_hg_prints() {
 }
 
 /// Every command revfs mirrors (add, forget, remove, addremove, revert, commit, files,
-/// cat, log with templates, update, status), drawn at random after random edits.
+/// cat, log with templates, id, parents, update, diff, status), drawn at random after
+/// random edits.
 #[test]
 fn random_commands_print_what_hg_prints_or_decline() {
     let commands = env_or("REVFS_CLI_COMMANDS", 80);

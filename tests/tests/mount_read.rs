@@ -203,7 +203,7 @@ fn a_corrupt_file_gives_eio_for_that_file_alone() {
     assert_eq!(std::fs::read(mount.dir.join("b/c.txt")).unwrap(), b"c\n");
     let log = mount.log();
     assert!(
-        log.contains("data/a.txt.i"),
+        log.contains("data/a.txt:1"),
         "the log names the revlog: {log}"
     );
 }

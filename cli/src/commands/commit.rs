@@ -188,18 +188,42 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     if args.addremove && hgsub_on_disk {
         bail!(".hgsub: subrepositories are not supported by revfs (use hg instead)");
     }
+    let mut undo = None;
     if args.addremove {
         // hg's `commit -A`: no rename detection; paths relative to the current directory
         // only when files were named.
         let relative = !args.files.is_empty();
-        if super::track::addremove_files(&ws, &args.files, false, relative, false)? != 0 {
+        let (code, u) = super::track::addremove_files(&ws, &args.files, false, relative, false)?;
+        if code != 0 {
+            u.apply(&ws)?;
             bail!("failed to mark all new/missing files as added/removed");
         }
+        undo = Some(u);
     }
-    let fetched = super::wc::fetch(&ws, false, false, false)?;
+    // hg's dirstate guard: when the commit stops, what `-A` did is undone.
+    match commit_checked(args, &ws, cfg, (time, tz), message) {
+        Err(e) => {
+            if let Some(u) = undo {
+                u.apply(&ws)?;
+            }
+            Err(e)
+        }
+        ok => ok,
+    }
+}
+
+/// The commit after `-A`: the named files checked, then the daemon's commit.
+fn commit_checked(
+    args: &CommitArgs,
+    ws: &Workspace,
+    cfg: revfs_hg::config::Config,
+    (time, tz): (i64, i32),
+    message: Vec<u8>,
+) -> Result<u8> {
+    let fetched = super::wc::fetch(ws, false, false, false)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
-    let walked = super::walk::walk_silent(&ws, &ctx, &matcher, fetched);
+    let walked = super::walk::walk_silent(ws, &ctx, &matcher, fetched);
     // A named file the walk cannot use stops the commit (paths as in the repository).
     if let Some((f, msg)) = walked.bad.first() {
         bail!("{}: {msg}", lossy(f));
@@ -278,7 +302,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
             return Err(e.into());
         }
     };
-    let p1 = working_parent(&ws);
+    let p1 = working_parent(ws);
     let branch = branch_of(&ws.repo, &p1)?;
     let heads_before = branch_heads(&ws.repo, &branch)?;
     let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
@@ -293,7 +317,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         tz,
         message: description,
     };
-    let node = match progress::request(&ws, &req, &mut bar)? {
+    let node = match progress::request(ws, &req, &mut bar)? {
         Response::Committed { node } => {
             Node::from_hex(node.as_bytes()).ok_or_else(|| anyhow!("bad node from the daemon"))?
         }

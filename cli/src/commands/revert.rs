@@ -149,25 +149,43 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     }
     let disk = |p: &[u8]| -> PathBuf { ws.root.join(OsStr::from_bytes(p)) };
     let mut actions: Vec<(Action, Vec<u8>, bool)> = Vec::new();
-    let mut backups: Vec<Vec<u8>> = Vec::new();
+    // Removed files with a file in their place, as hg sees them before it starts.
+    let mut present: std::collections::BTreeSet<&Vec<u8>> = Default::default();
+    for (p, l) in &letters {
+        if *l == 'R' && names.contains_key(p) && std::fs::symlink_metadata(disk(p)).is_ok() {
+            present.insert(p);
+        }
+    }
+    // hg's backups, made in path order as it goes: a backup may land on a file that is
+    // itself backed up next (`a` to `a.orig`, then `a.orig` to `a.orig.orig`).
+    let backup = |p: &[u8]| -> Result<()> {
+        if !args.dry_run {
+            let f = disk(p);
+            let mut orig = f.clone().into_os_string();
+            orig.push(".orig");
+            std::fs::rename(&f, &orig)?;
+        }
+        Ok(())
+    };
     for (p, &exact) in &names {
         let l = letters.get(p).copied().unwrap_or('C');
         let action = match l {
             'A' => Action::Forget,
             'M' => {
                 if !args.no_backup {
-                    backups.push(p.clone());
+                    backup(p)?;
                 }
                 Action::Revert
             }
             '!' if base.find(p)?.is_some() => Action::Revert,
             '!' => Action::Forget,
             'R' => {
-                if std::fs::symlink_metadata(disk(p)).is_ok()
+                if present.contains(p)
                     && !args.no_backup
+                    && std::fs::symlink_metadata(disk(p)).is_ok()
                     && differs_from_parent(&ws, &base, p)?
                 {
-                    backups.push(p.clone());
+                    backup(p)?;
                 }
                 Action::Undelete
             }
@@ -194,12 +212,6 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     }
     if args.dry_run {
         return Ok(0);
-    }
-    for p in &backups {
-        let f = disk(p);
-        let mut orig = f.clone().into_os_string();
-        orig.push(".orig");
-        std::fs::rename(&f, &orig)?;
     }
     actions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut untrack = Vec::new();

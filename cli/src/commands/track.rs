@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_hg::paths::is_under;
+use revfs_vfs::journal::Track;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Args, Debug)]
@@ -164,7 +165,14 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
     let mut warnings = Vec::new();
     // Named files that are neither in the dirstate nor a directory of tracked files.
     let in_dirstate: BTreeSet<&[u8]> = walked.all.iter().map(|(_, p)| p.as_slice()).collect();
-    let hasdir = |f: &[u8]| walked.all.iter().any(|(l, p)| *l != 'R' && is_under(p, f));
+    // hg's `workingctx.hasdir`: a directory of the working manifest (the parent's files
+    // and the added ones, removed and missing ones not).
+    let hasdir = |f: &[u8]| {
+        walked
+            .all
+            .iter()
+            .any(|(l, p)| matches!(l, 'C' | 'M' | 'A') && is_under(p, f))
+    };
     for f in matcher.files() {
         if in_dirstate.contains(f.as_slice()) || f == b"." || hasdir(f) {
             continue;
@@ -266,13 +274,36 @@ pub fn addremove(cli: &crate::Cli, args: &AddremoveArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     // Paths relative to the current directory only when files were named.
     let relative = !args.paths.files.is_empty();
-    addremove_files(
+    Ok(addremove_files(
         &ws,
         &args.paths.files,
         similarity == 100.0,
         relative,
         args.paths.dry_run,
-    )
+    )?
+    .0)
+}
+
+/// What undoes an addremove (hg's dirstate guard, when the command it served stops):
+/// the tracking each changed file had before.
+pub struct Undo(Vec<(Vec<u8>, Track)>);
+
+impl Undo {
+    /// Puts the files back as they were (copies recorded go with the added files).
+    pub fn apply(self, ws: &Workspace) -> Result<()> {
+        for track in [Track::Default, Track::Added, Track::Removed] {
+            let paths: Vec<Vec<u8>> = self
+                .0
+                .iter()
+                .filter(|(_, t)| *t == track)
+                .map(|(p, _)| p.clone())
+                .collect();
+            if !paths.is_empty() {
+                ws.request(&revfs_vfs::control::Request::Track { paths, track })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `scmutil.addremove`: with `exact_renames`, a removed file whose content an added file
@@ -285,7 +316,7 @@ pub fn addremove_files(
     exact_renames: bool,
     relative: bool,
     dry_run: bool,
-) -> Result<u8> {
+) -> Result<(u8, Undo)> {
     let fetched = fetch(ws, false, false, true)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, files)?;
@@ -348,7 +379,19 @@ pub fn addremove_files(
             ));
         }
     }
+    let mut undo = Vec::new();
     if !dry_run {
+        for p in &deleted {
+            // A missing file of the parent becomes removed; a missing added one unknown.
+            let was = if ds.state(p) == State::Added {
+                Track::Added
+            } else {
+                Track::Default
+            };
+            undo.push((p.clone(), was));
+        }
+        undo.extend(unknown.iter().map(|p| (p.clone(), Track::Default)));
+        undo.extend(forgotten.iter().map(|p| (p.clone(), Track::Removed)));
         ds.forget(&deleted);
         ds.add(&[&unknown[..], &forgotten].concat())?;
         for (old, new) in &renames {
@@ -356,7 +399,7 @@ pub fn addremove_files(
         }
         ds.flush()?;
     }
-    Ok(if walked.bad.is_empty() { 0 } else { 1 })
+    Ok((if walked.bad.is_empty() { 0 } else { 1 }, Undo(undo)))
 }
 
 /// `workingctx.copy(source, dest)` for a rename addremove found (the destination exists

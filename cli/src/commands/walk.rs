@@ -101,7 +101,7 @@ fn walk_with(
 
 /// The files named on the command line that hg's walk cannot find, and its warnings
 /// (`dirstate._walkexplicit`): not on disk and not tracked (a tracked file that is gone is
-/// deleted or removed, a tracked directory that is gone has deleted files), or of a type
+/// deleted or removed, a directory that is gone has such files), or of a type
 /// hg does not track.
 fn bad_files(
     ctx: &PathContext,
@@ -138,9 +138,9 @@ fn bad_files(
                 format!("unsupported file type (type is {kind})")
             }
             Err(e) => {
-                let gone_tracked = entries.iter().any(|(l, p)| {
-                    (p == f && matches!(l, '!' | 'R')) || (*l == '!' && is_under(p, f))
-                });
+                let gone_tracked = entries
+                    .iter()
+                    .any(|(l, p)| matches!(l, '!' | 'R') && (p == f || is_under(p, f)));
                 if gone_tracked {
                     continue;
                 }

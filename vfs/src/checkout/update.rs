@@ -42,10 +42,20 @@ impl WorkingCopy {
         // Tracked files already gone (R, !): hg's working manifest does not have them, so
         // an update that removes them too neither touches nor counts them.
         let mut gone: BTreeSet<Vec<u8>> = BTreeSet::new();
+        // Removed files that are on disk again and that the target does not have: hg
+        // forgets them, and the file stays as it is, untracked (even with --clean).
+        let mut kept: BTreeSet<Vec<u8>> = BTreeSet::new();
         if clean {
             let base = self.base_manifest();
             for e in self.status(StatusRequest::default())? {
                 let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
+                if e.letter == 'R'
+                    && target.find(&e.path)?.is_none()
+                    && self.ino_of(&e.path)?.is_some()
+                {
+                    kept.insert(e.path);
+                    continue;
+                }
                 match e.letter {
                     _ if added => self.set_tracking(&e.path, Track::Default)?,
                     _ => {
@@ -155,6 +165,7 @@ impl WorkingCopy {
                 Some(_) => {
                     updated.insert(c.path.clone());
                 }
+                None if kept.contains(&c.path) => continue,
                 None if gone.contains(&c.path) => {
                     if !clean {
                         // Already gone here (a forgotten file stays as it is, untracked).
