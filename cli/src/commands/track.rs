@@ -166,12 +166,14 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
     // Named files that are neither in the dirstate nor a directory of tracked files.
     let in_dirstate: BTreeSet<&[u8]> = walked.all.iter().map(|(_, p)| p.as_slice()).collect();
     // hg's `workingctx.hasdir`: a directory of the working manifest (the parent's files
-    // and the added ones, removed and missing ones not).
+    // and the added ones, removed and missing ones not); or one of the missing files the
+    // walk found.
     let hasdir = |f: &[u8]| {
         walked
             .all
             .iter()
             .any(|(l, p)| matches!(l, 'C' | 'M' | 'A') && is_under(p, f))
+            || deleted.iter().any(|p| is_under(p, f))
     };
     for f in matcher.files() {
         if in_dirstate.contains(f.as_slice()) || f == b"." || hasdir(f) {
