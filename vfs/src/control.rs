@@ -125,6 +125,10 @@ pub enum Response {
     Status {
         entries: Vec<(char, Vec<u8>)>,
         copies: Vec<(Vec<u8>, Vec<u8>)>,
+        /// hg's warnings while it read the ignore files (an unknown `syntax:`), when unknown
+        /// or ignored files were asked for (absent from older daemons' answers: none).
+        #[serde(default)]
+        warnings: Vec<String>,
     },
     Done,
     Committed {

@@ -170,6 +170,11 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             Response::Status {
                 entries: entries.into_iter().map(|e| (e.letter, e.path)).collect(),
                 copies: wc.copies().into_iter().collect(),
+                warnings: if ignored || unknown {
+                    wc.ignore_warnings()
+                } else {
+                    Vec::new()
+                },
             }
         }
         Request::Track { paths, track } => {

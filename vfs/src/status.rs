@@ -305,10 +305,26 @@ impl WorkingCopy {
         Ok(ig)
     }
 
+    /// The warnings hg prints while it reads the ignore files the last status compiled,
+    /// with the files named by their full path.
+    pub fn ignore_warnings(&self) -> Vec<String> {
+        let cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let root = self
+            .root_path
+            .get()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        cache
+            .as_ref()
+            .map(|ig| ig.warnings_rooted(&root))
+            .unwrap_or_default()
+    }
+
     /// The ignore files `ui.ignore` and `ui.ignore.*` name in hg's configuration (the
     /// repository's `.hg/hgrc` included), with their content: hg's names for them (joined
     /// to the working copy's root when relative), read through the working copy when they
-    /// are in it. A configuration that cannot be read names none (status then says why).
+    /// are in it (from the repository when in its `.hg`). A configuration that cannot be
+    /// read names none (status then says why).
     fn ui_ignore_files(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         use std::os::unix::ffi::OsStrExt;
         let repo = self.repo();
@@ -324,6 +340,9 @@ impl WorkingCopy {
                     std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&expand_path(&p, &env)));
                 let abs = root.join(&p);
                 let content = match abs.strip_prefix(&root) {
+                    // The working copy has no `.hg` of its own: the repository's stands
+                    // for it.
+                    Ok(rel) if rel.starts_with(".hg") => std::fs::read(repo.root().join(rel)).ok(),
                     Ok(rel) if !root.as_os_str().is_empty() => {
                         self.read_path(rel.as_os_str().as_bytes())
                     }

@@ -230,12 +230,9 @@ fn commit_checked(
     }
     let letters: BTreeMap<&[u8], char> =
         walked.all.iter().map(|(l, p)| (p.as_slice(), *l)).collect();
+    let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
     // A tracked `.hgsub` makes hg commit subrepositories and write `.hgsubstate`.
-    let base_has_hgsub = ws
-        .repo
-        .manifest_of(ws.resolve_single(Some("."))?)?
-        .find(b".hgsub")?
-        .is_some();
+    let base_has_hgsub = base.find(b".hgsub")?.is_some();
     let hgsub = letters.get(&b".hgsub"[..]).copied();
     if (base_has_hgsub && hgsub != Some('R')) || hgsub == Some('A') {
         bail!(".hgsub: subrepositories are not supported by revfs (use hg instead)");
@@ -247,7 +244,6 @@ fn commit_checked(
         .collect();
     // `checkcommitpatterns`: files and directories named exactly must have changes.
     if matcher.only_paths() {
-        let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
         for f in matcher.files() {
             if f.is_empty() || chosen.contains(f) {
                 continue;

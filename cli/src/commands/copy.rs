@@ -490,7 +490,7 @@ fn copyfile(
                 .get_bool("experimental", "removeemptydirs")?
                 .unwrap_or(true)
             {
-                remove_empty_parents(c, abssrc);
+                c.remove_empty_parents(abssrc);
             }
         }
         if !c.set_untracked(abssrc) {
@@ -554,17 +554,6 @@ fn copy_bytes(src: &Path, target: &Path, exists: bool, rename: bool) -> Result<(
         return std::os::unix::fs::symlink(link, target).map_err(fail);
     }
     std::fs::copy(src, target).map(|_| ()).map_err(fail)
-}
-
-/// `util.unlinkpath(rmdir=True)`: the directories a removal left empty go too.
-fn remove_empty_parents(c: &Copier, path: &[u8]) {
-    let mut p = path;
-    while let Some(i) = p.iter().rposition(|&b| b == b'/') {
-        p = &p[..i];
-        if std::fs::remove_dir(c.disk(p)).is_err() {
-            break;
-        }
-    }
 }
 
 /// `scmutil.dirstatecopy`.

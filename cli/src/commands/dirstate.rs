@@ -143,6 +143,18 @@ impl<'a> Dirstate<'a> {
         self.ws.root.join(OsStr::from_bytes(p))
     }
 
+    /// `os.removedirs` of a removed file's directory, as hg's `unlinkpath` does: up to
+    /// the first directory that is not empty.
+    pub fn remove_empty_parents(&self, path: &[u8]) {
+        let mut p = path;
+        while let Some(i) = p.iter().rposition(|&b| b == b'/') {
+            p = &p[..i];
+            if std::fs::remove_dir(self.disk(p)).is_err() {
+                break;
+            }
+        }
+    }
+
     /// `ui.status`: standard output unless quiet.
     pub fn status(&self, text: &str) {
         if !self.quiet {
@@ -402,4 +414,15 @@ fn lower(s: &[u8]) -> Vec<u8> {
         Ok(u) => u.to_lowercase().into_bytes(),
         Err(_) => s.to_ascii_lowercase(),
     }
+}
+
+/// A working-copy file's bytes (a symlink's target), read through the directory it is
+/// seen in.
+pub fn read_working(root: &std::path::Path, p: &[u8]) -> std::io::Result<Vec<u8>> {
+    let f = root.join(OsStr::from_bytes(p));
+    let meta = std::fs::symlink_metadata(&f)?;
+    if meta.file_type().is_symlink() {
+        return Ok(std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec());
+    }
+    std::fs::read(&f)
 }

@@ -251,13 +251,7 @@ fn differs_from_parent(
     let Some(entry) = base.find(p)? else {
         return Ok(true);
     };
-    let f = ws.root.join(OsStr::from_bytes(p));
-    let meta = std::fs::symlink_metadata(&f)?;
-    let data = if meta.file_type().is_symlink() {
-        std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec()
-    } else {
-        std::fs::read(&f)?
-    };
+    let data = super::dirstate::read_working(&ws.root, p)?;
     let fl = ws.repo.filelog(p)?;
     let text = fl.read(fl.rev_of(&entry.node)?)?;
     Ok(data.as_slice() != &text[..])

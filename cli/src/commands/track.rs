@@ -6,7 +6,7 @@
 //! Not supported (refused by the argument parser): `-I`/`-X`, `-S`, `-i`; `addremove -s`
 //! with a similarity other than 100 or 0 aborts (hg's inexact rename detection).
 
-use super::dirstate::{warn, Dirstate, State};
+use super::dirstate::{read_working, warn, Dirstate, State};
 use super::walk::walk;
 use super::wc::fetch;
 use super::Workspace;
@@ -233,7 +233,7 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e.into()),
                 }
-                remove_empty_parents(&ds, f);
+                ds.remove_empty_parents(f);
             }
         }
         ds.forget(&list);
@@ -243,17 +243,6 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
         warn(&w);
     }
     Ok(ret)
-}
-
-/// `os.removedirs` of a removed file's directory: up to the first that is not empty.
-fn remove_empty_parents(ds: &Dirstate, path: &[u8]) {
-    let mut p = path;
-    while let Some(i) = p.iter().rposition(|&b| b == b'/') {
-        p = &p[..i];
-        if std::fs::remove_dir(ds.disk(p)).is_err() {
-            break;
-        }
-    }
 }
 
 /// `hg addremove`: add every unknown file, remove every missing one, and record renames.
@@ -450,7 +439,7 @@ fn find_exact_renames(
     let mut added: Vec<&Vec<u8>> = added.iter().collect();
     added.sort();
     for p in added {
-        let Ok(data) = read_working(ds, p) else {
+        let Ok(data) = read_working(&ds.ws.root, p) else {
             continue;
         };
         if data.is_empty() {
@@ -468,15 +457,4 @@ fn find_exact_renames(
 fn sha1_of(data: &[u8]) -> Vec<u8> {
     use sha1::{Digest, Sha1};
     Sha1::digest(data).to_vec()
-}
-
-/// A working-copy file's bytes (a symlink's target), read through the mount.
-fn read_working(ds: &Dirstate, p: &[u8]) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let f = ds.disk(p);
-    let meta = std::fs::symlink_metadata(&f)?;
-    if meta.file_type().is_symlink() {
-        return Ok(std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec());
-    }
-    std::fs::read(&f)
 }

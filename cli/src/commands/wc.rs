@@ -67,21 +67,25 @@ pub struct Status {
 }
 
 pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
-    let answer = ws.request(&Request::Status {
+    match ws.request(&Request::Status {
         clean,
         ignored,
         unknown,
-    });
-    // hg's warnings while it reads the ignore files (an unknown `syntax:`), before its
-    // answer or its abort; read here through the mount, once the daemon has answered.
-    if (ignored || unknown) && !matches!(&answer, Err(e) if e.is::<super::NotAnswering>()) {
-        print_ignore_warnings(ws);
-    }
-    match answer? {
-        Response::Status { entries, copies } => Ok(Status {
+    })? {
+        Response::Status {
             entries,
-            copies: copies.into_iter().collect(),
-        }),
+            copies,
+            warnings,
+        } => {
+            // hg prints them as it reads the ignore files.
+            for w in warnings {
+                eprintln!("{w}");
+            }
+            Ok(Status {
+                entries,
+                copies: copies.into_iter().collect(),
+            })
+        }
         other => bail!("unexpected answer from the daemon: {other:?}"),
     }
 }
@@ -202,16 +206,6 @@ fn disk_path(ws: &Workspace, path: &[u8]) -> PathBuf {
     ws.root.join(std::ffi::OsStr::from_bytes(path))
 }
 
-/// A working-copy file's bytes (a symlink's target), read through the mount.
-fn read_working(ws: &Workspace, p: &[u8]) -> std::io::Result<Vec<u8>> {
-    let f = disk_path(ws, p);
-    let meta = std::fs::symlink_metadata(&f)?;
-    if meta.file_type().is_symlink() {
-        return Ok(std::fs::read_link(&f)?.as_os_str().as_bytes().to_vec());
-    }
-    std::fs::read(&f)
-}
-
 #[derive(Args, Debug)]
 pub struct DiffArgs {
     /// Use git extended diff format
@@ -296,7 +290,7 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
             let meta = std::fs::symlink_metadata(&f)?;
             use std::os::unix::fs::PermissionsExt;
             Some((
-                read_working(&ws, path)?,
+                super::dirstate::read_working(&ws.root, path)?,
                 meta.permissions().mode() & 0o100 != 0,
                 meta.file_type().is_symlink(),
             ))
@@ -339,25 +333,4 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     }
     ignore_broken_pipe(result.and_then(|_| out.finish()))?;
     Ok(0)
-}
-
-/// The ignore files of a working copy, read through its directory.
-struct OnDisk<'a>(&'a std::path::Path);
-
-impl revfs_hg::ignore::FileSource for OnDisk<'_> {
-    fn read(&self, path: &[u8]) -> Option<Vec<u8>> {
-        let p = self.0.join(std::ffi::OsStr::from_bytes(path));
-        std::fs::symlink_metadata(&p)
-            .ok()
-            .filter(|m| m.is_file())
-            .and_then(|_| std::fs::read(&p).ok())
-    }
-}
-
-fn print_ignore_warnings(ws: &Workspace) {
-    if let Ok(ig) = revfs_hg::ignore::Ignore::load(&OnDisk(&ws.root)) {
-        for w in ig.warnings_rooted(&ws.root.display().to_string()) {
-            eprintln!("{w}");
-        }
-    }
 }

@@ -163,18 +163,7 @@ impl WorkingCopy {
                     // The overlay file keeps the modification time; the journal the change
                     // time (a remount must show the same).
                     self.overlay.set_mtime(id, t)?;
-                    inner.entry_mut(ino)?.ctime = Some(now);
-                    if let Some(path) = path.clone() {
-                        let ctime = unix_time(now);
-                        self.record(
-                            &mut inner,
-                            Record::Times {
-                                path,
-                                mtime: None,
-                                ctime,
-                            },
-                        )?;
-                    }
+                    self.record_ctime(&mut inner, ino, path.clone(), now)?;
                 }
                 _ => {
                     let e = inner.entry_mut(ino)?;
@@ -188,20 +177,33 @@ impl WorkingCopy {
             }
         }
         if change.size.is_some() {
-            inner.entry_mut(ino)?.ctime = Some(now);
-            if let Some(path) = path {
-                let ctime = unix_time(now);
-                self.record(
-                    &mut inner,
-                    Record::Times {
-                        path,
-                        mtime: None,
-                        ctime,
-                    },
-                )?;
-            }
+            self.record_ctime(&mut inner, ino, path, now)?;
         }
         self.attr_of(&inner, ino)
+    }
+
+    /// A change time, set and journaled (an overlay file's modification time is the
+    /// overlay file's own, a remount must show the same change time).
+    fn record_ctime(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+        path: Option<Vec<u8>>,
+        now: std::time::SystemTime,
+    ) -> Result<()> {
+        inner.entry_mut(ino)?.ctime = Some(now);
+        if let Some(path) = path {
+            let ctime = unix_time(now);
+            self.record(
+                inner,
+                Record::Times {
+                    path,
+                    mtime: None,
+                    ctime,
+                },
+            )?;
+        }
+        Ok(())
     }
 
     /// fsync: the file's overlay data and the journal reach the disk.
