@@ -86,6 +86,29 @@ fn normalized(out: &Output, root: &Path) -> (Option<i32>, String, String) {
     (out.status.code(), n(&out.stdout), n(&out.stderr))
 }
 
+/// A plain diff dates the working copy's side with the current time (hg's `workingctx.date()`):
+/// the two sides run seconds apart, so that date is blanked on both.
+fn without_clock(
+    mut out: (Option<i32>, String, String),
+    args: &[String],
+) -> (Option<i32>, String, String) {
+    if args[0] != "diff" || args.iter().any(|a| a == "--git") {
+        return out;
+    }
+    let lines: Vec<String> = out
+        .1
+        .split_inclusive('\n')
+        .map(|l| match (l.starts_with("+++ "), l.split_once('\t')) {
+            (true, Some((head, date))) if !date.starts_with("Thu Jan 01 00:00:00 1970") => {
+                format!("{head}\t$NOW\n")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    out.1 = lines.concat();
+    out
+}
+
 /// Whether revfs declined, as it must for what it does not implement.
 fn declined(out: &(Option<i32>, String, String)) -> bool {
     out.0 == Some(255)
@@ -191,6 +214,11 @@ fn random_status(rng: &mut Rng) -> (String, Vec<String>) {
     (random_cwd(rng), args)
 }
 
+/// Destinations of `copy` and `rename`: files, directories, new names.
+const DESTINATIONS: &[&str] = &[
+    "a", "b.c", "n.c", "dy", "d", "d/sub", "d/u", "newdir", "newdir/f", ".", "e", "x y",
+];
+
 fn random_cwd(rng: &mut Rng) -> String {
     ["", "", "d", "d/sub", "@outside"][rng.below(5)].to_string()
 }
@@ -287,7 +315,7 @@ fn patterns(rng: &mut Rng, min: usize, max: usize) -> Vec<String> {
 /// the working copy or the repository run in hg only when revfs ran them.
 fn random_command(rng: &mut Rng) -> (String, Vec<String>) {
     let s = |v: &[&str]| -> Vec<String> { v.iter().map(|a| a.to_string()).collect() };
-    let args = match rng.below(14) {
+    let args = match rng.below(18) {
         0..=2 => return random_status(rng),
         3 => {
             let mut a = s(&["add"]);
@@ -349,6 +377,55 @@ fn random_command(rng: &mut Rng) -> (String, Vec<String>) {
             }
             a
         }
+        14 => {
+            let mut a = s(&[["copy", "rename"][rng.below(2)]]);
+            match rng.below(5) {
+                0 => a.push("-A".into()),
+                1 => a.push("-f".into()),
+                2 => a.push("-n".into()),
+                _ => {}
+            }
+            for _ in 0..1 + rng.below(2) {
+                a.push(if rng.below(2) == 0 {
+                    rng.pick(NAMES).unwrap().to_string()
+                } else {
+                    random_pattern(rng)
+                });
+            }
+            a.push(rng.pick(DESTINATIONS).unwrap().to_string());
+            a
+        }
+        15 => {
+            let mut a = s(&["log"]);
+            if rng.below(3) != 0 {
+                a.push("-r".into());
+                a.push(rng.pick(REVS).unwrap().to_string());
+            }
+            match rng.below(4) {
+                0 => a.push("-v".into()),
+                1 => a.push("-q".into()),
+                _ => {}
+            }
+            if rng.below(3) == 0 {
+                a.push("-l".into());
+                a.push(["0", "1", "2", "-1"][rng.below(4)].into());
+            }
+            if rng.below(4) == 0 {
+                a.push("-T".into());
+                a.push("json".into());
+            }
+            a
+        }
+        16 => {
+            if rng.below(2) == 0 {
+                let (cwd, mut a) = random_status(rng);
+                a.insert(1, "json".into());
+                a.insert(1, "-T".into());
+                return (cwd, a);
+            }
+            [s(&["files", "-T", "json"]), patterns(rng, 0, 2)].concat()
+        }
+        17 => [s(&["diff"]), patterns(rng, 0, 2)].concat(),
         _ => {
             let mut a = s(&["update", "-r", rng.pick(REVS).unwrap()]);
             if rng.below(2) == 0 {
@@ -384,10 +461,10 @@ fn run_side(t: &Trees, cwd: &str, args: &[String], hg: bool) -> (Option<i32>, St
         v.extend(args.iter().map(|a| a.replace("@TREE", "mnt")));
         let v: Vec<&str> = v.iter().map(String::as_str).collect();
         let out = run(&t.outside[usize::from(hg)], &v);
-        return normalized(&out, root);
+        return without_clock(normalized(&out, root), args);
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    normalized(&run(&root.join(cwd), &args), root)
+    let v: Vec<&str> = args.iter().map(String::as_str).collect();
+    without_clock(normalized(&run(&root.join(cwd), &v), root), args)
 }
 
 fn run_seed(seed: u64, commands: usize, any_command: bool) {
@@ -440,6 +517,10 @@ fn run_seed(seed: u64, commands: usize, any_command: bool) {
             if a != b || std::env::var_os("REVFS_CLI_TRACE_ALL").is_some() {
                 log.push(format!("  states now: {:?}", (a, b)));
             }
+            let (a, b) = (directories(&t.mount.dir), directories(&t.wc));
+            if a != b {
+                log.push(format!("  directories now (revfs, hg): {:?}", (a, b)));
+            }
         }
         if ours != theirs {
             let all: Vec<String> = ["status", "-A"].iter().map(|s| s.to_string()).collect();
@@ -459,6 +540,23 @@ fn run_seed(seed: u64, commands: usize, any_command: bool) {
         );
     }
     eprintln!("seed {seed}: compared {compared:?}, declined {declines:?}");
+}
+
+/// The directories of a tree (`.hg` left out), for tracing a seed.
+fn directories(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != ".hg" {
+                let p = e.path();
+                found.push(p.strip_prefix(root).unwrap_or(&p).display().to_string());
+                todo.push(p);
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 fn seeds(default: &[u64]) -> Vec<u64> {
@@ -664,4 +762,33 @@ fn commands_that_used_to_disagree_with_hg() {
         false,
     );
     assert!(declined(&ours), "{ours:?}");
+}
+
+#[test]
+fn copy_commit_and_update_cases_the_generator_found() {
+    let t = trees();
+    // A pattern's fixed part that is nowhere gets hg's warning, as a plain name does.
+    let out = same(&t, "", &["copy", "glob:build", "d/nope", "."]);
+    assert!(
+        out.2.starts_with("build: No such file or directory\n"),
+        "{out:?}"
+    );
+    // The root named beside another path: hg's "no match under directory!" for "".
+    write_both(&t, "a", "changed\n");
+    let out = same(
+        &t,
+        "",
+        &["commit", "-m", "c", "-u", "test", "-d", "0 0", "d/..", "a"],
+    );
+    assert_eq!(out.2, "abort: : no match under directory!\n");
+    // A deleted file's directories are not the update's to remove (hg's working
+    // manifest does not have the file): the emptied parents stay.
+    for root in [&t.mount.dir, &t.wc] {
+        std::fs::remove_file(root.join("d/sub/deep/h")).unwrap();
+    }
+    same(&t, "", &["update", "-r", "null", "-C"]);
+    assert_eq!(directories(&t.mount.dir), directories(&t.wc));
+    assert_eq!(directories(&t.wc), ["d", "d/sub", "d/sub/deep"]);
+    same(&t, "", &["update", "-r", "tip"]);
+    same(&t, "", &["status", "-A"]);
 }

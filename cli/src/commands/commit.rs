@@ -245,7 +245,9 @@ fn commit_checked(
     // `checkcommitpatterns`: files and directories named exactly must have changes.
     if matcher.only_paths() {
         for f in matcher.files() {
-            if f.is_empty() || chosen.contains(f) {
+            // The root among other paths is a directory with nothing under "/" (hg's
+            // quirk: ": no match under directory!"); alone it matches everything.
+            if (f.is_empty() && matcher.is_always()) || chosen.contains(f) {
                 continue;
             }
             if letters.get(f.as_slice()) == Some(&'!') {

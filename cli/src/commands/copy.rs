@@ -18,6 +18,7 @@
 //! destination specified`, `no files to copy`, `with multiple sources, destination must be
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
+use super::walk::unsupported_type;
 use crate::commands::dirstate::{warn, Dirstate, State};
 use crate::commands::{open_workspace, Workspace};
 use anyhow::{bail, Result};
@@ -173,18 +174,38 @@ impl<'a> Copier<'a> {
                 candidates_in(p, &mut cands)?;
                 found.extend(cands.into_iter().filter(|c| known(c)));
                 let meta = std::fs::symlink_metadata(self.disk(p));
-                let on_disk = meta.is_ok() || p.is_empty();
-                if meta.is_ok_and(|m| !m.is_dir()) {
+                if meta.is_ok_and(|m| m.is_file() || m.is_symlink()) {
                     found.insert(p.clone());
-                }
-                if !on_disk && found.is_empty() {
-                    warn(&format!("{}: No such file or directory\n", self.rel(p)));
                 }
             }
             None => {
                 let mut cands = BTreeSet::new();
                 candidates_in(b"", &mut cands)?;
                 found.extend(cands.into_iter().filter(|c| known(c) && m.matches(c)));
+            }
+        }
+        // hg's `match.bad` for what the pattern names (`dirstate._walkexplicit`): a file
+        // that is not on disk, and neither in the dirstate nor a directory of it; a file of
+        // a type hg does not track.
+        let mut named: Vec<&Vec<u8>> = m.files().iter().collect();
+        named.sort();
+        if !named.iter().any(|f| f.is_empty()) {
+            for f in named {
+                let msg = match std::fs::symlink_metadata(self.disk(f)) {
+                    Ok(meta) => match unsupported_type(&meta.file_type()) {
+                        Some(kind) => format!("unsupported file type (type is {kind})"),
+                        None => continue,
+                    },
+                    Err(e) => {
+                        let mut cands = BTreeSet::new();
+                        candidates_in(f, &mut cands)?;
+                        if cands.iter().any(|c| known(c)) {
+                            continue;
+                        }
+                        strerror(&e)
+                    }
+                };
+                warn(&format!("{}: {msg}\n", self.rel(f)));
             }
         }
         Ok(found

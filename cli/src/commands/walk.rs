@@ -120,23 +120,10 @@ fn bad_files(
     for f in files {
         let Some(found) = named.get(f) else { continue };
         let msg = match found {
-            Ok(t) => {
-                use std::os::unix::fs::FileTypeExt;
-                let kind = if t.is_dir() || t.is_file() || t.is_symlink() {
-                    continue;
-                } else if t.is_char_device() {
-                    "character device"
-                } else if t.is_block_device() {
-                    "block device"
-                } else if t.is_fifo() {
-                    "fifo"
-                } else if t.is_socket() {
-                    "socket"
-                } else {
-                    "unknown"
-                };
-                format!("unsupported file type (type is {kind})")
-            }
+            Ok(t) => match unsupported_type(t) {
+                Some(kind) => format!("unsupported file type (type is {kind})"),
+                None => continue,
+            },
             Err(e) => {
                 let gone_tracked = entries
                     .iter()
@@ -153,6 +140,25 @@ fn bad_files(
         bad.push((f.clone(), msg));
     }
     bad
+}
+
+/// The kind hg names for a file type it does not track (`dirstate.badtype`), or `None`
+/// for a file, a symbolic link or a directory.
+pub fn unsupported_type(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if t.is_dir() || t.is_file() || t.is_symlink() {
+        return None;
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_fifo() {
+        "fifo"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "unknown"
+    })
 }
 
 /// One `lstat` of each file named on the command line (the root excepted), by repository

@@ -64,6 +64,11 @@ impl WorkingCopy {
                         }
                         if matches!(e.letter, 'R' | '!') {
                             gone.insert(e.path.clone());
+                            if target.find(&e.path)?.is_none() {
+                                // Not in hg's working manifest, so nothing to remove: the
+                                // file stays gone and its directories stay as they are.
+                                continue;
+                            }
                         }
                         self.restore(&e.path)?;
                         reverted.insert(e.path);
