@@ -171,7 +171,12 @@ fn hostile_manifest_paths_never_escape() {
         std::fs::read(mount.dir.join("sub/b.txt")).unwrap(),
         b"also safe\n"
     );
-    assert!(!mount.dir.join(".hg").exists() && !mount.dir.join(".HG").exists());
+    // The manifest's `.hg` paths are not served: `.hg` is the mount's hg share.
+    assert_eq!(
+        std::fs::canonicalize(mount.dir.join(".hg")).unwrap(),
+        std::fs::canonicalize(mount.state_dir().join("hg")).unwrap()
+    );
+    assert!(!mount.dir.join(".HG").exists());
     assert!(
         std::fs::read_dir(mount.dir.join("a"))
             .unwrap()

@@ -155,7 +155,18 @@ fn hidden_entries_and_stable_inodes() {
         !names.iter().any(|n| n == ".hg" || n == ".revfs"),
         "{names:?}"
     );
-    assert!(!mount.dir.join(".hg").exists());
+    // `.hg` is the hg share in the state directory (for hg in the mount), never a tree entry.
+    assert_eq!(
+        std::fs::canonicalize(mount.dir.join(".hg")).unwrap(),
+        std::fs::canonicalize(mount.state_dir().join("hg")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(mount.dir.join(".hg/sharedpath")).unwrap(),
+        std::fs::canonicalize(repo.join(".hg"))
+            .unwrap()
+            .as_os_str()
+            .as_encoded_bytes()
+    );
     assert!(mount.dir.join(".revfs/socket").symlink_metadata().is_ok());
     assert_eq!(
         std::fs::read_link(mount.dir.join(".revfs/repo")).unwrap(),

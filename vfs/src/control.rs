@@ -77,6 +77,12 @@ pub enum Request {
         node: Option<String>,
         paths: Vec<Vec<u8>>,
     },
+    /// What hg's dirstate knows of `paths` (the Mercurial extension's `get_entry` and
+    /// `hasdir`): whether each is tracked in the parent and in the working copy, and
+    /// whether it is a directory of tracked or removed files.
+    Lookup {
+        paths: Vec<Vec<u8>>,
+    },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
     /// unmount left files open.
@@ -103,6 +109,28 @@ pub struct MountInfo {
     pub node: String,
     pub rev: i64,
     pub inodes: u64,
+    /// The version of this protocol the daemon speaks (absent from older daemons: 1).
+    #[serde(default = "protocol_one")]
+    pub protocol: u32,
+}
+
+/// The version of the control protocol this code speaks: 2 added `lookup` and
+/// `Info.protocol`, for the Mercurial extension.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+fn protocol_one() -> u32 {
+    1
+}
+
+/// One path's dirstate facts ([`Request::Lookup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathState {
+    /// Tracked in the working copy's parent (its manifest has the file).
+    pub p1: bool,
+    /// Tracked in the working copy (added, or in the parent and not removed).
+    pub wc: bool,
+    /// A directory holding files tracked in the working copy or removed from it.
+    pub dir: bool,
 }
 
 /// The daemon's answer.
@@ -145,6 +173,10 @@ pub enum Response {
         paths: Vec<Vec<u8>>,
         #[serde(default)]
         untracked: bool,
+    },
+    /// Answer to [`Request::Lookup`], one per path in order.
+    Lookup {
+        entries: Vec<PathState>,
     },
     /// What a prefetch read: files and bytes of content.
     Prefetched {

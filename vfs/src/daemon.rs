@@ -121,6 +121,7 @@ impl Ctx {
             node: node.to_hex(),
             rev,
             inodes: self.wc.inode_count() as u64,
+            protocol: crate::control::PROTOCOL_VERSION,
         }
     }
 
@@ -177,6 +178,9 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 },
             }
         }
+        Request::Lookup { paths } => Response::Lookup {
+            entries: wc.path_states(&paths)?,
+        },
         Request::Track { paths, track } => {
             for p in paths {
                 wc.set_tracking(&p, track)?;
@@ -482,12 +486,20 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         source,
     })?;
 
+    // The working copy's `.hg` for real hg (an hg share of the repository).
+    let dot_hg = crate::share::write(state_dir.path(), &req.repo, &state_dir.socket()).map_err(
+        |source| DaemonError::Io {
+            path: state_dir.path().join("hg"),
+            source,
+        },
+    )?;
     let fs = RevFs::new(
         wc.clone(),
         ControlTargets {
             socket: state_dir.socket(),
             repo: req.repo.clone(),
             state: state_dir.path().to_owned(),
+            dot_hg: dot_hg.clone(),
         },
     );
     let mut config = Config::default();

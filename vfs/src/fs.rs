@@ -37,16 +37,27 @@ const CONTROL_LINKS: [(&str, u64); 3] = [
     ("state", 0xFFFF_FFFF_0000_0004),
 ];
 
-/// What the control directory points at.
+/// The working copy's `.hg` at the root: a symbolic link (found by lookup, not listed) to
+/// the hg share that the mount's state directory holds (docs/FORMATS.md), so that real hg
+/// finds the working copy and its extension, and keeps its files off the mount.
+pub const DOT_HG: &str = ".hg";
+const DOT_HG_INO: u64 = 0xFFFF_FFFF_0000_0005;
+
+/// What the control directory and `.hg` point at.
 #[derive(Debug, Clone)]
 pub struct ControlTargets {
     pub socket: PathBuf,
     pub repo: PathBuf,
     pub state: PathBuf,
+    /// The hg share in the state directory, which `.hg` names.
+    pub dot_hg: PathBuf,
 }
 
 impl ControlTargets {
     fn target(&self, ino: u64) -> Option<&PathBuf> {
+        if ino == DOT_HG_INO {
+            return Some(&self.dot_hg);
+        }
         match CONTROL_LINKS.iter().position(|(_, i)| *i == ino)? {
             0 => Some(&self.socket),
             1 => Some(&self.repo),
@@ -163,6 +174,13 @@ impl RevFs {
     fn is_control(ino: u64) -> bool {
         ino >= CONTROL_DIR_INO
     }
+
+    /// Names no request may create, remove or rename: those in the control directory,
+    /// and the control directory and `.hg` at the root.
+    fn reserved(parent: INodeNo, name: &OsStr) -> bool {
+        Self::is_control(parent.0)
+            || (parent.0 == ROOT_INO && (name == CONTROL_DIR || name == DOT_HG))
+    }
 }
 
 /// Logs a failure (store errors are the interesting ones) and gives the errno.
@@ -267,8 +285,13 @@ impl Filesystem for RevFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _busy = self.busy.enter();
         let parent = parent.0;
-        if parent == ROOT_INO && name == CONTROL_DIR {
-            if let Some(a) = self.control_attr(CONTROL_DIR_INO) {
+        if parent == ROOT_INO && (name == CONTROL_DIR || name == DOT_HG) {
+            let ino = if name == DOT_HG {
+                DOT_HG_INO
+            } else {
+                CONTROL_DIR_INO
+            };
+            if let Some(a) = self.control_attr(ino) {
                 return reply.entry(&TTL, &a, Generation(0));
             }
         }
@@ -392,7 +415,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) {
+        if Self::reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);
@@ -424,7 +447,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) {
+        if Self::reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, setgid) = self.creator(req, parent.0);
@@ -435,7 +458,7 @@ impl Filesystem for RevFs {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) {
+        if Self::reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         reply_empty("unlink", self.wc.unlink(parent.0, name.as_bytes()), reply)
@@ -443,7 +466,7 @@ impl Filesystem for RevFs {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) || (parent.0 == ROOT_INO && name == CONTROL_DIR) {
+        if Self::reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         reply_empty("rmdir", self.wc.rmdir(parent.0, name.as_bytes()), reply)
@@ -458,7 +481,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) {
+        if Self::reserved(parent, link_name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);
@@ -481,7 +504,7 @@ impl Filesystem for RevFs {
         reply: ReplyEmpty,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) || Self::is_control(newparent.0) {
+        if Self::reserved(parent, name) || Self::reserved(newparent, newname) {
             return reply.error(Errno::EPERM);
         }
         let mut f = 0;
@@ -627,7 +650,7 @@ impl Filesystem for RevFs {
         reply: ReplyCreate,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(parent.0) {
+        if Self::reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);

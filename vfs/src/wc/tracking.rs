@@ -35,6 +35,31 @@ impl WorkingCopy {
         )
     }
 
+    /// hg's dirstate facts for `paths`: tracked in the parent, tracked in the working
+    /// copy, a directory of tracked or removed files (`dirstate.hasdir`).
+    pub fn path_states(&self, paths: &[Vec<u8>]) -> Result<Vec<crate::control::PathState>> {
+        let inner = self.read();
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            let p1 = !path.is_empty() && inner.base.find(path)?.is_some();
+            let wc = match inner.tracking.get(path.as_slice()) {
+                Some(Track::Added) => true,
+                Some(Track::Removed) => false,
+                _ => p1,
+            };
+            let prefix = [path.as_slice(), b"/"].concat();
+            let dir = path.is_empty()
+                || inner.base.iter_prefix(&prefix).next().is_some()
+                || inner
+                    .tracking
+                    .range(prefix.clone()..)
+                    .next()
+                    .is_some_and(|(p, _)| p.starts_with(&prefix));
+            out.push(crate::control::PathState { p1, wc, dir });
+        }
+        Ok(out)
+    }
+
     /// The copy sources, destination -> source.
     pub fn copies(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
         self.read().copies.clone()

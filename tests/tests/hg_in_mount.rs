@@ -1,0 +1,247 @@
+//! Real hg inside a mount (step 1: reading). The mount's `.hg` is an hg share of the
+//! repository whose dirstate is the daemon, through revfs's Mercurial extension: the same
+//! edits in a mount and in an hg clone, then the same read-only hg commands in both, must
+//! print the same bytes and exit alike. An hg without the extension refuses the mount;
+//! commands that would change the working copy stop before they change anything.
+
+use revfs_tests::mount::Mount;
+use revfs_tests::{hg_cmd, revfs};
+use std::path::{Path, PathBuf};
+
+const BASE: &[(&str, &str)] = &[
+    ("a", "a\n"),
+    ("b.c", "int b;\n"),
+    ("d/f", "f\n"),
+    ("d/g", "g\n"),
+    ("d/sub/h", "h\n"),
+    ("e/x", "x\n"),
+    ("gone", "gone\n"),
+    ("x y", "space\n"),
+    (".hgignore", "syntax: glob\n*.o\nbuild\n"),
+];
+
+/// A repository of two revisions (an executable file and a symlink in the second), an hg
+/// clone of it, and a mount of it.
+struct Sides {
+    _tmp: tempfile::TempDir,
+    clone: PathBuf,
+    mount: Mount,
+}
+
+fn sides() -> Sides {
+    let tmp = revfs_tests::scratch_dir();
+    let repo = revfs_tests::hg_repo(tmp.path(), BASE);
+    use std::os::unix::fs::PermissionsExt;
+    let run = std::fs::Permissions::from_mode(0o755);
+    std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(repo.join("run.sh"), run).unwrap();
+    std::os::unix::fs::symlink("a", repo.join("link")).unwrap();
+    std::fs::write(repo.join("a"), "a\na2\n").unwrap();
+    let out = hg_cmd(&repo, &["commit", "-qAm", "second", "-d", "1 0"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = hg_cmd(tmp.path(), &["clone", "-q", "repo", "mnt"]);
+    assert!(out.status.success(), "{out:?}");
+    // Both sides see the repository's phases alike (a clone makes what it pulls public).
+    let out = hg_cmd(&repo, &["phase", "--public", "-r", "all()"]);
+    assert!(out.status.success());
+    let mount = Mount::new(&repo, None);
+    Sides {
+        clone: tmp.path().join("mnt"),
+        mount,
+        _tmp: tmp,
+    }
+}
+
+impl Sides {
+    fn roots(&self) -> [&Path; 2] {
+        [&self.mount.dir, &self.clone]
+    }
+
+    /// The same shell edit in both trees.
+    fn edit(&self, f: impl Fn(&Path)) {
+        for root in self.roots() {
+            f(root);
+        }
+    }
+
+    /// `hg ARGS` in both trees (from `cwd` below each root): the mount's output, after
+    /// checking that it is the clone's, the tree's path aside.
+    fn same(&self, cwd: &str, args: &[&str]) -> (Option<i32>, String, String) {
+        let [ours, theirs] = self.roots().map(|root| {
+            let out = hg_cmd(&root.join(cwd), args);
+            let root = std::fs::canonicalize(root).unwrap().display().to_string();
+            let n = |b: &[u8]| String::from_utf8_lossy(b).replace(&root, "$ROOT");
+            (out.status.code(), n(&out.stdout), n(&out.stderr))
+        });
+        // A plain diff dates the working side with the current time.
+        let clock = |s: &str| -> String {
+            s.lines()
+                .map(|l| match l.split_once('\t') {
+                    Some((h, _)) if l.starts_with("+++ ") => format!("{h}\t$NOW\n"),
+                    _ => format!("{l}\n"),
+                })
+                .collect()
+        };
+        let (o, t) = if args.first() == Some(&"diff") && !args.contains(&"--git") {
+            (clock(&ours.1), clock(&theirs.1))
+        } else {
+            (ours.1.clone(), theirs.1.clone())
+        };
+        assert_eq!(
+            (ours.0, &o, &ours.2),
+            (theirs.0, &t, &theirs.2),
+            "hg {args:?} in {cwd:?} (left the mount, right a clone)"
+        );
+        ours
+    }
+}
+
+/// Read-only commands, each with the flags users type.
+const READS: &[&[&str]] = &[
+    &["status"],
+    &["status", "-A"],
+    &["status", "-C"],
+    &["status", "-mardui"],
+    &["status", "-c"],
+    &["status", "-n"],
+    &["status", "-0"],
+    &["status", "-T", "json"],
+    &["status", "--rev", "0"],
+    &["status", "--rev", "0", "--rev", "1"],
+    &["status", "d"],
+    &["status", "nonexist", "a"],
+    &["status", "glob:*.c"],
+    &["status", "-i", "build"],
+    &["status", "-A", "set:modified()"],
+    &["diff"],
+    &["diff", "--git"],
+    &["diff", "--stat"],
+    &["diff", "-r", "0"],
+    &["diff", "a", "d"],
+    &["id"],
+    &["id", "-n"],
+    &["summary"],
+    &["parents"],
+    &["root"],
+    &["files"],
+    &["files", "d"],
+    &["locate"],
+    &["log", "-G", "-T", "{rev} {desc} {files}\\n"],
+    &["log", "-r", "."],
+    &["annotate", "a"],
+    &["annotate", "-r", "0", "a"],
+    &["annotate", "-r", "wdir()", "a"],
+    &["grep", "a"],
+    &["cat", "a"],
+    &["cat", "-r", "0", "link"],
+    &["verify", "-q"],
+    &["branch"],
+];
+
+fn all_reads(s: &Sides) {
+    for args in READS {
+        s.same("", args);
+    }
+    for args in [
+        &["status"][..],
+        &["status", "."],
+        &["files", "."],
+        &["diff", "-g"],
+    ] {
+        s.same("d", args);
+    }
+}
+
+#[test]
+fn read_only_hg_commands_print_what_they_print_in_a_clone() {
+    let s = sides();
+    all_reads(&s);
+    // Shell edits of every kind: content, a new file, an ignored one, a deleted file, a
+    // type change, a mode change, a file in a new directory, a deleted directory's file.
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "changed\n").unwrap();
+        std::fs::write(r.join("n.c"), "new\n").unwrap();
+        std::fs::write(r.join("i.o"), "ign\n").unwrap();
+        std::fs::create_dir_all(r.join("build")).unwrap();
+        std::fs::write(r.join("build/out"), "ign\n").unwrap();
+        std::fs::remove_file(r.join("gone")).unwrap();
+        std::fs::remove_file(r.join("link")).unwrap();
+        std::fs::write(r.join("link"), "now a file\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(r.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::create_dir_all(r.join("new/dir")).unwrap();
+        std::fs::write(r.join("new/dir/f"), "f\n").unwrap();
+        std::fs::remove_file(r.join("e/x")).unwrap();
+    });
+    all_reads(&s);
+    // Tracking done by revfs in the mount and by hg in the clone.
+    for (revfs_args, hg_args) in [
+        (&["add", "n.c"][..], &["add", "n.c"][..]),
+        (&["copy", "d/f", "d/f2"], &["copy", "d/f", "d/f2"]),
+        (&["rename", "d/g", "d/g2"], &["rename", "d/g", "d/g2"]),
+        (&["remove", "b.c"], &["remove", "b.c"]),
+        (&["forget", "x y"], &["forget", "x y"]),
+    ] {
+        let ours = revfs(&s.mount.dir, revfs_args);
+        let theirs = hg_cmd(&s.clone, hg_args);
+        assert_eq!(ours.status.code(), theirs.status.code(), "{revfs_args:?}");
+    }
+    all_reads(&s);
+}
+
+#[test]
+fn hg_without_the_extension_refuses_the_mount() {
+    let s = sides();
+    let out = hg_cmd(&s.mount.dir, &["--config", "extensions.revfs=!", "status"]);
+    assert_eq!(out.status.code(), Some(255));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "abort: repository requires features unknown to this Mercurial: revfs-dirstate-v1\n\
+         (see https://mercurial-scm.org/wiki/MissingRequirement for more information)\n"
+    );
+    // `.hg` is never the working copy's: not in status, not committed, not removable.
+    let out = revfs(&s.mount.dir, &["status", "-A", ".hg"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(".hg"),
+        "{out:?}"
+    );
+    assert!(std::fs::remove_file(s.mount.dir.join(".hg")).is_err());
+    assert!(std::fs::create_dir(s.mount.dir.join(".hg")).is_err());
+    assert!(s.mount.dir.join(".hg/requires").is_file());
+}
+
+#[test]
+fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
+    let s = sides();
+    std::fs::write(s.mount.dir.join("a"), "changed\n").unwrap();
+    std::fs::write(s.mount.dir.join("n"), "new\n").unwrap();
+    let before = (
+        revfs(&s.mount.dir, &["status", "-A"]).stdout,
+        hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
+    );
+    for args in [
+        &["commit", "-m", "x"][..],
+        &["commit", "--amend", "-m", "x"],
+        &["update", "0"],
+        &["update", "-C", "0"],
+        &["add", "n"],
+        &["addremove"],
+        &["forget", "a"],
+        &["remove", "d/f"],
+        &["copy", "a", "a2"],
+        &["revert", "a"],
+        &["branch", "other"],
+        &["--config", "extensions.purge=", "purge"],
+    ] {
+        let out = hg_cmd(&s.mount.dir, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {err}");
+        assert!(err.starts_with("abort: "), "{args:?}: {err}");
+        let after = (
+            revfs(&s.mount.dir, &["status", "-A"]).stdout,
+            hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
+        );
+        assert_eq!(before, after, "{args:?} changed something");
+    }
+    assert_eq!(std::fs::read(s.mount.dir.join("a")).unwrap(), b"changed\n");
+}

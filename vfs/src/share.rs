@@ -1,0 +1,82 @@
+//! The hg share that makes a mount a working copy real hg can use: `.hg` at the root of
+//! the mount is a symbolic link to `hg/` in the mount's state directory (docs/FORMATS.md,
+//! "The working copy's .hg"), which this module writes when the daemon starts:
+//!
+//! - `sharedpath`: the repository's `.hg`;
+//! - `requires`: `shared`, the repository's `share-safe` (or, without it, the repository's
+//!   own requirements, as `hg share` copies them) and [`REQUIREMENT`], which an hg without
+//!   revfs's extension refuses, so that it never reads an empty dirstate;
+//! - `hgrc`: the user's, made once, which includes `revfs.rc`: rewritten at each start, it
+//!   enables the extension and names the control socket;
+//! - `wcache/`, where hg probes the file system;
+//! - `../hgext/revfs/__init__.py`: the extension, which this binary carries.
+//!
+//! Every file is written whole to a temporary name and renamed into place.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The requirement of a mount's share: only an hg with revfs's extension opens it.
+pub const REQUIREMENT: &str = "revfs-dirstate-v1";
+
+/// The Mercurial extension, as this binary carries it.
+pub const EXTENSION: &str = include_str!("../../hgext/revfs/__init__.py");
+
+/// Working-directory requirements of the repository that a share of it must not copy: its
+/// dirstate is revfs's.
+const NOT_SHARED: &[&str] = &["dirstate-v2", "dirstate-tracked-key-v1", "share-safe"];
+
+/// Writes the share into `state` for the repository at `repo` (its root) and the control
+/// socket `socket`; returns the share's directory, which `.hg` names.
+pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBuf> {
+    let dir = state.join("hg");
+    // `wcache`: where hg tests the file system (symlinks, exec bits) rather than in the
+    // working copy, which would journal its probes.
+    std::fs::create_dir_all(dir.join("wcache"))?;
+    let repo_hg = std::fs::canonicalize(repo.join(".hg"))?;
+    let theirs = std::fs::read_to_string(repo_hg.join("requires")).unwrap_or_default();
+    let mut requires: Vec<&str> = if theirs.lines().any(|l| l == "share-safe") {
+        vec!["share-safe"]
+    } else {
+        theirs
+            .lines()
+            .filter(|l| !l.is_empty() && !NOT_SHARED.contains(l))
+            .collect()
+    };
+    requires.extend(["shared", REQUIREMENT]);
+    requires.sort_unstable();
+    requires.dedup();
+    let mut text = requires.join("\n");
+    text.push('\n');
+    replace(&dir.join("requires"), text.as_bytes())?;
+    use std::os::unix::ffi::OsStrExt;
+    replace(&dir.join("sharedpath"), repo_hg.as_os_str().as_bytes())?;
+
+    let ext_dir = state.join("hgext").join("revfs");
+    std::fs::create_dir_all(&ext_dir)?;
+    replace(&ext_dir.join("__init__.py"), EXTENSION.as_bytes())?;
+    let mut rc = Vec::new();
+    rc.extend_from_slice(
+        b"# Written by revfs at each mount; your settings go in hgrc, which includes this.\n\
+          [extensions]\nrevfs = ",
+    );
+    rc.extend_from_slice(ext_dir.as_os_str().as_bytes());
+    rc.extend_from_slice(b"\n[revfs]\nsocket = ");
+    rc.extend_from_slice(socket.as_os_str().as_bytes());
+    rc.push(b'\n');
+    replace(&dir.join("revfs.rc"), &rc)?;
+    let hgrc = dir.join("hgrc");
+    if !hgrc.exists() {
+        replace(&hgrc, b"%include revfs.rc\n")?;
+    }
+    Ok(dir)
+}
+
+/// Writes `data` to `path` through a temporary file and a rename.
+fn replace(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("revfs-tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
