@@ -370,7 +370,9 @@ class revfsdirstate(dirstate.dirstate):
         return iter(sorted(p for l, p in self._tracked()))
 
     def items(self):
-        return [(p, self.get_entry(p)) for p in sorted(p for l, p in self._tracked())]
+        paths = sorted(p for l, p in self._tracked())
+        self._states(paths)  # one request for all
+        return [(p, self.get_entry(p)) for p in paths]
 
     iteritems = items
 

@@ -11,7 +11,8 @@
 //! - `wcache/`, where hg probes the file system;
 //! - `../hgext/revfs/__init__.py`: the extension, which this binary carries.
 //!
-//! Every file is written whole to a temporary name and renamed into place.
+//! Every file is written whole to a temporary name and renamed into place, when it
+//! changed.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,8 +73,12 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
     Ok(dir)
 }
 
-/// Writes `data` to `path` through a temporary file and a rename.
+/// Writes `data` to `path` through a temporary file and a rename, unless `path` already
+/// holds it (the usual case at a remount: no write, no fsync on the way to mounting).
 fn replace(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|old| old == data) {
+        return Ok(());
+    }
     let tmp = path.with_extension("revfs-tmp");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(data)?;

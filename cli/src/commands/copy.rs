@@ -18,7 +18,7 @@
 //! destination specified`, `no files to copy`, `with multiple sources, destination must be
 //! an existing directory`, ...). Not supported: `--at-rev`, `-I`/`-X`.
 
-use super::walk::unsupported_type;
+use super::walk::{bad_files, lstat_named};
 use crate::commands::dirstate::{warn, Dirstate, State};
 use crate::commands::{open_workspace, Workspace};
 use anyhow::{bail, Result};
@@ -168,13 +168,17 @@ impl<'a> Copier<'a> {
             }
             Ok(())
         };
+        // One `lstat` of each name the pattern has.
+        let named = lstat_named(self.ws, &m);
         match &explicit {
             Some(p) => {
                 let mut cands = BTreeSet::new();
                 candidates_in(p, &mut cands)?;
                 found.extend(cands.into_iter().filter(|c| known(c)));
-                let meta = std::fs::symlink_metadata(self.disk(p));
-                if meta.is_ok_and(|m| m.is_file() || m.is_symlink()) {
+                let file = |t: &std::io::Result<std::fs::FileType>| {
+                    t.as_ref().is_ok_and(|t| t.is_file() || t.is_symlink())
+                };
+                if named.get(p).is_some_and(file) {
                     found.insert(p.clone());
                 }
             }
@@ -184,29 +188,21 @@ impl<'a> Copier<'a> {
                 found.extend(cands.into_iter().filter(|c| known(c) && m.matches(c)));
             }
         }
-        // hg's `match.bad` for what the pattern names (`dirstate._walkexplicit`): a file
-        // that is not on disk, and neither in the dirstate nor a directory of it; a file of
-        // a type hg does not track.
-        let mut named: Vec<&Vec<u8>> = m.files().iter().collect();
-        named.sort();
-        if !named.iter().any(|f| f.is_empty()) {
-            for f in named {
-                let msg = match std::fs::symlink_metadata(self.disk(f)) {
-                    Ok(meta) => match unsupported_type(&meta.file_type()) {
-                        Some(kind) => format!("unsupported file type (type is {kind})"),
-                        None => continue,
-                    },
-                    Err(e) => {
-                        let mut cands = BTreeSet::new();
-                        candidates_in(f, &mut cands)?;
-                        if cands.iter().any(|c| known(c)) {
-                            continue;
-                        }
-                        strerror(&e)
-                    }
-                };
-                warn(&format!("{}: {msg}\n", self.rel(f)));
+        // hg's `match.bad` for what the pattern names (`dirstate._walkexplicit`).
+        let mut failed = None;
+        let in_dirstate = |f: &[u8]| {
+            let mut cands = BTreeSet::new();
+            match candidates_in(f, &mut cands) {
+                Ok(()) => cands.iter().any(|c| known(c)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    true
+                }
             }
+        };
+        bad_files(&self.display, &m, &named, in_dirstate, true);
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(found
             .into_iter()

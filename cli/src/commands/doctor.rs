@@ -824,17 +824,10 @@ fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
                 }
                 _ => "check the repository: hg verify",
             };
-            let what = match &e {
-                StoreError::UnsupportedRequirements(names) => format!(
-                    "repository requires features unknown to this Mercurial: {}",
-                    names.join(" ")
-                ),
-                StoreError::RequirementsNotImplemented(names) => format!(
-                    "repository requires features revfs does not support: {}",
-                    names.join(" ")
-                ),
-                _ => e.to_string(),
-            };
+            // The abort's first line, without its advice: the fix says what to do.
+            let text = e.to_string();
+            let what = text.lines().next().unwrap_or_default();
+            let what = what.strip_suffix(" (use hg instead)").unwrap_or(what);
             r.problem(&format!("{what}{used_by}"), fix);
             return;
         }

@@ -75,7 +75,14 @@ fn walk_with(
 ) -> Walk {
     let Status { entries, copies } = fetched;
     let named = lstat_named(ws, matcher);
-    let bad = bad_files(ctx, matcher, &named, &entries, warn);
+    // A tracked file that is gone is deleted or removed; a directory that is gone has such
+    // files.
+    let gone_tracked = |f: &[u8]| {
+        entries
+            .iter()
+            .any(|(l, p)| matches!(l, '!' | 'R') && (p == f || is_under(p, f)))
+    };
+    let bad = bad_files(ctx, matcher, &named, gone_tracked, warn);
     let roots = matcher.walk_roots(|d| {
         named
             .get(d)
@@ -100,14 +107,14 @@ fn walk_with(
 }
 
 /// The files named on the command line that hg's walk cannot find, and its warnings
-/// (`dirstate._walkexplicit`): not on disk and not tracked (a tracked file that is gone is
-/// deleted or removed, a directory that is gone has such files), or of a type
-/// hg does not track.
-fn bad_files(
+/// (`dirstate._walkexplicit`): not on disk (`named`, from [`lstat_named`]) and not
+/// `gone_tracked` (a file of the dirstate, or a directory of such files), or of a type hg
+/// does not track.
+pub fn bad_files(
     ctx: &PathContext,
     matcher: &Matcher,
     named: &BTreeMap<Vec<u8>, std::io::Result<FileType>>,
-    entries: &[(char, Vec<u8>)],
+    mut gone_tracked: impl FnMut(&[u8]) -> bool,
     warn: bool,
 ) -> Vec<(Vec<u8>, String)> {
     let mut bad = Vec::new();
@@ -124,15 +131,8 @@ fn bad_files(
                 Some(kind) => format!("unsupported file type (type is {kind})"),
                 None => continue,
             },
-            Err(e) => {
-                let gone_tracked = entries
-                    .iter()
-                    .any(|(l, p)| matches!(l, '!' | 'R') && (p == f || is_under(p, f)));
-                if gone_tracked {
-                    continue;
-                }
-                revfs_hg::config::strerror(e)
-            }
+            Err(_) if gone_tracked(f) => continue,
+            Err(e) => revfs_hg::config::strerror(e),
         };
         if warn {
             eprintln!("{}: {msg}", String::from_utf8_lossy(&ctx.display(f)));
@@ -163,7 +163,10 @@ pub fn unsupported_type(t: &std::fs::FileType) -> Option<&'static str> {
 
 /// One `lstat` of each file named on the command line (the root excepted), by repository
 /// path: what hg's walk learns of them first (`dirstate._walkexplicit`).
-fn lstat_named(ws: &Workspace, matcher: &Matcher) -> BTreeMap<Vec<u8>, std::io::Result<FileType>> {
+pub fn lstat_named(
+    ws: &Workspace,
+    matcher: &Matcher,
+) -> BTreeMap<Vec<u8>, std::io::Result<FileType>> {
     matcher
         .files()
         .iter()

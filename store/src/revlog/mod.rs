@@ -342,21 +342,25 @@ impl Revlog {
         };
         let (fe, le) = (self.entry(first)?, self.entry(last)?);
         let (mut start, mut end) = (fe.offset, le.offset + le.compressed_len as u64);
-        let (file, size) = match (&self.layout, &self.data) {
-            (Layout::Inline { .. }, _) => {
+        let inline = matches!(self.layout, Layout::Inline { .. });
+        let size = match (&self.data, inline) {
+            (_, true) => {
                 start += (first as u64 + 1) * ENTRY_SIZE as u64;
                 end += (last as u64 + 1) * ENTRY_SIZE as u64;
-                (self.name.clone(), self.index.len() as u64)
+                self.index.len() as u64
             }
-            (Layout::Split, Some(d)) => (
-                format!("{}.d", self.name.strip_suffix(".i").unwrap_or(&self.name)),
-                d.len() as u64,
-            ),
-            (Layout::Split, None) => return Ok(()),
+            (Some(d), false) => d.len() as u64,
+            (None, false) => return Ok(()),
         };
         if end <= size {
             return Ok(());
         }
+        // Only now the file's name: this check runs on every read.
+        let file = if inline {
+            self.name.clone()
+        } else {
+            format!("{}.d", self.name.strip_suffix(".i").unwrap_or(&self.name))
+        };
         Err(StoreError::PartialRead {
             file,
             expected: end - start,

@@ -99,13 +99,13 @@ enum Cur {
 
 /// What the new parent's manifest has at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     Absent,
     Dir,
     File(Node, FileFlag),
 }
 
-fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
+pub(crate) fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
     if path.is_empty() {
         return Ok(Target::Dir);
     }

@@ -41,18 +41,22 @@ impl WorkingCopy {
         let inner = self.read();
         let mut out = Vec::with_capacity(paths.len());
         for path in paths {
-            let p1 = !path.is_empty() && inner.base.find(path)?.is_some();
+            use crate::checkout::{target_at, Target};
+            let in_base = target_at(&inner.base, path)?;
+            let p1 = matches!(in_base, Target::File(..));
             let wc = match inner.tracking.get(path.as_slice()) {
                 Some(Track::Added) => true,
                 Some(Track::Removed) => false,
                 _ => p1,
             };
             let prefix = [path.as_slice(), b"/"].concat();
-            let dir = path.is_empty()
-                || inner.base.iter_prefix(&prefix).next().is_some()
+            let dir = in_base == Target::Dir
                 || inner
                     .tracking
-                    .range(prefix.clone()..)
+                    .range::<[u8], _>((
+                        std::ops::Bound::Included(&prefix[..]),
+                        std::ops::Bound::Unbounded,
+                    ))
                     .next()
                     .is_some_and(|(p, _)| p.starts_with(&prefix));
             out.push(crate::control::PathState { p1, wc, dir });
