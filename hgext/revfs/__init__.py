@@ -166,23 +166,33 @@ class client(object):
     """One connection to the mount's daemon per process, made when first needed (a
     forked process makes its own), with the deadline of every revfs command."""
 
-    def __init__(self, ui, root):
+    def __init__(self, ui, root, source):
         self._path = ui.config(b'revfs', b'socket')
         self._root = root
+        self._source = source
         self._timeout = float(ui.config(b'revfs', b'timeout') or 5)
         self._sock = None
         self._pid = None
         self._used = 0.0
         self._buf = b''
 
+    def _hint(self, mounted=True):
+        """The way out: a mount whose daemon is frozen or gone is freed first."""
+        resume = _(b'revfs mount %s %s resumes the working copy') % (
+            self._source,
+            self._root,
+        )
+        if mounted:
+            resume = _(b'free the mount with: revfs unmount --force %s; then %s') % (
+                self._root,
+                resume,
+            )
+        return resume + _(b' (revfs doctor tells more)')
+
     def _fail(self, why):
         raise error.Abort(
             _(b'the revfs daemon of %s is not answering: %s') % (self._root, why),
-            hint=_(
-                b'free the mount with: revfs unmount --force %s; revfs mount then '
-                b'resumes the working copy (revfs doctor tells more)'
-            )
-            % self._root,
+            hint=self._hint(),
         )
 
     def _connect(self):
@@ -197,10 +207,11 @@ class client(object):
             self._fail(_(b'nothing heard for %g s') % self._timeout)
         except OSError as e:
             s.close()
+            # Killed or crashed, the kernel still holds the dead mount.
             raise error.Abort(
                 _(b'the revfs daemon of %s is not running (%s)')
                 % (self._root, encoding.strtolocal(e.strerror or str(e))),
-                hint=_(b'revfs mount resumes the working copy; revfs doctor tells more'),
+                hint=self._hint(_mounted(self._root)),
             )
         self._sock, self._pid, self._buf = s, os.getpid(), b''
 
@@ -237,6 +248,43 @@ class client(object):
                 b'revfs: %s' % resp.get('message', '').encode('utf-8', 'replace')
             )
         return resp
+
+
+def _unescape(field):
+    """A mountinfo field with its octal escapes (a space is \\040) undone."""
+    out, i = bytearray(), 0
+    while i < len(field):
+        if field[i : i + 1] == b'\\' and field[i + 1 : i + 4].isdigit():
+            out.append(int(field[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            out += field[i : i + 1]
+            i += 1
+    return bytes(out)
+
+
+def _mounted(root):
+    """Whether the kernel still lists a revfs mount at root (read from the mount table,
+    never by touching the mount)."""
+    try:
+        with open('/proc/self/mountinfo', 'rb') as f:
+            for line in f:
+                left, sep, right = line.partition(b' - ')
+                fields = left.split(b' ')
+                kind = right.split(b' ')[:2]
+                # fusermount3 records the subtype only with libfuse: the source is ours.
+                if (
+                    sep
+                    and len(fields) > 4
+                    and len(kind) == 2
+                    and kind[0].startswith(b'fuse')
+                    and kind[1].startswith(b'revfs:')
+                    and _unescape(fields[4]) == root
+                ):
+                    return True
+    except (IOError, OSError):
+        pass
+    return False
 
 
 def _path(p):
@@ -283,10 +331,16 @@ class _lazystat(object):
 class revfsdirstate(dirstate.dirstate):
     """hg's dirstate, answered by the daemon (hg 6.3.2's dirstate interface)."""
 
+    # A mount is case-sensitive: never probe it (hg stats .HG, a lookup the daemon would
+    # have to answer even when hg only reads).
+    _checkcase = False
+
     def __init__(self, reporef, *args):
         super(revfsdirstate, self).__init__(*args)
         self._reporef = reporef
-        self._revfs = client(self._ui, self._root)
+        self._revfs = client(
+            self._ui, self._root, os.path.dirname(reporef().sharedpath)
+        )
         self._revfs_reset()
 
     def _revfs_reset(self):

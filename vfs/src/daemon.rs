@@ -567,6 +567,12 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
                 }
             });
     }
+    // The kernel learns the way to the share as soon as the session serves (not from this
+    // thread, which runs the session).
+    let mountpoint = req.mountpoint.clone();
+    let _ = std::thread::Builder::new()
+        .name("revfs-prime".into())
+        .spawn(move || crate::share::prime_kernel_cache(&mountpoint));
     tracing::info!(repo = %req.repo.display(), mountpoint = %req.mountpoint.display(), node = %state.node, "mounted");
     let result = session.run().map_err(mount_err);
     tracing::info!("session ended");

@@ -27,6 +27,26 @@ pub const EXTENSION: &str = include_str!("../../hgext/revfs/__init__.py");
 /// dirstate is revfs's.
 const NOT_SHARED: &[&str] = &["dirstate-v2", "dirstate-tracked-key-v1", "share-safe"];
 
+/// Has the kernel cache the way to the share through the mount: the root's attributes,
+/// the `.hg` name and its target (symlink targets are cached: `FUSE_CACHE_SYMLINKS`; every
+/// entry lives for the mount's long TTL). hg then reaches the share, its hgrc and the
+/// extension without asking the daemon, so that when the daemon is frozen or killed the
+/// extension's deadline, not the kernel's wait, decides what hg says (docs/FORMATS.md,
+/// "Inside the mount"). Called from a thread that is not a FUSE worker, once the mount
+/// serves; errors are nothing to report (the kernel then asks later).
+pub fn prime_kernel_cache(mountpoint: &Path) {
+    let dot_hg = mountpoint.join(".hg");
+    let _ = std::fs::read_link(&dot_hg);
+    let _ = std::fs::metadata(&dot_hg);
+    // Reading a link marks its atime stale in the kernel (even under noatime), which would
+    // send hg's next lstat of `.hg` to the daemon: its attributes are asked for after.
+    let _ = std::fs::symlink_metadata(&dot_hg);
+    let _ = std::fs::symlink_metadata(mountpoint);
+    // hg's path auditor of `.hg` probes the case-swapped name (util.fscasesensitive): its
+    // negative entry is cached too.
+    let _ = std::fs::symlink_metadata(mountpoint.join(".HG"));
+}
+
 /// Writes the share into `state` for the repository at `repo` (its root) and the control
 /// socket `socket`; returns the share's directory, which `.hg` names.
 pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBuf> {

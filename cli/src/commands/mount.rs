@@ -276,6 +276,16 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
                 Ok(Response::Pong { .. })
             )
         {
+            // The daemon primes the kernel's cache of `.hg` too; done here as well, the
+            // mount is primed when this command returns. Bounded: a daemon that hangs now
+            // leaves the thread waiting, and the process's exit ends it.
+            let (done, wait) = std::sync::mpsc::channel();
+            let mountpoint = req.mountpoint.clone();
+            std::thread::spawn(move || {
+                revfs_vfs::share::prime_kernel_cache(&mountpoint);
+                let _ = done.send(());
+            });
+            let _ = wait.recv_timeout(Duration::from_secs(5));
             return Ok(());
         }
         if Instant::now() > deadline {
