@@ -10,6 +10,7 @@ install_deps() {
   command -v cc >/dev/null 2>&1 || missing+=(build-essential)
   command -v fio >/dev/null 2>&1 || missing+=(fio)
   command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
+  command -v strace >/dev/null 2>&1 || missing+=(strace)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     local sudo=""

@@ -353,3 +353,75 @@ fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
     mount.unmount();
 }
+
+/// The working-copy paths `hg ARGS` (run in the mount under strace) touched, and the
+/// directories it listed: every path under the mount's root but `.hg` (the share, off the
+/// mount) and the root itself.
+fn traced(s: &Sides, args: &[&str]) -> (Vec<String>, Vec<String>) {
+    let trace = s._tmp.path().join("trace");
+    let mut full = vec![
+        "-f",
+        "-qq",
+        "-y",
+        "-e",
+        "trace=%file,getdents64",
+        "-o",
+        trace.to_str().unwrap(),
+        "hg",
+    ];
+    full.extend(args);
+    let out = revfs_tests::hg_env(std::process::Command::new("strace").args(&full))
+        .current_dir(&s.mount.dir)
+        .output()
+        .expect("strace (apt-get install strace)");
+    assert!(out.status.success(), "{out:?}");
+    let root = std::fs::canonicalize(&s.mount.dir)
+        .unwrap()
+        .display()
+        .to_string();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let (mut touched, mut listed) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        // Paths appear quoted ("...") or, for file descriptors, in angle brackets (3</...>).
+        for piece in line.split(['"', '<', '>']) {
+            let Some(rest) = piece.strip_prefix(&root) else {
+                continue;
+            };
+            let rel = rest.trim_start_matches('/');
+            if rel.is_empty() || rel == ".hg" || rel == ".HG" || rel.starts_with(".hg/") {
+                continue;
+            }
+            if line.contains("getdents64(") {
+                listed.push(rel.to_owned());
+            } else {
+                touched.push(rel.to_owned());
+            }
+        }
+    }
+    touched.sort();
+    touched.dedup();
+    (touched, listed)
+}
+
+#[test]
+fn hg_status_lists_no_directory_and_stats_no_unchanged_file() {
+    let s = sides();
+    std::fs::write(s.mount.dir.join("a"), "changed\n").unwrap();
+    std::fs::write(s.mount.dir.join("d/new"), "new\n").unwrap();
+    std::fs::remove_file(s.mount.dir.join("gone")).unwrap();
+    for args in [
+        &["status"][..],
+        &["status", "-A"],
+        &["status", "-mardui"],
+        &["id"],
+        &["summary"],
+    ] {
+        assert_eq!(traced(&s, args), (vec![], vec![]), "hg {args:?}");
+    }
+    // The trace does see the tree: a diff reads the changed file (and only it).
+    assert_eq!(
+        traced(&s, &["diff", "--git"]),
+        (vec!["a".to_owned()], vec![]),
+        "hg diff --git"
+    );
+}

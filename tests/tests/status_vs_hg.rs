@@ -261,7 +261,9 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
     desc
 }
 
-fn run_seed(seed: u64, ops: usize, remount_every: usize) {
+/// The fixture repository, an hg clone of its tip (`wc`), the tip's files as hg archives
+/// them (`orig`, to write files back from) and a mount of the tip.
+fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     let repo = fixtures().join("history");
     let tmp = revfs_tests::scratch_dir();
     let wc = tmp.path().join("wc");
@@ -299,6 +301,12 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize) {
     .status
     .success());
     let mount = Mount::new(&repo, Some("tip"));
+    (tmp, wc, originals, mount)
+}
+
+fn run_seed(seed: u64, ops: usize, remount_every: usize) {
+    let repo = fixtures().join("history");
+    let (_tmp, wc, originals, mount) = sides();
     let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut log = Vec::new();
     for i in 0..ops {
@@ -408,5 +416,58 @@ fn status_and_bytes_match_hg_after_random_operations() {
 fn the_journal_survives_remounts_in_the_middle_of_a_sequence() {
     for seed in seeds(1000..1010) {
         run_seed(seed, 60, 17);
+    }
+}
+
+/// Real hg in the mount (its share and the daemon's dirstate) against hg in a clone, after
+/// every random operation: `hg status -A` and `hg diff --git` print the same bytes and exit
+/// alike, and `revfs status -A` prints hg's status.
+fn run_seed_hg_in_mount(seed: u64, ops: usize) {
+    let (_tmp, wc, originals, mount) = sides();
+    let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut log = Vec::new();
+    let root = std::fs::canonicalize(&mount.dir)
+        .unwrap()
+        .display()
+        .to_string();
+    for _ in 0..ops {
+        log.push(random_op(&mut rng, &mount.dir, &wc, &originals));
+        for args in [&["status", "-A"][..], &["diff", "--git"]] {
+            let ours = hg_cmd(&mount.dir, args);
+            let theirs = hg_cmd(&wc, args);
+            let show = |o: &std::process::Output| {
+                (
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout).into_owned(),
+                    String::from_utf8_lossy(&o.stderr).replace(&root, "$ROOT"),
+                )
+            };
+            let wc_root = std::fs::canonicalize(&wc).unwrap().display().to_string();
+            let (a, mut b) = (show(&ours), show(&theirs));
+            b.2 = b.2.replace(&wc_root, "$ROOT");
+            assert!(
+                a == b,
+                "seed {seed}: hg {args:?} in the mount (left) and in a clone (right) differ\n\
+                 {a:#?}\n{b:#?}\nreplay with REVFS_SEED={seed}\noperations:\n  {}",
+                log.join("\n  ")
+            );
+            if args[0] == "status" {
+                let cli = revfs(&mount.dir, args);
+                assert_eq!(
+                    String::from_utf8_lossy(&cli.stdout),
+                    a.1,
+                    "seed {seed}: revfs status -A\noperations:\n  {}",
+                    log.join("\n  ")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn hg_in_the_mount_agrees_with_a_clone_after_each_random_operation() {
+    let ops = revfs_tests::env_or("REVFS_HG_OPS", 20);
+    for seed in seeds(2000..2003) {
+        run_seed_hg_in_mount(seed, ops);
     }
 }
