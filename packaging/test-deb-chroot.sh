@@ -220,6 +220,11 @@ rm dir/sub
 out=$(revfs status | tr '\n' ' ')
 [ "$out" = "M file ! dir/sub ? new.txt " ] || fail "revfs status: $out"
 check "revfs status after edits: $out"
+# Real hg in the mount: the share's hgrc enables the extension the binary carries.
+out=$(HGRCPATH= hg status | tr '\n' ' ')
+[ "$out" = "M file ! dir/sub ? new.txt " ] || fail "hg status in the mount: $out"
+[ -f /usr/share/revfs/hgext/revfs/__init__.py ] || fail "the extension is not installed"
+check "hg status in the mount: $out"
 cd /root
 revfs unmount mnt
 [ ! -e mnt/file ] || fail "mnt/file is still there after unmount"
