@@ -11,9 +11,12 @@ that asks the mount's daemon, over its control socket, for the parents, the stat
 and what is tracked: no hg command lists a directory of the mount or stats an
 unchanged file to learn them. It holds no state: the daemon decides.
 
-Commands that would change the dirstate (add, commit, update...) are not yet
-supported in a mount and stop with an abort before they change anything; the revfs
-commands of the same names do that work.
+Tracking (add, forget, remove, copy, rename, addremove, revert) goes to the daemon:
+hg's changes are kept in memory until hg writes its dirstate, then journaled as revfs
+add, forget and copy journal them, so that revfs and hg see one working copy. Backups
+(a transaction's, a dirstateguard's) are the tracking state written to the share.
+Commands that move the parent (commit, update, strip...) are not yet supported in a
+mount and stop with an abort before they change anything.
 """
 
 import json
@@ -27,6 +30,8 @@ from mercurial.i18n import _
 from mercurial.node import bin, nullid
 from mercurial import (
     commands,
+    pathutil,
+    pycompat,
     dirstate,
     encoding,
     error,
@@ -91,17 +96,10 @@ def extsetup(ui):
 
 
 # hg 6.3.2's commands that change the working copy's files before they tell the
-# dirstate (remove deletes, revert writes...): stopped before they start.
+# dirstate and that a mount does not support yet: stopped before they start.
 CHANGING_COMMANDS = (
-    b'add',
-    b'addremove',
-    b'copy',
-    b'forget',
     b'import',
     b'purge',
-    b'remove',
-    b'rename',
-    b'revert',
 )
 
 
@@ -310,6 +308,17 @@ def _badtype(mode):
     return _(b'unsupported file type (type is %s)') % kind
 
 
+def _lstat_file(path):
+    """path's lstat when it is a file or a symlink, else None (hg's walk results)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+        return st
+    return None
+
+
 class _lazystat(object):
     """An lstat result, made when first read (most walk callers only want names)."""
 
@@ -347,10 +356,53 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_parent = None
         self._revfs_states = {}
         self._revfs_changes = None
+        # Tracking changes not yet sent, in order: ('track', path, how) and
+        # ('copy', dest, source or None). Dropped by invalidate(), as hg drops a
+        # dirstate it did not write.
+        self._revfs_pending = []
+
+    def _revfs_queue(self, op, path, arg):
+        self._revfs_pending.append((op, path, arg))
+        self._revfs_states.pop(path, None)
+        self._revfs_changes = None
+        self._dirty = True
+
+    def _revfs_flush(self):
+        """Sends the pending tracking changes, in order, consecutive ones of a kind in one
+        request: the daemon journals them as revfs add, forget and copy do."""
+        pending, self._revfs_pending = self._revfs_pending, []
+        i = 0
+        while i < len(pending):
+            op, _p, arg = pending[i]
+            j = i
+            while j < len(pending) and pending[j][0] == op and (
+                op == 'copy' or pending[j][2] == arg
+            ):
+                j += 1
+            group = pending[i:j]
+            if op == 'track':
+                self._revfs.request(
+                    {'cmd': 'track', 'paths': _paths(p for _o, p, _a in group), 'track': arg}
+                )
+            else:
+                self._revfs.request(
+                    {
+                        'cmd': 'copy',
+                        'copies': [
+                            [list(d), None if s is None else list(s)]
+                            for _o, d, s in group
+                        ],
+                    }
+                )
+            i = j
+        if pending:
+            self._revfs_states = {}
+            self._revfs_changes = None
 
     # -- what the daemon knows -------------------------------------------------------
 
     def _revfs_status(self, clean=False, ignored=False, unknown=False):
+        self._revfs_flush()
         resp = self._revfs.request(
             {'cmd': 'status', 'clean': clean, 'ignored': ignored, 'unknown': unknown}
         )
@@ -370,6 +422,7 @@ class revfsdirstate(dirstate.dirstate):
         return self._revfs_changes
 
     def _states(self, paths):
+        self._revfs_flush()
         want = [p for p in paths if p not in self._revfs_states]
         if want:
             resp = self._revfs.request({'cmd': 'lookup', 'paths': _paths(want)})
@@ -517,10 +570,73 @@ class revfsdirstate(dirstate.dirstate):
                 roots is None or any(p.startswith(r) for r in roots)
             ):
                 continue
-            results[p] = None if l in '!R' else _lazystat(self._join(p))
+            if l == '!':
+                results[p] = None
+            elif l == 'R':
+                # A removed file may still be there (forgotten): addremove adds it back.
+                # Removed files are few: stat them now.
+                results[p] = _lstat_file(self._join(p))
+            else:
+                results[p] = _lazystat(self._join(p))
         return results
 
-    # -- changes: not yet (the next step); refused before anything is written ---------
+    # -- tracking: kept until write(), then journaled by the daemon ---------------------
+
+    def set_tracked(self, filename, reset_copy=False):
+        """hg 6.3.2's set_tracked: True when filename was not tracked before."""
+        if reset_copy:
+            self._revfs_queue('copy', filename, None)
+        s = self._states([filename])[0]
+        if s['wc']:
+            return False
+        self._check_new_tracked_filename(filename)
+        self._revfs_queue('track', filename, 'default' if s['p1'] else 'added')
+        return True
+
+    def set_untracked(self, filename):
+        """hg 6.3.2's set_untracked: True when filename was tracked (its copy source goes
+        with it)."""
+        s = self._states([filename])[0]
+        if not s['wc']:
+            return False
+        self._revfs_queue('track', filename, 'removed' if s['p1'] else 'default')
+        return True
+
+    def copy(self, source, dest):
+        if source == dest:
+            return
+        if source is not None:
+            self._check_sparse(source)
+        self._revfs_queue('copy', dest, source)
+
+    def set_clean(self, filename, parentfiledata):
+        # Clean or not is the daemon's answer from the content; nothing to record.
+        pass
+
+    def set_possibly_dirty(self, filename):
+        pass
+
+    def _check_new_tracked_filename(self, filename):
+        # hg 6.3.2's checks, asked of the daemon (a directory of tracked files cannot
+        # become a file, nor a tracked file a directory).
+        scmutil.checkfilename(filename)
+        dirs = list(pathutil.finddirs(filename))
+        states = self._states([filename] + dirs)
+        if states[0]['dir']:
+            raise error.Abort(
+                _(b'directory %r already in dirstate') % pycompat.bytestr(filename)
+            )
+        for d, s in zip(dirs, states[1:]):
+            if s['dir']:
+                break
+            if s['wc']:
+                raise error.Abort(
+                    _(b'file %r in dirstate clashes with %r')
+                    % (pycompat.bytestr(d), pycompat.bytestr(filename))
+                )
+        self._check_sparse(filename)
+
+    # -- parents: not yet (the next step); refused before anything is written ---------
 
     def _refuse(self, *args, **kwargs):
         raise error.Abort(
@@ -528,19 +644,74 @@ class revfsdirstate(dirstate.dirstate):
             hint=_(b'use the revfs command of the same name, or hg in a clone'),
         )
 
-    set_tracked = set_untracked = set_clean = set_possibly_dirty = _refuse
-    copy = setparents = setbranch = update_file = update_file_p1 = _refuse
+    setparents = setbranch = update_file = update_file_p1 = _refuse
     rebuild = clear = _refuse
 
     def write(self, tr):
-        # Nothing to write: the daemon keeps the dirstate, and no change is accepted.
+        self._revfs_flush()
         self._dirty = False
 
+    # -- backups: what hg restores when a transaction or a dirstateguard fails ---------
+
+    def _revfs_snapshot(self):
+        """The tracking state as hg would back it up: the added and removed files and the
+        copies (the parent cannot change yet)."""
+        entries, copies = self._revfs_status()
+        maybe = [p for l, p in entries if l == '!']
+        added = {p for l, p in entries if l == 'A'}
+        added.update(p for p, s in zip(maybe, self._states(maybe)) if s['wc'] and not s['p1'])
+        return {
+            'version': 1,
+            'parent': self._pl[0].hex(),
+            'added': sorted(p.decode('utf-8', 'surrogateescape') for p in added),
+            'removed': sorted(
+                p.decode('utf-8', 'surrogateescape') for l, p in entries if l == 'R'
+            ),
+            'copies': sorted(
+                [d.decode('utf-8', 'surrogateescape'), s.decode('utf-8', 'surrogateescape')]
+                for d, s in copies.items()
+            ),
+        }
+
     def savebackup(self, tr, backupname):
-        pass
+        snap = json.dumps(self._revfs_snapshot(), sort_keys=True).encode('ascii')
+        self._opener.write(backupname, snap, atomictemp=True)
 
     def restorebackup(self, tr, backupname):
+        self._revfs_pending = []
+        try:
+            snap = json.loads(self._opener.read(backupname))
+        except (IOError, OSError, ValueError):
+            self.invalidate()
+            return
+        now = self._revfs_snapshot()
+        if snap.get('version') != 1 or snap['parent'] != now['parent']:
+            raise error.Abort(
+                _(b'revfs: cannot restore the dirstate backup %s') % backupname
+            )
+        enc = lambda p: p.encode('utf-8', 'surrogateescape')
+        want = {}
+        for p in now['added'] + now['removed']:
+            want[p] = 'default'
+        for p in snap['added']:
+            want[p] = 'added'
+        for p in snap['removed']:
+            want[p] = 'removed'
+        have = dict((p, 'added') for p in now['added'])
+        have.update((p, 'removed') for p in now['removed'])
+        for p in sorted(want):
+            if have.get(p, 'default') != want[p]:
+                self._revfs_pending.append(('track', enc(p), want[p]))
+        copies_now, copies_then = dict(map(tuple, now['copies'])), dict(
+            map(tuple, snap['copies'])
+        )
+        for d in sorted(set(copies_now) | set(copies_then)):
+            if copies_now.get(d) != copies_then.get(d):
+                s = copies_then.get(d)
+                self._revfs_pending.append(('copy', enc(d), None if s is None else enc(s)))
+        self._revfs_flush()
+        self._opener.unlink(backupname)
         self.invalidate()
 
     def clearbackup(self, tr, backupname):
-        pass
+        self._opener.tryunlink(backupname)

@@ -1,8 +1,9 @@
-//! Real hg inside a mount (step 1: reading). The mount's `.hg` is an hg share of the
-//! repository whose dirstate is the daemon, through revfs's Mercurial extension: the same
-//! edits in a mount and in an hg clone, then the same read-only hg commands in both, must
-//! print the same bytes and exit alike. An hg without the extension refuses the mount;
-//! commands that would change the working copy stop before they change anything.
+//! Real hg inside a mount. The mount's `.hg` is an hg share of the repository whose
+//! dirstate is the daemon, through revfs's Mercurial extension: the same edits in a mount
+//! and in an hg clone, then the same hg commands in both (read-only ones, and the tracking
+//! ones: add, forget, remove, copy, rename, addremove, revert), must print the same bytes
+//! and exit alike. An hg without the extension refuses the mount; commands that would move
+//! the parent stop before they change anything (for now).
 
 use revfs_tests::mount::Mount;
 use revfs_tests::{hg_cmd, revfs};
@@ -232,12 +233,8 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         &["commit", "--amend", "-m", "x"],
         &["update", "0"],
         &["update", "-C", "0"],
-        &["add", "n"],
-        &["addremove"],
-        &["forget", "a"],
-        &["remove", "d/f"],
-        &["copy", "a", "a2"],
-        &["revert", "a"],
+        // addremove first, then the commit refused: hg restores its dirstate backup.
+        &["commit", "-A", "-m", "x"],
         &["branch", "other"],
         &["--config", "extensions.purge=", "purge"],
     ] {
@@ -431,4 +428,83 @@ fn hg_status_lists_no_directory_and_stats_no_unchanged_file() {
         (vec!["a".to_owned()], vec![]),
         "hg diff --git"
     );
+}
+
+#[test]
+fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
+    let s = sides();
+    s.edit(|r| {
+        std::fs::write(r.join("n"), "n\n").unwrap();
+        std::fs::write(r.join("d/o"), "o\n").unwrap();
+        std::fs::create_dir_all(r.join("new")).unwrap();
+        std::fs::write(r.join("new/f"), "f\n").unwrap();
+        std::fs::write(r.join("i.o"), "ignored\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["add", "n"],
+        &["add", "i.o"],
+        &["status"],
+        &["add"],
+        &["add", "nonexist"],
+        &["status", "-C"],
+        &["forget", "d/o"],
+        &["forget", "a"],
+        &["remove", "b.c"],
+        &["remove", "--after", "d/g"],
+        &["copy", "a", "a2"],
+        &["copy", "a", "d/f"],
+        &["copy", "--force", "a", "d/f"],
+        &["rename", "d/sub/h", "d/h2"],
+        &["status", "-C"],
+        &["addremove", "-s", "50"],
+        &["status", "-C"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.edit(|r| {
+        std::fs::remove_file(r.join("e/x")).unwrap();
+        std::fs::write(r.join("u"), "u\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["addremove", "-n"],
+        &["addremove"],
+        &["status", "-C"],
+        &["diff", "--git"],
+        &["revert", "--all", "--no-backup"],
+        &["status", "-C"],
+        &["add", "n", "new/f"],
+        &["forget", "new"],
+        &["status", "-A"],
+        &["revert", "d/g"],
+        &["copy", "--after", "a", "n"],
+        &["status", "-C"],
+        &["remove", "-f", "n"],
+        &["status", "-C"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // From a subdirectory, with relative names.
+    for args in [
+        &["add", "."][..],
+        &["status"],
+        &["forget", "o"],
+        &["status"],
+    ] {
+        s.same("d", args);
+    }
+    // One working copy, two front ends: what revfs tracks, hg sees, and the other way.
+    let ours = revfs(&s.mount.dir, &["add", "u"]);
+    assert!(ours.status.success(), "{ours:?}");
+    assert!(hg_cmd(&s.clone, &["add", "u"]).status.success());
+    s.same("", &["status", "-C"]);
+    s.same("", &["rename", "u", "u2"]);
+    let ours = revfs(&s.mount.dir, &["status", "-C"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-C"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    s.same("", &["verify", "-q"]);
 }

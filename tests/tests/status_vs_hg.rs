@@ -431,7 +431,17 @@ fn run_seed_hg_in_mount(seed: u64, ops: usize) {
         .display()
         .to_string();
     for _ in 0..ops {
-        log.push(random_op(&mut rng, &mount.dir, &wc, &originals));
+        if rng.below(3) == 0 {
+            match random_tracking(&mut rng, &mount.dir, &wc, &root) {
+                Ok(desc) => log.push(desc),
+                Err(e) => panic!(
+                    "seed {seed}: {e}\nreplay with REVFS_SEED={seed}\noperations:\n  {}",
+                    log.join("\n  ")
+                ),
+            }
+        } else {
+            log.push(random_op(&mut rng, &mount.dir, &wc, &originals));
+        }
         for args in [&["status", "-A"][..], &["diff", "--git"]] {
             let ours = hg_cmd(&mount.dir, args);
             let theirs = hg_cmd(&wc, args);
@@ -462,6 +472,64 @@ fn run_seed_hg_in_mount(seed: u64, ops: usize) {
             }
         }
     }
+}
+
+/// One random tracking command (add, forget, remove, copy, rename, addremove, revert) run
+/// by hg in the clone and, in the mount, by hg (compared byte for byte) or by the revfs
+/// command of the same name (compared by exit code: its output is cli_vs_hg's business).
+fn random_tracking(rng: &mut Rng, mount: &Path, wc: &Path, root: &str) -> Result<String, String> {
+    let (files, _) = listing(wc);
+    let pick = |rng: &mut Rng| -> String {
+        rng.pick(&files)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "nothing".into())
+    };
+    let fresh = format!("t{}", rng.below(4));
+    let (args, revfs_too): (Vec<String>, bool) = match rng.below(10) {
+        0 => (vec!["add".into(), pick(rng)], true),
+        1 => (vec!["add".into()], true),
+        2 => (vec!["forget".into(), pick(rng)], true),
+        3 => (vec!["remove".into(), pick(rng)], true),
+        4 => (vec!["remove".into(), "--after".into(), pick(rng)], false),
+        5 => (vec!["copy".into(), pick(rng), fresh], true),
+        6 => (vec!["rename".into(), pick(rng), fresh], true),
+        7 => (vec!["addremove".into()], false),
+        8 => (
+            vec!["revert".into(), "--no-backup".into(), pick(rng)],
+            false,
+        ),
+        _ => (vec!["addremove".into(), "-s".into(), "60".into()], false),
+    };
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let theirs = hg_cmd(wc, &argv);
+    let with_revfs = revfs_too && rng.below(3) == 0;
+    let ours = if with_revfs {
+        revfs(mount, &argv)
+    } else {
+        hg_cmd(mount, &argv)
+    };
+    let wc_root = std::fs::canonicalize(wc).unwrap().display().to_string();
+    // hg warns of each new file's name (portablefilenames) in its walk's order, which in
+    // a clone is the file system's listing order (ext4's hash order): compared as a set.
+    let show = |o: &std::process::Output, r: &str| {
+        let err = String::from_utf8_lossy(&o.stderr).replace(r, "$ROOT");
+        let mut lines: Vec<&str> = err.lines().collect();
+        lines.sort_unstable();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).replace(r, "$ROOT"),
+            lines.join("\n"),
+        )
+    };
+    let (a, b) = (show(&ours, root), show(&theirs, &wc_root));
+    let who = if with_revfs { "revfs" } else { "hg" };
+    let same = if with_revfs { a.0 == b.0 } else { a == b };
+    if !same {
+        return Err(format!(
+            "{who} {args:?} in the mount (left) and hg in a clone (right) differ\n{a:#?}\n{b:#?}"
+        ));
+    }
+    Ok(format!("{who} {args:?}"))
 }
 
 #[test]
