@@ -15,8 +15,10 @@ Tracking (add, forget, remove, copy, rename, addremove, revert) goes to the daem
 hg's changes are kept in memory until hg writes its dirstate, then journaled as revfs
 add, forget and copy journal them, so that revfs and hg see one working copy. Backups
 (a transaction's, a dirstateguard's) are the tracking state written to the share.
-Commands that move the parent (commit, update, strip...) are not yet supported in a
-mount and stop with an abort before they change anything.
+commit, commit --amend and strip --keep move the parent with the files kept: the
+daemon's set_parent, sent after the transaction is final. update, merge and the rest
+of the merge family are not yet supported in a mount and stop with an abort before
+they change anything.
 """
 
 import json
@@ -27,7 +29,7 @@ import time
 import weakref
 
 from mercurial.i18n import _
-from mercurial.node import bin, nullid
+from mercurial.node import bin, hex, nullid
 from mercurial import (
     commands,
     pathutil,
@@ -50,7 +52,7 @@ minimumhgversion = b'6.3'
 
 REQUIREMENT = b'revfs-dirstate-v1'
 # The control protocol version this extension speaks (docs/FORMATS.md).
-PROTOCOL = 2
+PROTOCOL = 3
 # The daemon closes a connection idle for 30 s; reconnect well before.
 REUSE_IDLE = 20.0
 
@@ -123,10 +125,15 @@ def _update(orig, repo, *args, **kwargs):
     return orig(repo, *args, **kwargs)
 
 
-def _strip(orig, ui, repo, *args, **kwargs):
+def _strip(orig, ui, repo, nodelist, *args, **kwargs):
+    # Stripping what is not the working copy's parent only changes the store (amend strips
+    # the commit it replaced after the parent moved); the parent is moved off first by an
+    # update, which a mount does not do through hg yet.
     if _inmount(repo):
-        raise unsupported(b'strip')
-    return orig(ui, repo, *args, **kwargs)
+        p1 = repo.dirstate.p1()
+        if p1 != nullid and repo.unfiltered().revs(b'%ln::%n', nodelist, p1):
+            raise unsupported(b'strip')
+    return orig(ui, repo, nodelist, *args, **kwargs)
 
 
 def reposetup(ui, repo):
@@ -146,9 +153,6 @@ def reposetup(ui, repo):
                 self.nodeconstants,
                 False,
             )
-
-        def commit(self, *args, **kwargs):
-            raise unsupported(b'commit')
 
     repo.__class__ = revfsrepo
 
@@ -360,6 +364,10 @@ class revfsdirstate(dirstate.dirstate):
         # ('copy', dest, source or None). Dropped by invalidate(), as hg drops a
         # dirstate it did not write.
         self._revfs_pending = []
+        # A parent set by hg (setparents, rebuild) and hg's word on the files whose state
+        # changed with it, until written.
+        self._revfs_newparent = None
+        self._revfs_files = {}
 
     def _revfs_queue(self, op, path, arg):
         self._revfs_pending.append((op, path, arg))
@@ -439,6 +447,8 @@ class revfsdirstate(dirstate.dirstate):
 
     @property
     def _pl(self):
+        if self._revfs_newparent is not None:
+            return self._revfs_newparent, nullid
         if self._revfs_parent is None:
             info = self._revfs.request({'cmd': 'info'})
             if info.get('protocol', 1) < PROTOCOL:
@@ -636,19 +646,96 @@ class revfsdirstate(dirstate.dirstate):
                 )
         self._check_sparse(filename)
 
-    # -- parents: not yet (the next step); refused before anything is written ---------
+    # -- parents: a new parent with the files kept (commit, amend, strip --keep) --------
 
     def _refuse(self, *args, **kwargs):
         raise error.Abort(
-            _(b'hg cannot change the working copy of a revfs mount yet'),
+            _(b'hg cannot do this in a revfs mount yet'),
             hint=_(b'use the revfs command of the same name, or hg in a clone'),
         )
 
-    setparents = setbranch = update_file = update_file_p1 = _refuse
-    rebuild = clear = _refuse
+    update_file_p1 = clear = _refuse
+
+    def setparents(self, p1, p2=None):
+        if p2 is None:
+            p2 = nullid
+        if self._parentwriters == 0:
+            raise ValueError(
+                b"cannot set dirstate parent outside of "
+                b"dirstate.parentchange context manager"
+            )
+        if p2 != nullid:
+            raise unsupported(b'merge')
+        self._revfs_newparent = p1
+        self._revfs_states = {}
+        self._revfs_changes = None
+        self._dirty = True
+        return {}
+
+    def update_file(
+        self,
+        filename,
+        wc_tracked,
+        p1_tracked,
+        p2_info=False,
+        possibly_dirty=False,
+        parentfiledata=None,
+    ):
+        if p2_info:
+            raise unsupported(b'merge')
+        self._revfs_files[filename] = bool(wc_tracked)
+        self._revfs_states.pop(filename, None)
+        self._revfs_changes = None
+        self._dirty = True
+
+    def rebuild(self, parent, allfiles, changedfiles=None):
+        if changedfiles is None:
+            # debugrebuilddirstate: the whole manifest; the daemon's state needs no rebuild.
+            raise unsupported(b'debugrebuilddirstate')
+        self._revfs_newparent = parent
+        for f in changedfiles:
+            self._revfs_files[f] = f in allfiles
+        self._revfs_states = {}
+        self._revfs_changes = None
+        self._dirty = True
+
+    def _revfs_sendparent(self):
+        """The daemon makes the parent hg set its own, the files kept as they are."""
+        node, files = self._revfs_newparent, self._revfs_files
+        if node is None:
+            return
+        self._revfs_flush()
+        self._revfs.request(
+            {
+                'cmd': 'set_parent',
+                'node': hex(node).decode('ascii'),
+                'files': [[list(f), t] for f, t in sorted(files.items())],
+            }
+        )
+        self._revfs_newparent, self._revfs_files = None, {}
+        self._revfs_parent = node
+        self._revfs_states = {}
+        self._revfs_changes = None
 
     def write(self, tr):
         self._revfs_flush()
+        if self._revfs_newparent is not None:
+            if tr:
+                # After the transaction's finalization, when the changelog holds the new
+                # revision for the daemon to read (hg writes its dirstate there too).
+                def generate(f):
+                    self._revfs_sendparent()
+                    f.write(hex(self._pl[0]) + b'\n')
+
+                tr.addfilegenerator(
+                    b'revfs-dirstate',
+                    (b'revfs-parent',),
+                    generate,
+                    location=b'plain',
+                    post_finalize=True,
+                )
+            else:
+                self._revfs_sendparent()
         self._dirty = False
 
     # -- backups: what hg restores when a transaction or a dirstateguard fails ---------
@@ -679,6 +766,7 @@ class revfsdirstate(dirstate.dirstate):
 
     def restorebackup(self, tr, backupname):
         self._revfs_pending = []
+        self._revfs_newparent, self._revfs_files = None, {}
         try:
             snap = json.loads(self._opener.read(backupname))
         except (IOError, OSError, ValueError):

@@ -229,13 +229,10 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
     for args in [
-        &["commit", "-m", "x"][..],
-        &["commit", "--amend", "-m", "x"],
-        &["update", "0"],
+        &["update", "0"][..],
         &["update", "-C", "0"],
-        // addremove first, then the commit refused: hg restores its dirstate backup.
-        &["commit", "-A", "-m", "x"],
-        &["branch", "other"],
+        &["update", "null"],
+        &["--config", "extensions.strip=", "strip", "-r", "."],
         &["--config", "extensions.purge=", "purge"],
     ] {
         let out = hg_cmd(&s.mount.dir, args);
@@ -507,4 +504,94 @@ fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
         String::from_utf8_lossy(&theirs.stdout)
     );
     s.same("", &["verify", "-q"]);
+}
+
+#[test]
+fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
+    let s = sides();
+    s.edit(|r| {
+        std::fs::write(r.join("n"), "n\n").unwrap();
+        std::fs::write(r.join("d/o"), "o\n").unwrap();
+        std::fs::write(r.join("a"), "a\na2\na3\n").unwrap();
+    });
+    let log = &[
+        "log",
+        "-T",
+        "{rev}:{node} {branch} {files} {file_copies}\\n",
+    ][..];
+    let steps: &[&[&str]] = &[
+        &["commit", "-m", "named", "-u", "test", "-d", "10 0", "a"],
+        &["status", "-C"],
+        &["commit", "-A", "-m", "all", "-u", "test", "-d", "11 0"],
+        &["status", "-C"],
+        log,
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.edit(|r| {
+        std::fs::write(r.join("n"), "n2\n").unwrap();
+        std::fs::remove_file(r.join("x y")).unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &[
+            "commit", "--amend", "-m", "amended", "-u", "test", "-d", "12 0",
+        ],
+        &["status", "-C"],
+        &["remove", "x y"],
+        &["copy", "a", "a3"],
+        &["branch", "feature"],
+        &["commit", "-m", "copy", "-u", "test", "-d", "13 0"],
+        &["status", "-C"],
+        &["commit", "-m", "nothing", "-u", "test", "-d", "14 0"],
+        log,
+        &["bookmark", "bm"],
+        &["add", "n.c"],
+        &["status"],
+    ];
+    s.edit(|r| std::fs::write(r.join("n.c"), "c\n").unwrap());
+    for args in steps {
+        s.same("", args);
+    }
+    // A transaction a hook aborts leaves the parent and the tracking as they were.
+    let steps: &[&[&str]] = &[
+        &[
+            "commit",
+            "-m",
+            "hooked",
+            "-u",
+            "test",
+            "-d",
+            "15 0",
+            "--config",
+            "hooks.pretxncommit=false",
+        ],
+        &["status", "-C"],
+        &["commit", "-m", "bm moves", "-u", "test", "-d", "16 0"],
+        &["bookmarks"],
+        log,
+        // The parent goes back one revision, every file stays: hg's dirstate rebuild.
+        &[
+            "--config",
+            "extensions.strip=",
+            "strip",
+            "--keep",
+            "-r",
+            ".",
+        ],
+        &["status", "-C"],
+        &["summary"],
+        log,
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // revfs sees the same working copy.
+    let ours = revfs(&s.mount.dir, &["status", "-C"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-C"]);
+    assert_eq!(ours.stdout, theirs.stdout);
+    let ours = revfs(&s.mount.dir, &["parents", "-T", "{node}\\n"]);
+    let theirs = hg_cmd(&s.clone, &["parents", "-T", "{node}\\n"]);
+    assert_eq!(ours.stdout, theirs.stdout);
 }

@@ -83,6 +83,13 @@ pub enum Request {
     Lookup {
         paths: Vec<Vec<u8>>,
     },
+    /// Makes `node` (hex) the working-copy parent without touching a file (hg's commit,
+    /// amend, `strip --keep` in a mount); `files`: the paths whose state hg changed with
+    /// it, each tracked in the working copy or not. Protocol version 3.
+    SetParent {
+        node: String,
+        files: Vec<(Vec<u8>, bool)>,
+    },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
     /// unmount left files open.
@@ -116,7 +123,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 fn protocol_one() -> u32 {
     1

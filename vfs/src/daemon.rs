@@ -234,6 +234,14 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 Err(e) => return Err(e),
             }
         }
+        Request::SetParent { node, files } => {
+            let node = Node::from_hex(node.as_bytes())
+                .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
+            wc.set_parent(node, &files)?;
+            ctx.save_parent(node);
+            tracing::info!(node = %node.to_hex(), files = files.len(), "new parent, working copy kept");
+            Response::Done
+        }
         Request::Update { node, clean } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;

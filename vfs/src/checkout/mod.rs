@@ -16,6 +16,7 @@
 
 mod commit;
 mod prefetch;
+mod reparent;
 mod update;
 
 use crate::journal::{PutEntry, Record, Track};

@@ -520,7 +520,7 @@ impl WorkingCopy {
 
     /// Makes room in the journal for the record of a change about to be made, so that a
     /// full disk refuses the change (ENOSPC) instead of leaving it out of the journal.
-    fn room(&self) -> Result<()> {
+    pub(crate) fn room(&self) -> Result<()> {
         Ok(self.journal().reserve()?)
     }
 
