@@ -16,9 +16,10 @@ hg's changes are kept in memory until hg writes its dirstate, then journaled as 
 add, forget and copy journal them, so that revfs and hg see one working copy. Backups
 (a transaction's, a dirstateguard's) are the tracking state written to the share.
 commit, commit --amend and strip --keep move the parent with the files kept: the
-daemon's set_parent, sent after the transaction is final. update, merge and the rest
-of the merge family are not yet supported in a mount and stop with an abort before
-they change anything.
+daemon's set_parent, sent after the transaction is final. An update that is not a
+merge is the daemon's in-place update, with hg's checks, hooks and bookkeeping around
+it. Merges, and updates over local changes they would merge, are not yet supported in
+a mount and stop with an abort before they change anything.
 """
 
 import json
@@ -38,6 +39,7 @@ from mercurial import (
     encoding,
     error,
     extensions,
+    obsutil,
     localrepo,
     merge as mergemod,
     policy,
@@ -118,11 +120,96 @@ def _inmount(repo):
     return REQUIREMENT in getattr(repo, 'requirements', ())
 
 
-def _update(orig, repo, *args, **kwargs):
-    wc = kwargs.get('wc')
-    if _inmount(repo) and not (wc is not None and wc.isinmemory()):
-        raise unsupported(b'update')
-    return orig(repo, *args, **kwargs)
+def _update(
+    orig,
+    repo,
+    node,
+    branchmerge,
+    force,
+    ancestor=None,
+    mergeancestor=False,
+    labels=None,
+    matcher=None,
+    mergeforce=False,
+    updatedirstate=True,
+    updatecheck=None,
+    wc=None,
+):
+    """hg 6.3.2's merge._update: a clean update (or one whose local changes are not in
+    the way) is the daemon's in-place update; anything else is not done in a mount yet."""
+    args = (repo, node, branchmerge, force)
+    kwargs = dict(
+        ancestor=ancestor,
+        mergeancestor=mergeancestor,
+        labels=labels,
+        matcher=matcher,
+        mergeforce=mergeforce,
+        updatedirstate=updatedirstate,
+        updatecheck=updatecheck,
+        wc=wc,
+    )
+    if not _inmount(repo) or (wc is not None and wc.isinmemory()):
+        return orig(*args, **kwargs)
+    partial = not (matcher is None or matcher.always())
+    if branchmerge or ancestor is not None or mergeforce or partial or not updatedirstate:
+        raise unsupported(b'merge')
+    with repo.wlock():
+        stats = _daemonupdate(repo, repo[node], force, updatecheck)
+    if stats is None:
+        # Untracked files differ from the target's: hg finds them and aborts with its
+        # own message before it writes anything.
+        return orig(*args, **kwargs)
+    return stats
+
+
+def _daemonupdate(repo, p2, force, updatecheck):
+    """hg's checks of a non-merge update, then the daemon's update (O(changes), nothing
+    materialized), then hg's bookkeeping: updatestate, the parent, the branch, the hooks.
+    None when untracked files are in the way."""
+    wc = repo[None]
+    p1 = wc.p1()
+    ds = repo.dirstate
+    if not force:
+        ms = wc.mergestate()
+        if ms.unresolvedcount():
+            raise error.StateError(
+                _(b"outstanding merge conflicts"), hint=_(b"use 'hg resolve' to resolve")
+            )
+        if p1 == p2:
+            repo.hook(b'preupdate', throw=True, parent1=p2.hex(), parent2=b'')
+            repo.hook(b'update', parent1=p2.hex(), parent2=b'', error=0)
+            return mergemod.updateresult(0, 0, 0, 0)
+        if updatecheck in (None, mergemod.UPDATECHECK_LINEAR):
+            pas = [p1.ancestor(p2)]
+            if pas not in ([p1], [p2]) and wc.dirty(missing=True):
+                if p2.node() not in obsutil.foreground(repo, [p1.node()]):
+                    raise error.UpdateAbort(
+                        _(b"uncommitted changes"),
+                        hint=_(b"commit or update --clean to discard changes"),
+                    )
+    xp2 = p2.hex()
+    repo.hook(b'preupdate', throw=True, parent1=xp2, parent2=b'')
+    repo.vfs.write(b'updatestate', xp2)
+    ds._revfs_flush()
+    resp = ds._revfs.request(
+        {'cmd': 'update', 'node': xp2.decode('ascii'), 'clean': bool(force)}
+    )
+    if resp.get('reply') == 'conflicts':
+        repo.vfs.unlink(b'updatestate')
+        if resp.get('untracked'):
+            return None
+        raise error.Abort(
+            _(b'hg update over local changes it would merge does not work in a revfs mount yet'),
+            hint=_(b'commit or shelve them first, or update --clean to discard them'),
+        )
+    if resp.get('reply') != 'updated':
+        raise error.Abort(b'revfs: unexpected answer from the daemon')
+    with ds.parentchange():
+        ds._revfs_followed(p2.node())
+        ds.setbranch(p2.branch())
+    repo.vfs.unlink(b'updatestate')
+    repo.hook(b'update', parent1=xp2, parent2=b'', error=0)
+    return mergemod.updateresult(resp['updated'], 0, resp['removed'], 0)
 
 
 def _strip(orig, ui, repo, nodelist, *args, **kwargs):
@@ -698,6 +785,13 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_states = {}
         self._revfs_changes = None
         self._dirty = True
+
+    def _revfs_followed(self, node):
+        """The daemon made node the parent itself (an update): nothing to send."""
+        self._revfs_newparent, self._revfs_files = None, {}
+        self._revfs_parent = node
+        self._revfs_states = {}
+        self._revfs_changes = None
 
     def _revfs_sendparent(self):
         """The daemon makes the parent hg set its own, the files kept as they are."""

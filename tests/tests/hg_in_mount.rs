@@ -228,11 +228,10 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         revfs(&s.mount.dir, &["status", "-A"]).stdout,
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
+    // `a` changed here and between revisions 0 and 1: an update to 0 would merge it.
     for args in [
         &["update", "0"][..],
-        &["update", "-C", "0"],
-        &["update", "null"],
-        &["--config", "extensions.strip=", "strip", "-r", "."],
+        &["merge", "0"],
         &["--config", "extensions.purge=", "purge"],
     ] {
         let out = hg_cmd(&s.mount.dir, args);
@@ -593,5 +592,73 @@ fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
     assert_eq!(ours.stdout, theirs.stdout);
     let ours = revfs(&s.mount.dir, &["parents", "-T", "{node}\\n"]);
     let theirs = hg_cmd(&s.clone, &["parents", "-T", "{node}\\n"]);
+    assert_eq!(ours.stdout, theirs.stdout);
+}
+
+#[test]
+fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
+    let s = sides();
+    s.edit(|r| {
+        std::fs::write(r.join("n"), "n\n").unwrap();
+        std::fs::remove_file(r.join("e/x")).unwrap();
+        std::fs::write(r.join("a"), "a\na2\nthird\n").unwrap();
+    });
+    let log = &[
+        "log",
+        "-r",
+        ".",
+        "-T",
+        "{rev}:{node} {branch} {activebookmark}\\n",
+    ][..];
+    let steps: &[&[&str]] = &[
+        &["commit", "-A", "-m", "third", "-u", "test", "-d", "20 0"],
+        &["update", "0"],
+        &["status", "-A"],
+        log,
+        &["update", "tip"],
+        &["status", "-A"],
+        &["update", "null"],
+        &["status", "-A"],
+        &["files"],
+        &["update", "1"],
+        log,
+        &["update", "1"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // Local changes the update does not touch stay; --check refuses them; -C drops them.
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "local\n").unwrap();
+        std::fs::write(r.join("u"), "unknown\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["update", "2"],
+        &["status"],
+        &["update", "--check", "1"],
+        &["update", "-C", "1"],
+        &["status"],
+        &["bookmark", "-r", "2", "bm"],
+        &["update", "bm"],
+        &["bookmarks"],
+        log,
+        &["update", "1"],
+        &["bookmarks"],
+        &["update"],
+        log,
+        &["branch"],
+        &["summary"],
+        // strip of the parent: hg updates away first (the daemon's update), then strips.
+        &["--config", "extensions.strip=", "strip", "-r", "."],
+        log,
+        &["status", "-A"],
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    assert!(!s.mount.dir.join(".hg/updatestate").exists());
+    let ours = revfs(&s.mount.dir, &["status", "-A"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
     assert_eq!(ours.stdout, theirs.stdout);
 }
