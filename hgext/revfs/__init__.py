@@ -92,6 +92,7 @@ def extsetup(ui):
     # stopped before it starts (an in-memory merge writes nothing).
     extensions.wrapfunction(mergemod, '_update', _update)
     extensions.wrapfunction(repair, 'strip', _strip)
+    extensions.wrapfunction(scmutil, 'casecollisionauditor', _casecollisionauditor)
     for name in CHANGING_COMMANDS:
         try:
             extensions.wrapcommand(commands.table, name, _refusecommand(name))
@@ -160,6 +161,34 @@ def _update(
         # own message before it writes anything.
         return orig(*args, **kwargs)
     return stats
+
+
+def _casecollisionauditor(orig, ui, abort, ds):
+    if isinstance(ds, revfsdirstate):
+        return _mountauditor(ui, abort, ds)
+    return orig(ui, abort, ds)
+
+
+class _mountauditor(object):
+    """hg 6.3.2's scmutil.casecollisionauditor without folding every tracked path: the
+    daemon names the case variants of each new file."""
+
+    def __init__(self, ui, abort, ds):
+        self._ui, self._abort, self._ds = ui, abort, ds
+        self._lowered = set()
+        self._newfiles = set()
+
+    def __call__(self, f):
+        if f in self._newfiles:
+            return
+        fl = encoding.lower(f)
+        if (fl in self._lowered or self._ds._revfs_case_variants(f)) and f not in self._ds:
+            msg = _(b'possible case-folding collision for %s') % f
+            if self._abort:
+                raise error.StateError(msg)
+            self._ui.warn(_(b"warning: %s\n") % msg)
+        self._lowered.add(fl)
+        self._newfiles.add(f)
 
 
 def _daemonupdate(repo, p2, force, updatecheck):
@@ -785,6 +814,11 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_states = {}
         self._revfs_changes = None
         self._dirty = True
+
+    def _revfs_case_variants(self, path):
+        self._revfs_flush()
+        resp = self._revfs.request({'cmd': 'case_variants', 'paths': _paths([path])})
+        return resp['entries'][0]
 
     def _revfs_followed(self, node):
         """The daemon made node the parent itself (an update): nothing to send."""

@@ -481,6 +481,16 @@ fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
     for args in steps {
         s.same("", args);
     }
+    // hg's case-folding warnings, from the daemon's case variants of each new file.
+    s.edit(|r| {
+        std::fs::write(r.join("A"), "A\n").unwrap();
+        std::fs::write(r.join("d/F"), "F\n").unwrap();
+        std::fs::create_dir_all(r.join("D")).unwrap();
+        std::fs::write(r.join("D/g"), "g\n").unwrap();
+    });
+    for args in [&["add", "A", "d/F"][..], &["add", "D/g"], &["status"]] {
+        s.same("", args);
+    }
     // From a subdirectory, with relative names.
     for args in [
         &["add", "."][..],

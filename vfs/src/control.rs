@@ -83,6 +83,11 @@ pub enum Request {
     Lookup {
         paths: Vec<Vec<u8>>,
     },
+    /// For each of `paths`, the other paths hg's dirstate holds (tracked or removed) that
+    /// equal it but for case (hg's case-collision warning on `add`). Protocol version 3.
+    CaseVariants {
+        paths: Vec<Vec<u8>>,
+    },
     /// Makes `node` (hex) the working-copy parent without touching a file (hg's commit,
     /// amend, `strip --keep` in a mount); `files`: the paths whose state hg changed with
     /// it, each tracked in the working copy or not. Protocol version 3.
@@ -184,6 +189,10 @@ pub enum Response {
     /// Answer to [`Request::Lookup`], one per path in order.
     Lookup {
         entries: Vec<PathState>,
+    },
+    /// One list of paths per path asked (`case_variants`).
+    CaseVariants {
+        entries: Vec<Vec<Vec<u8>>>,
     },
     /// What a prefetch read: files and bytes of content.
     Prefetched {

@@ -234,6 +234,12 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 Err(e) => return Err(e),
             }
         }
+        Request::CaseVariants { paths } => Response::CaseVariants {
+            entries: paths
+                .iter()
+                .map(|p| wc.case_variants(p))
+                .collect::<Result<_, _>>()?,
+        },
         Request::SetParent { node, files } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;

@@ -175,3 +175,80 @@ pub(super) fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
         }
     }
 }
+
+/// A path as hg's `encoding.lower` folds it: ASCII lowercased, UTF-8 lowercased as
+/// Unicode, anything else as it is.
+fn fold_case(path: &[u8]) -> Vec<u8> {
+    if path.is_ascii() {
+        return path.to_ascii_lowercase();
+    }
+    match std::str::from_utf8(path) {
+        Ok(s) => s.to_lowercase().into_bytes(),
+        Err(_) => path.to_vec(),
+    }
+}
+
+impl WorkingCopy {
+    /// The paths hg's dirstate iterates (tracked, or removed) that equal `path` but for
+    /// case, `path` itself aside: for hg's case-collision warning on `add`, asked per new
+    /// file instead of folding every tracked path. Found through the working tree's
+    /// directories whose names fold alike (loading them), and the removed files.
+    pub fn case_variants(&self, path: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let want = fold_case(path);
+        let parts: Vec<Vec<u8>> = path.split(|&b| b == b'/').map(fold_case).collect();
+        let mut inner = self.write();
+        // (inode, its path) of the directories matching the components so far.
+        let mut level: Vec<(u64, Vec<u8>)> = vec![(ROOT_INO, Vec::new())];
+        let mut found = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            let mut next = Vec::new();
+            for (ino, prefix) in &level {
+                if !inner.is_dir(*ino) {
+                    continue;
+                }
+                let matching: Vec<(Vec<u8>, u64)> = inner
+                    .children(*ino)?
+                    .iter()
+                    .filter(|(n, _)| fold_case(n) == *part)
+                    .map(|(n, i)| (n.to_vec(), i))
+                    .collect();
+                for (name, child) in matching {
+                    let full = if prefix.is_empty() {
+                        name
+                    } else {
+                        [prefix.as_slice(), b"/", &name].concat()
+                    };
+                    if last {
+                        found.push(full);
+                    } else {
+                        next.push((child, full));
+                    }
+                }
+            }
+            level = next;
+        }
+        drop(inner);
+        let removed: Vec<Vec<u8>> = {
+            let inner = self.read();
+            inner
+                .tracking
+                .iter()
+                .filter(|(p, t)| **t == Track::Removed && fold_case(p) == want)
+                .map(|(p, _)| p.clone())
+                .collect()
+        };
+        found.extend(removed);
+        found.retain(|p| p.as_slice() != path);
+        let states = self.path_states(&found)?;
+        let mut out: Vec<Vec<u8>> = found
+            .into_iter()
+            .zip(states)
+            .filter(|(_, s)| s.p1 || s.wc)
+            .map(|(p, _)| p)
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
