@@ -525,14 +525,14 @@ class revfsdirstate(dirstate.dirstate):
 
     # -- what the daemon knows -------------------------------------------------------
 
-    def _revfs_status(self, clean=False, ignored=False, unknown=False):
+    def _revfs_status(self, clean=False, ignored=False, unknown=False, warn=True):
         self._revfs_flush()
         resp = self._revfs.request(
             {'cmd': 'status', 'clean': clean, 'ignored': ignored, 'unknown': unknown}
         )
         if resp.get('reply') != 'status':
             raise error.Abort(b'revfs: unexpected answer from the daemon')
-        for w in resp.get('warnings', []):
+        for w in resp.get('warnings', []) if warn else []:
             self._ui.warn(w.encode('utf-8', 'surrogateescape') + b'\n')
         entries = [(l, _path(p)) for l, p in resp['entries']]
         copies = {_path(d): _path(s) for d, s in resp['copies']}
@@ -681,9 +681,16 @@ class revfsdirstate(dirstate.dirstate):
     def walk(self, match, subrepos, unknown, ignored, full=True):
         """hg's walk from the daemon's status: the tracked files that match, the unknown
         (or ignored) files that match below a directory walked, the files named. Stat
-        results come only when a caller reads one."""
-        entries, copies = self._revfs_status(clean=True, ignored=ignored, unknown=unknown)
+        results come only when a caller reads one. Clean files are asked for only when
+        the caller wants every tracked file (full) and the matcher is more than a list of
+        file names (hg add FILE names them; addremove does not want them)."""
+        entries, copies = self._revfs_status(ignored=ignored, unknown=unknown)
         roots, named = self._explicit(match, dict((p, l) for l, p in entries))
+        names_only = match.isexact() or (match.prefix() and roots == [])
+        if full and not names_only:
+            entries, copies = self._revfs_status(
+                clean=True, ignored=ignored, unknown=unknown, warn=False
+            )
         always = match.always()
         results = {}
         for f in sorted(named):
