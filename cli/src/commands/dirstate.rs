@@ -404,16 +404,9 @@ impl CaseAuditor<'_, '_> {
     }
 }
 
-/// `encoding.lower` with a UTF-8 local encoding: ASCII folding for ASCII names, Unicode
-/// folding for UTF-8 ones, ASCII folding of the bytes otherwise.
+/// `encoding.lower` with a UTF-8 local encoding.
 fn lower(s: &[u8]) -> Vec<u8> {
-    if s.is_ascii() {
-        return s.to_ascii_lowercase();
-    }
-    match std::str::from_utf8(s) {
-        Ok(u) => u.to_lowercase().into_bytes(),
-        Err(_) => s.to_ascii_lowercase(),
-    }
+    revfs_vfs::wc::fold_case(s)
 }
 
 /// A working-copy file's bytes (a symlink's target), read through the directory it is

@@ -18,6 +18,7 @@ mod tracking;
 mod write;
 mod xattr;
 
+pub use tracking::fold_case;
 use tracking::{set_copy, set_track};
 
 use crate::children::Children;

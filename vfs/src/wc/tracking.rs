@@ -176,15 +176,15 @@ pub(super) fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
     }
 }
 
-/// A path as hg's `encoding.lower` folds it: ASCII lowercased, UTF-8 lowercased as
-/// Unicode, anything else as it is.
-fn fold_case(path: &[u8]) -> Vec<u8> {
+/// A path as hg's `encoding.lower` folds it with a UTF-8 local encoding: ASCII folding
+/// for ASCII names, Unicode folding for UTF-8 ones, ASCII folding of the bytes otherwise.
+pub fn fold_case(path: &[u8]) -> Vec<u8> {
     if path.is_ascii() {
         return path.to_ascii_lowercase();
     }
     match std::str::from_utf8(path) {
         Ok(s) => s.to_lowercase().into_bytes(),
-        Err(_) => path.to_vec(),
+        Err(_) => path.to_ascii_lowercase(),
     }
 }
 
