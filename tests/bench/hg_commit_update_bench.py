@@ -7,7 +7,8 @@ Usage: tests/bench/hg_commit_update_bench.py CORPUS... [--scratch DIR] [--runs N
 CORPUS comes from ../shared/corpus/make-corpus.sh (two revisions, r1 changes 1% of the
 files). The native side is a clone of CORPUS, the mount's repository a clone without a
 working copy (so that commits never touch CORPUS); both are made in --scratch and removed
-at the end. hyperfine -N, 2 warm-ups; each command runs as `hg --cwd DIR ...`.
+at the end. hyperfine -N, 2 warm-ups; each command runs as `hg --cwd DIR ...`, and the update pair
+also as `chg --cwd DIR ...` (hg's command server, one per tree).
 """
 import argparse, json, os, shutil, subprocess, tempfile
 
@@ -51,6 +52,7 @@ def bench(corpus, a):
     with open(listing, 'w') as fh:
         fh.write('\n'.join(files[:1000]) + '\n')
     rows = []
+    chg_env = {}
     try:
         for d in (native, mnt):
             sh('hg --cwd %s status -q' % d, env=renv, stdout=subprocess.DEVNULL)
@@ -64,6 +66,13 @@ def bench(corpus, a):
             rows.append((label, r['native'], r['mount']))
 
         both('hg update 0, then back to 1', "sh -c 'hg --cwd DIR update -q 0 && hg --cwd DIR update -q 1'")
+        # The same under chg, hg's command server (one per tree, started by the warm-ups):
+        # no Python start-up per command, which is most of an update in a mount.
+        for side, d in trees:
+            chg_env[side] = dict(renv, CHGSOCKNAME=os.path.join(work, 'chg-%s' % side))
+        r = {side: hyperfine('chg update', "sh -c 'chg --cwd %s update -q 0 && chg --cwd %s update -q 1'"
+                             % (d, d), a.runs, chg_env[side]) for side, d in trees}
+        rows.append(('chg update 0, then back to 1', r['native'], r['mount']))
         both('hg add of one new file', 'hg --cwd DIR add bench-new-file',
              prepare="sh -c 'hg --cwd DIR forget -q bench-new-file 2>/dev/null; echo new > DIR/bench-new-file'")
         sh("hg --cwd %s forget -q bench-new-file; rm %s/bench-new-file" % (native, native))
@@ -79,6 +88,9 @@ def bench(corpus, a):
                               capture_output=True).stdout for _, d in trees]
         assert ids[0] == ids[1], ids
     finally:
+        for env in chg_env.values():
+            # The server's socket is CHGSOCKNAME.PID (chg --kill-chg-daemon misses it).
+            subprocess.run(['pkill', '-f', '--address %s' % env['CHGSOCKNAME']])
         sh('%s unmount %s' % (REVFS, mnt), env=renv)
         shutil.rmtree(work)
     return name, len(files), rows

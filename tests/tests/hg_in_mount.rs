@@ -220,6 +220,39 @@ fn hg_without_the_extension_refuses_the_mount() {
 }
 
 #[test]
+fn the_extension_is_compiled_once_even_where_python_may_not_write_bytecode() {
+    // Python compiles an extension without a bytecode cache at every hg command (~10 ms);
+    // under PYTHONDONTWRITEBYTECODE it never writes one, so the extension writes its own.
+    let s = sides();
+    let cache = s.mount.state_dir().join("hgext/revfs/__pycache__");
+    let _ = std::fs::remove_dir_all(&cache);
+    let run = || {
+        let out = revfs_tests::hg_env(
+            std::process::Command::new("hg")
+                .args(["id", "-r", "."])
+                .current_dir(&s.mount.dir)
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    run();
+    let written: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let modified = std::fs::metadata(&written[0]).unwrap().modified().unwrap();
+    run();
+    assert_eq!(
+        std::fs::metadata(&written[0]).unwrap().modified().unwrap(),
+        modified,
+        "a valid cache is kept"
+    );
+}
+
+#[test]
 fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
     let s = sides();
     std::fs::write(s.mount.dir.join("a"), "changed\n").unwrap();
@@ -632,6 +665,17 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
         &["files"],
         &["update", "1"],
         log,
+        &["update", "1"],
+        // A named branch: the daemon's update tells hg the branch it writes.
+        &["branch", "feature"],
+        &["commit", "-m", "on feature", "-u", "test", "-d", "21 0"],
+        &["update", "1"],
+        &["branch"],
+        &["update", "feature"],
+        &["branch"],
+        log,
+        &["update", "null"],
+        &["branch"],
         &["update", "1"],
     ];
     for args in steps {

@@ -354,3 +354,34 @@ fn commands_inside_a_mount_use_its_repository_and_revision() {
             .collect::<Vec<u8>>()
     );
 }
+
+#[test]
+fn an_ioctl_is_refused_as_ext4_refuses_it_and_leaves_no_log_line() {
+    // Every Python open() asks whether the file is a terminal (TCGETS): the kernel sends
+    // it to the daemon each time, which must answer ENOTTY without logging it.
+    use std::os::fd::AsRawFd;
+    let repo = fixtures().join("tiny");
+    let mount = Mount::new(&repo, None);
+    let before = mount.log().matches("ioctl").count();
+    let f = std::fs::File::open(mount.dir.join("a.txt")).unwrap();
+    for _ in 0..20 {
+        let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: TCGETS fills the termios we pass, or fails.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), libc::TCGETS, t.as_mut_ptr()) };
+        assert_eq!(rc, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTTY)
+        );
+    }
+    assert_eq!(
+        std::io::Read::bytes(&f).count() as u64,
+        std::fs::metadata(mount.dir.join("a.txt")).unwrap().len()
+    );
+    assert_eq!(
+        mount.log().matches("ioctl").count(),
+        before,
+        "{}",
+        mount.log()
+    );
+}

@@ -178,6 +178,10 @@ pub enum Response {
     Updated {
         updated: usize,
         removed: usize,
+        /// The new parent's branch, so that hg need not read its changeset again (absent
+        /// from older daemons' answers: empty, meaning ask the store).
+        #[serde(default)]
+        branch: Vec<u8>,
     },
     /// The update would overwrite changes to these paths; `untracked`: they are untracked
     /// files that differ from the target's (absent in older daemons' answers: false).

@@ -273,6 +273,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                     Response::Updated {
                         updated: outcome.updated,
                         removed: outcome.removed,
+                        branch: outcome.branch,
                     }
                 }
                 Err(WcError::UncommittedChanges(paths)) => Response::Conflicts {

@@ -855,6 +855,24 @@ impl Filesystem for RevFs {
         )
     }
 
+    /// No ioctl is supported. Every Python `open()` asks for one (`TCGETS`, to learn
+    /// whether the file is a terminal) and the kernel sends each: answered as ext4 answers
+    /// an ioctl it does not know, at once and without a log line (fuser's default logs a
+    /// warning per call, which grew the log by 150 bytes per file hg read).
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
+    }
+
     fn lseek(
         &self,
         _req: &Request,

@@ -75,7 +75,14 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
 
     let ext_dir = state.join("hgext").join("revfs");
     std::fs::create_dir_all(&ext_dir)?;
-    replace(&ext_dir.join("__init__.py"), EXTENSION.as_bytes())?;
+    if replace(&ext_dir.join("__init__.py"), EXTENSION.as_bytes())? {
+        // The extension writes its bytecode cache when Python may not; one made from
+        // another version of it must go (Python would compile it at every command).
+        match std::fs::remove_dir_all(ext_dir.join("__pycache__")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
     let mut rc = Vec::new();
     rc.extend_from_slice(
         b"# Written by revfs at each mount; your settings go in hgrc, which includes this.\n\
@@ -95,13 +102,15 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
 
 /// Writes `data` to `path` through a temporary file and a rename, unless `path` already
 /// holds it (the usual case at a remount: no write, no fsync on the way to mounting).
-fn replace(path: &Path, data: &[u8]) -> std::io::Result<()> {
+/// True when it wrote.
+fn replace(path: &Path, data: &[u8]) -> std::io::Result<bool> {
     if std::fs::read(path).is_ok_and(|old| old == data) {
-        return Ok(());
+        return Ok(false);
     }
     let tmp = path.with_extension("revfs-tmp");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(data)?;
     f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    Ok(true)
 }

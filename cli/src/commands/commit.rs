@@ -411,7 +411,9 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         clean: args.clean,
     };
     match progress::request(&ws, &req, &mut bar)? {
-        Response::Updated { updated, removed } => {
+        Response::Updated {
+            updated, removed, ..
+        } => {
             if had_cwd && std::env::current_dir().is_err() {
                 eprintln!(
                     "current directory was removed\n(consider changing to repo root: {})",

@@ -80,6 +80,8 @@ pub struct UpdateOutcome {
     pub invalidations: Vec<Invalidation>,
     /// Paths reverted by `--clean` (invalidated by path).
     pub reverted: Vec<Vec<u8>>,
+    /// The new parent's branch name (`default` for the null revision).
+    pub branch: Vec<u8>,
 }
 
 /// A working-copy path as the journal rewrite sees it.

@@ -8,6 +8,7 @@ use crate::status::StatusRequest;
 use crate::wc::{
     perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
 };
+use revfs_store::changelog::Changeset;
 use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,11 +34,21 @@ impl WorkingCopy {
         let _one = self.transition_lock();
         let t0 = std::time::Instant::now();
         tick(progress, "checking", 0, 0);
-        let target = Arc::new(
-            repo.manifest_at(&node)?
-                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
-        );
-        let mut out = UpdateOutcome::default();
+        // One read of the target's changeset: its manifest, and its branch for hg.
+        let changeset = if node.is_null() {
+            Changeset::default()
+        } else {
+            let rev = repo
+                .changelog()
+                .rev_of(&node)
+                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
+            repo.changeset(rev)?
+        };
+        let target = Arc::new(repo.manifest(&changeset.manifest)?);
+        let mut out = UpdateOutcome {
+            branch: changeset.branch().to_vec(),
+            ..UpdateOutcome::default()
+        };
         let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
         // Tracked files already gone (R, !): hg's working manifest does not have them, so
         // an update that removes them too neither touches nor counts them.
