@@ -40,6 +40,7 @@ from mercurial import (
     encoding,
     error,
     extensions,
+    hg,
     obsutil,
     localrepo,
     merge as mergemod,
@@ -112,6 +113,8 @@ def extsetup(ui):
     # stopped before it starts (an in-memory merge writes nothing).
     extensions.wrapfunction(mergemod, '_update', _update)
     extensions.wrapfunction(repair, 'strip', _strip)
+    # hg unshare (share's command) would copy the store into the mount's .hg.
+    extensions.wrapfunction(hg, 'unshare', _unshare)
     extensions.wrapfunction(scmutil, 'casecollisionauditor', _casecollisionauditor)
     for name in CHANGING_COMMANDS:
         try:
@@ -135,6 +138,15 @@ def _refusecommand(name):
         return orig(ui, repo, *args, **kwargs)
 
     return wrapper
+
+
+def _unshare(orig, ui, repo, *args, **kwargs):
+    if _inmount(repo):
+        raise error.Abort(
+            _(b'a revfs mount cannot be unshared'),
+            hint=_(b'clone its repository instead: hg clone %s') % os.path.dirname(repo.sharedpath),
+        )
+    return orig(ui, repo, *args, **kwargs)
 
 
 def _inmount(repo):

@@ -6,6 +6,7 @@
 //! into typed values; corrupt input gives a [`StoreError`] naming the revlog and revision.
 
 pub mod bigtext;
+pub mod bookmarks;
 pub mod changelog;
 pub mod commit;
 pub mod dirstate;

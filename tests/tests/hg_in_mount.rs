@@ -98,6 +98,21 @@ impl Sides {
     }
 }
 
+impl Sides {
+    /// `revfs ARGS` in the mount against `hg ARGS` in the clone: the same output and exit
+    /// code, the tree's path aside.
+    fn revfs_as_hg(&self, args: &[&str]) {
+        let norm = |root: &Path, out: std::process::Output| {
+            let root = std::fs::canonicalize(root).unwrap().display().to_string();
+            let n = |b: &[u8]| String::from_utf8_lossy(b).replace(&root, "$ROOT");
+            (out.status.code(), n(&out.stdout), n(&out.stderr))
+        };
+        let ours = norm(&self.mount.dir, revfs(&self.mount.dir, args));
+        let theirs = norm(&self.clone, hg_cmd(&self.clone, args));
+        assert_eq!(ours, theirs, "revfs {args:?} in the mount, hg in a clone");
+    }
+}
+
 /// Read-only commands, each with the flags users type.
 const READS: &[&[&str]] = &[
     &["status"],
@@ -266,6 +281,8 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         &["update", "0"][..],
         &["merge", "0"],
         &["--config", "extensions.purge=", "purge"],
+        // share's unshare would copy the store into the mount's .hg.
+        &["unshare"],
     ] {
         let out = hg_cmd(&s.mount.dir, args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -278,6 +295,7 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         assert_eq!(before, after, "{args:?} changed something");
     }
     assert_eq!(std::fs::read(s.mount.dir.join("a")).unwrap(), b"changed\n");
+    assert!(!s.mount.state_dir().join("hg/store").exists());
 }
 
 /// `hg ARGS` in `dir` that must end within `limit`: killed and failed past it, so that a
@@ -715,4 +733,115 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
     let ours = revfs(&s.mount.dir, &["status", "-A"]);
     let theirs = hg_cmd(&s.clone, &["status", "-A"]);
     assert_eq!(ours.stdout, theirs.stdout);
+}
+
+#[test]
+fn revfs_and_hg_in_one_mount_share_its_branch_and_bookmarks() {
+    // revfs commit and update in the mount, hg commit and update in the clone, with hg's
+    // branch and bookmark commands on both: the same changesets, bookmarks and messages.
+    let s = sides();
+    let log = &[
+        "log",
+        "-r",
+        ".",
+        "-T",
+        "{rev}:{node} {branch} [{bookmarks}] {activebookmark}\\n",
+    ][..];
+    let edit = |name: &'static str, text: &'static str| {
+        s.edit(move |r| std::fs::write(r.join(name), text).unwrap());
+    };
+    s.same("", &["bookmark", "bm"]);
+    edit("a", "bm moves\n");
+    s.revfs_as_hg(&["commit", "-m", "on bm", "-u", "test", "-d", "30 0"]);
+    s.same("", log);
+    s.same("", &["bookmarks"]);
+    // A named branch set by hg is the one revfs commits on.
+    s.same("", &["branch", "feature"]);
+    edit("b.c", "feature\n");
+    s.revfs_as_hg(&["commit", "-m", "on feature", "-u", "test", "-d", "31 0"]);
+    s.same("", log);
+    s.same("", &["bookmarks"]);
+    // Updates: to a revision (the bookmark is left), to a bookmark (activated).
+    s.revfs_as_hg(&["update", "1"]);
+    s.same("", &["branch"]);
+    s.same("", log);
+    s.revfs_as_hg(&["update", "bm"]);
+    s.same("", log);
+    s.revfs_as_hg(&["update", "1"]);
+    // A bare update moves the active bookmark to the branch's head.
+    s.same("", &["bookmark", "bm2"]);
+    s.revfs_as_hg(&["update"]);
+    s.same("", log);
+    s.same("", &["bookmarks"]);
+    // An active bookmark elsewhere than the parent (as a pull leaves it): a bare update
+    // goes to it.
+    let zero =
+        String::from_utf8(hg_cmd(&s.clone, &["log", "-r", "0", "-T", "{node}"]).stdout).unwrap();
+    let marks =
+        String::from_utf8(hg_cmd(&s.clone, &["bookmarks", "-T", "{node} {bookmark}\\n"]).stdout)
+            .unwrap()
+            .replace(
+                &format!("{} bm2", hg_id(&s.clone, "bm2")),
+                &format!("{zero} bm2"),
+            );
+    let mut marks: Vec<&str> = marks.lines().collect();
+    marks.sort_by_key(|l| l.split_once(' ').map(|(_, n)| n.to_owned()));
+    let text = marks.join("\n") + "\n";
+    std::fs::write(s.clone.join(".hg/bookmarks"), &text).unwrap();
+    std::fs::write(s._tmp.path().join("repo/.hg/bookmarks"), &text).unwrap();
+    s.same("", &["bookmarks"]);
+    s.revfs_as_hg(&["update"]);
+    s.same("", log);
+    s.revfs_as_hg(&["update", "-q", "feature"]);
+    s.same("", log);
+    s.same("", &["verify", "-q"]);
+}
+
+fn hg_id(dir: &Path, rev: &str) -> String {
+    String::from_utf8(hg_cmd(dir, &["log", "-r", rev, "-T", "{node}"]).stdout).unwrap()
+}
+
+#[test]
+fn a_revfs_command_waits_for_hgs_working_directory_lock() {
+    // hg holds the share's wlock (a live process named in it): revfs add waits with hg's
+    // message, and goes on once the holder is gone (a dead holder's lock is broken).
+    let s = sides();
+    std::fs::write(s.mount.dir.join("new"), "new\n").unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let wlock = s.mount.state_dir().join("hg/wlock");
+    let prefix = revfs_store::lock::lock_prefix();
+    std::os::unix::fs::symlink(format!("{prefix}:{}", holder.id()), &wlock).unwrap();
+    let child = revfs_tests::hg_env(&mut std::process::Command::new(revfs_tests::revfs_bin()))
+        .args(["add", "new"])
+        .current_dir(&s.mount.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = revfs(&s.mount.dir, &["status"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "? new\n",
+        "not added yet"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let root = std::fs::canonicalize(&s.mount.dir).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = format!(
+        "waiting for lock on working directory of {} held by process '{}' on host '{prefix}'\n",
+        root.display(),
+        holder.id()
+    );
+    assert!(err.starts_with(&first), "{err}");
+    assert!(err.contains("got lock after "), "{err}");
+    let out = revfs(&s.mount.dir, &["status"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "A new\n");
+    assert!(wlock.symlink_metadata().is_err(), "released");
 }

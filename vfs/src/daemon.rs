@@ -126,6 +126,11 @@ impl Ctx {
     }
 
     /// Follows a new working-copy parent in `mount.json` (the journal already names it).
+    /// The working copy's `.hg` (an hg share).
+    fn share_dir(&self) -> PathBuf {
+        self.state_dir.path().join("hg")
+    }
+
     fn save_parent(&self, node: Node) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.node = node.to_hex();
@@ -221,6 +226,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 time,
                 tz,
                 description: message,
+                branch: Some(crate::share::branch(&ctx.share_dir())),
             };
             match wc.commit(&spec, report) {
                 Ok(node) => {
@@ -262,6 +268,11 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             match wc.update(repo, node, clean, report) {
                 Ok(outcome) => {
                     ctx.save_parent(node);
+                    // hg's update writes the branch of its target; so does the daemon's,
+                    // whoever asked for it.
+                    if let Err(e) = crate::share::set_branch(&ctx.share_dir(), &outcome.branch) {
+                        tracing::error!("writing the share's branch: {e}");
+                    }
                     // After the lock is released: the kernel may call back into us.
                     let invalidations = outcome.invalidations.len();
                     let mut items = outcome.invalidations;

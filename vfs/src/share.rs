@@ -8,6 +8,9 @@
 //!   revfs's extension refuses, so that it never reads an empty dirstate;
 //! - `hgrc`: the user's, made once, which includes `revfs.rc`: rewritten at each start, it
 //!   enables the extension and names the control socket;
+//! - `shared`: `bookmarks`, so that hg's share extension (which `revfs.rc` enables) reads
+//!   and writes the repository's bookmarks, as `revfs` commands do: a mount's bookmarks
+//!   are its repository's (hg share -B); the active bookmark stays the mount's own;
 //! - `wcache/`, where hg probes the file system;
 //! - `../hgext/revfs/__init__.py`: the extension, which this binary carries.
 //!
@@ -86,13 +89,14 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
     let mut rc = Vec::new();
     rc.extend_from_slice(
         b"# Written by revfs at each mount; your settings go in hgrc, which includes this.\n\
-          [extensions]\nrevfs = ",
+          [extensions]\nshare =\nrevfs = ",
     );
     rc.extend_from_slice(ext_dir.as_os_str().as_bytes());
     rc.extend_from_slice(b"\n[revfs]\nsocket = ");
     rc.extend_from_slice(socket.as_os_str().as_bytes());
     rc.push(b'\n');
     replace(&dir.join("revfs.rc"), &rc)?;
+    replace(&dir.join("shared"), b"bookmarks\n")?;
     let hgrc = dir.join("hgrc");
     if !hgrc.exists() {
         replace(&hgrc, b"%include revfs.rc\n")?;
@@ -113,4 +117,24 @@ fn replace(path: &Path, data: &[u8]) -> std::io::Result<bool> {
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
     Ok(true)
+}
+
+/// The working copy's branch, as hg reads it (`dirstate._branch`): the share's `branch`
+/// file stripped of surrounding whitespace, `default` when it is missing or empty.
+pub fn branch(share: &Path) -> Vec<u8> {
+    let text = std::fs::read(share.join("branch")).unwrap_or_default();
+    let name = text.trim_ascii();
+    if name.is_empty() {
+        b"default".to_vec()
+    } else {
+        name.to_vec()
+    }
+}
+
+/// Sets the working copy's branch, as hg's `dirstate.setbranch` writes it: the name and a
+/// newline, replacing the file whole.
+pub fn set_branch(share: &Path, name: &[u8]) -> std::io::Result<()> {
+    let mut text = name.to_vec();
+    text.push(b'\n');
+    replace(&share.join("branch"), &text).map(|_| ())
 }

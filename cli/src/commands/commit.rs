@@ -9,7 +9,9 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::control::{Request, Response};
+use revfs_vfs::store::bookmarks::{self, Bookmarks};
 use revfs_vfs::store::commit::stripdesc;
+use revfs_vfs::store::lock;
 use revfs_vfs::store::{Node, Repo, Rev};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -166,6 +168,7 @@ fn is_ancestor(repo: &Repo, anc: Rev, rev: Rev) -> Result<bool> {
 pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     mount_only(&ws)?;
+    let _wlock = ws.wlock()?;
     let message = match (&args.message, &args.logfile) {
         (Some(_), Some(_)) => bail!("options --message and --logfile are mutually exclusive"),
         (Some(m), None) => m.clone().into_bytes(),
@@ -301,7 +304,9 @@ fn commit_checked(
         }
     };
     let p1 = working_parent(ws);
-    let branch = branch_of(&ws.repo, &p1)?;
+    // The working copy's branch (`hg branch` sets it), which the daemon commits on.
+    let share = ws.mount()?.share_dir();
+    let branch = revfs_vfs::share::branch(&share);
     let heads_before = branch_heads(&ws.repo, &branch)?;
     let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
     let mut bar = Progress::new(
@@ -342,17 +347,47 @@ fn commit_checked(
     {
         println!("created new head");
     }
+    if let Some(r) = p1rev {
+        let cs = ws.repo.changeset(r)?;
+        if !args.quiet && cs.closes_branch() && cs.branch() == branch.as_slice() {
+            println!("reopening closed branch head {r}");
+        }
+    }
+    // hg's commit moves the active bookmark along (`bookmarks.update`), silently.
+    let repo = Repo::open(ws.repo.root())?;
+    move_active_bookmark(&repo, &share, &[p1], node)?;
     if args.verbose && !args.quiet {
-        let repo = Repo::open(ws.repo.root())?;
         let rev = repo.changelog().rev_of(&node).map_or(-1, |r| r as i64);
         println!("committed changeset {rev}:{}", &node.to_hex()[..12]);
     }
     Ok(0)
 }
 
+/// hg's `bookmarks.update(repo, parents, node)`: the active bookmark follows a commit or
+/// an update from one of `parents` to `node`. True when it moved (or a divergent copy
+/// went), under the repository's store lock as hg writes bookmarks.
+fn move_active_bookmark(
+    repo: &Repo,
+    share: &std::path::Path,
+    parents: &[Node],
+    node: Node,
+) -> Result<bool> {
+    let mut marks = Bookmarks::load(repo)?;
+    let Some(active) = bookmarks::active(share, &marks) else {
+        return Ok(false);
+    };
+    if !marks.advance(repo, &active, parents, node)? {
+        return Ok(false);
+    }
+    let _lock = lock::acquire(&repo.store_path().join("lock"), lock::DEFAULT_TIMEOUT)?;
+    marks.write()?;
+    Ok(true)
+}
+
 pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     mount_only(&ws)?;
+    let _wlock = ws.wlock()?;
     let spec = args.rev.as_deref().or(args.target.as_deref());
     let p1 = working_parent(&ws);
     let p1rev = ws
@@ -361,19 +396,47 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         .rev_of(&p1)
         .filter(|_| !p1.is_null())
         .unwrap_or(-1);
+    let share = ws.mount()?.share_dir();
+    let marks = Bookmarks::load(&ws.repo)?;
+    let active = bookmarks::active(&share, &marks);
+    // hg's `brev`: the name asked for, which may be a bookmark to activate.
+    let mut brev: Option<Vec<u8>> = spec.map(|s| s.as_bytes().to_vec());
+    // Where the active bookmark moves from (hg's `movemarkfrom`), without a revision.
+    let mut movemarkfrom = None;
     let (rev, announce) = match spec {
         Some(s) => (ws.resolve_single(Some(s))?, false),
         None => {
-            // hg's default: the tipmost head of the current branch that descends from the
-            // working-copy parent.
-            let branch = branch_of(&ws.repo, &p1)?;
-            let mut dest = p1rev;
-            for h in branch_heads(&ws.repo, &branch)? {
-                if h > dest && is_ancestor(&ws.repo, p1rev, h)? {
-                    dest = h;
+            // hg's `destupdate`: the active bookmark, when it is not on the parent.
+            let on_parent = active.as_ref().and_then(|a| marks.get(a)) == Some(p1);
+            match active.as_ref().and_then(|a| Some((a, marks.get(a)?))) {
+                Some((name, node)) if !on_parent => {
+                    if !args.quiet {
+                        println!("updating to active bookmark {}", lossy(name));
+                    }
+                    brev = Some(name.clone());
+                    let rev = ws.repo.changelog().rev_of(&node).unwrap_or(-1);
+                    (rev, true)
+                }
+                _ => {
+                    if on_parent {
+                        movemarkfrom = Some(p1);
+                    }
+                    // The tipmost head of the working copy's branch (the parent's with
+                    // --clean) that descends from the parent.
+                    let branch = if args.clean {
+                        branch_of(&ws.repo, &p1)?
+                    } else {
+                        revfs_vfs::share::branch(&share)
+                    };
+                    let mut dest = p1rev;
+                    for h in branch_heads(&ws.repo, &branch)? {
+                        if h > dest && is_ancestor(&ws.repo, p1rev, h)? {
+                            dest = h;
+                        }
+                    }
+                    (dest, true)
                 }
             }
-            (dest, true)
         }
     };
     let node = if rev < 0 {
@@ -444,6 +507,54 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
             bail!("uncommitted changes in files this update changes would need a merge, which revfs does not do (use hg instead)");
         }
         other => bail!("unexpected answer from the daemon: {other:?}"),
+    }
+    // hg's bookmark bookkeeping after the update (`hg.updatetotally`).
+    let say = |line: String| {
+        if !args.quiet {
+            println!("{line}");
+        }
+    };
+    let repo = &ws.repo;
+    let mut now_active = active.clone();
+    if let (Some(from), Some(name)) = (movemarkfrom, &active) {
+        if from != node {
+            if move_active_bookmark(repo, &share, &[from], node)? {
+                say(format!("updating bookmark {}", lossy(name)));
+            } else {
+                say(format!("(leaving bookmark {})", lossy(name)));
+                bookmarks::deactivate(&share)?;
+                now_active = None;
+            }
+        }
+    } else if let Some(name) = brev.as_ref().filter(|b| marks.get(b).is_some()) {
+        if Some(name) != active.as_ref() {
+            say(format!("(activating bookmark {})", lossy(name)));
+        }
+        bookmarks::activate(&share, name)?;
+        now_active = Some(name.clone());
+    } else if brev.as_ref().is_some_and(|b| !b.is_empty()) {
+        if let Some(name) = &active {
+            say(format!("(leaving bookmark {})", lossy(name)));
+        }
+        bookmarks::deactivate(&share)?;
+        now_active = None;
+    }
+    if announce && !args.quiet {
+        if let Some(name) = &now_active {
+            // hg's `_statusotherbook`: only divergent copies of the bookmark count.
+            let marks = Bookmarks::load(repo)?;
+            if marks.get(name) == Some(node) {
+                let others = marks
+                    .divergent_of(name)
+                    .into_iter()
+                    .filter(|n| *n != node)
+                    .count();
+                if others > 0 {
+                    println!("{others} other divergent bookmarks for \"{}\"", lossy(name));
+                }
+            }
+            return Ok(0);
+        }
     }
     if announce && !args.quiet && rev >= 0 {
         let branch = branch_of(&ws.repo, &node)?;

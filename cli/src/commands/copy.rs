@@ -272,6 +272,7 @@ impl TargetFn {
 
 fn run(cli: &crate::Cli, args: &CopyArgs, rename: bool) -> Result<u8> {
     let ws = open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     if ws.mount.is_none() {
         // Outside a mount: the same error as the other working-copy commands.
         ws.request(&Request::Ping)?;

@@ -16,7 +16,7 @@ pub mod walk;
 pub mod wc;
 
 use crate::mounts::{self, KernelMount};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use revfs_vfs::config::Config;
 use revfs_vfs::control::{self, ControlError, Request, Response};
 use revfs_vfs::fs::CONTROL_DIR;
@@ -95,6 +95,11 @@ pub fn control_deadline() -> Result<Duration> {
 }
 
 impl MountRef {
+    /// The working copy's `.hg`: an hg share of the repository (docs/FORMATS.md).
+    pub fn share_dir(&self) -> PathBuf {
+        self.state_dir.path().join("hg")
+    }
+
     /// The daemon's pid: from its last answer, else as its state directory records it.
     fn daemon_pid(&self) -> Option<u32> {
         self.pid
@@ -312,6 +317,43 @@ fn open_workspace_with(cli: &crate::Cli, defer_check: bool) -> Result<Workspace>
 }
 
 impl Workspace {
+    /// hg's working-directory lock of the mount (its share's `wlock`), taken as every hg
+    /// command that changes the working copy takes it, so that revfs and hg never
+    /// interleave their changes. While hg holds it, prints hg's `waiting for lock` line and
+    /// waits (`ui.timeout`, 600 s by default). `None` outside a mount.
+    pub fn wlock(&self) -> Result<Option<revfs_vfs::store::lock::Lock>> {
+        use revfs_vfs::store::lock;
+        let Some(mount) = &self.mount else {
+            return Ok(None);
+        };
+        let path = mount.share_dir().join("wlock");
+        let desc = format!("working directory of {}", self.root.display());
+        match lock::acquire(&path, Duration::ZERO) {
+            Ok(l) => return Ok(Some(l)),
+            Err(StoreError::LockHeld { holder, .. }) => {
+                let (host, pid) = holder.split_once(':').unwrap_or(("", &holder));
+                eprintln!("waiting for lock on {desc} held by process '{pid}' on host '{host}'");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let timeout = revfs_hg::config::Config::load(Some(self.repo.root()))
+            .ok()
+            .and_then(|c| c.get("ui", "timeout").map(<[u8]>::to_vec))
+            .and_then(|v| String::from_utf8(v).ok()?.trim().parse::<u64>().ok())
+            .map_or(lock::DEFAULT_TIMEOUT, Duration::from_secs);
+        let t0 = std::time::Instant::now();
+        match lock::acquire(&path, timeout) {
+            Ok(l) => {
+                eprintln!("got lock after {} seconds", t0.elapsed().as_secs().max(1));
+                Ok(Some(l))
+            }
+            Err(StoreError::LockHeld { holder, .. }) => {
+                bail!("{desc}: timed out waiting for lock held by '{holder}'")
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The mount, or an abort outside one.
     pub fn mount(&self) -> Result<&MountRef> {
         self.mount.as_ref().ok_or_else(|| {

@@ -69,6 +69,7 @@ fn lossy(b: &[u8]) -> String {
 /// `hg revert`: back to the working-copy parent's content for the named files.
 pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     let always = args.files.is_empty();
     // The working copy's status, with clean and unknown files when files are named.
     let fetched = fetch(&ws, !always, false, !always)?;

@@ -62,6 +62,7 @@ fn lexists(ds: &Dirstate, f: &[u8]) -> bool {
 /// `hg add`: start tracking files (every unknown one without arguments).
 pub fn add(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     let fetched = fetch(&ws, false, false, true)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
@@ -105,6 +106,7 @@ pub fn forget(cli: &crate::Cli, args: &PathArgs) -> Result<u8> {
         bail!("no files specified");
     }
     let ws = super::open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     let fetched = fetch(&ws, true, false, false)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
@@ -148,6 +150,7 @@ pub fn remove(cli: &crate::Cli, args: &RemoveArgs) -> Result<u8> {
         bail!("no files specified");
     }
     let ws = super::open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     let fetched = fetch(&ws, true, false, false)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
@@ -263,6 +266,7 @@ pub fn addremove(cli: &crate::Cli, args: &AddremoveArgs) -> Result<u8> {
         );
     }
     let ws = super::open_workspace(cli)?;
+    let _wlock = ws.wlock()?;
     // Paths relative to the current directory only when files were named.
     let relative = !args.paths.files.is_empty();
     Ok(addremove_files(

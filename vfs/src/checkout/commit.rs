@@ -128,8 +128,9 @@ impl WorkingCopy {
         if files.is_empty() {
             return Err(WcError::NothingChanged);
         }
-        let branch = match repo.changelog().rev_of(&p1) {
-            Some(rev) if !p1.is_null() => {
+        let branch = match (&spec.branch, repo.changelog().rev_of(&p1)) {
+            (Some(b), _) => (b != b"default").then(|| b.clone()),
+            (None, Some(rev)) if !p1.is_null() => {
                 let b = repo.changeset(rev)?.branch().to_vec();
                 (b != b"default").then_some(b)
             }

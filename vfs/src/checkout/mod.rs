@@ -67,6 +67,9 @@ pub struct CommitSpec {
     /// Seconds west of UTC.
     pub tz: i32,
     pub description: Vec<u8>,
+    /// The working copy's branch (the share's `branch` file, which `hg branch` sets);
+    /// `None`: the parent's.
+    pub branch: Option<Vec<u8>>,
 }
 
 /// What an update did.
