@@ -90,7 +90,7 @@ def bench(corpus, a):
     finally:
         for env in chg_env.values():
             # The server's socket is CHGSOCKNAME.PID (chg --kill-chg-daemon misses it).
-            subprocess.run(['pkill', '-f', '--address %s' % env['CHGSOCKNAME']])
+            subprocess.run(['pkill', '-f', '--', '--address %s' % env['CHGSOCKNAME']])
         sh('%s unmount %s' % (REVFS, mnt), env=renv)
         shutil.rmtree(work)
     return name, len(files), rows
