@@ -108,7 +108,6 @@ fn zstd_prefix(chunk: &[u8], n: usize) -> Result<Vec<u8>, String> {
             let left = dctx
                 .decompress_stream(&mut output, &mut input)
                 .map_err(err)?;
-            drop(output);
             // Full, or the frame is done: that is the prefix.
             if out.len() >= n || left == 0 {
                 break;
