@@ -532,6 +532,11 @@ class revfsdirstate(dirstate.dirstate):
         # changed with it, until written.
         self._revfs_newparent = None
         self._revfs_files = {}
+        # Whether each of those files is in the new parent, and how many pending changes
+        # came before the parent changed (the later ones are sent after set_parent, which
+        # drops the copies of the files it names: hg's movedirstate sets them again).
+        self._revfs_p1 = {}
+        self._revfs_mark = None
 
     def _revfs_queue(self, op, path, arg):
         self._revfs_pending.append((op, path, arg))
@@ -542,7 +547,12 @@ class revfsdirstate(dirstate.dirstate):
     def _revfs_flush(self):
         """Sends the pending tracking changes, in order, consecutive ones of a kind in one
         request: the daemon journals them as revfs add, forget and copy do."""
-        pending, self._revfs_pending = self._revfs_pending, []
+        if self._revfs_newparent is not None and self._revfs_mark is not None:
+            pending = self._revfs_pending[: self._revfs_mark]
+            self._revfs_pending = self._revfs_pending[self._revfs_mark :]
+            self._revfs_mark = 0
+        else:
+            pending, self._revfs_pending = self._revfs_pending, []
         i = 0
         while i < len(pending):
             op, _p, arg = pending[i]
@@ -643,6 +653,12 @@ class revfsdirstate(dirstate.dirstate):
         return self._states([d])[0]['dir']
 
     def get_entry(self, path):
+        if self._revfs_newparent is not None and path in self._revfs_files:
+            # Under the parent hg is moving to (the daemon does not know it yet).
+            wc, p1 = self._revfs_files[path], self._revfs_p1.get(path, False)
+            if not (wc or p1):
+                return DirstateItem()
+            return DirstateItem(wc_tracked=wc, p1_tracked=p1)
         s = self._states([path])[0]
         if not (s['p1'] or s['wc']):
             return DirstateItem()
@@ -829,7 +845,21 @@ class revfsdirstate(dirstate.dirstate):
             hint=_(b'use the revfs command of the same name, or hg in a clone'),
         )
 
-    update_file_p1 = clear = _refuse
+    clear = _refuse
+
+    def update_file_p1(self, filename, p1_tracked):
+        """hg 6.3.2's update_file_p1 (movedirstate: uncommit, unamend, split, fix,
+        shelve --keep): the file keeps its working-copy tracking under the new parent."""
+        if self._revfs_newparent is None or self._parentwriters <= 0:
+            raise error.ProgrammingError(b'update_file_p1 outside of a parent change')
+        wc = self._revfs_files.get(filename)
+        if wc is None:
+            wc = bool(self.get_entry(filename).tracked)
+        self._revfs_files[filename] = wc
+        self._revfs_p1[filename] = bool(p1_tracked)
+        self._revfs_states.pop(filename, None)
+        self._revfs_changes = None
+        self._dirty = True
 
     def setparents(self, p1, p2=None):
         if p2 is None:
@@ -841,6 +871,8 @@ class revfsdirstate(dirstate.dirstate):
             )
         if p2 != nullid:
             raise unsupported(b'merge')
+        if self._revfs_newparent is None:
+            self._revfs_mark = len(self._revfs_pending)
         self._revfs_newparent = p1
         self._revfs_states = {}
         self._revfs_changes = None
@@ -859,6 +891,7 @@ class revfsdirstate(dirstate.dirstate):
         if p2_info:
             raise unsupported(b'merge')
         self._revfs_files[filename] = bool(wc_tracked)
+        self._revfs_p1[filename] = bool(p1_tracked)
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
         self._dirty = True
@@ -867,9 +900,12 @@ class revfsdirstate(dirstate.dirstate):
         if changedfiles is None:
             # debugrebuilddirstate: the whole manifest; the daemon's state needs no rebuild.
             raise unsupported(b'debugrebuilddirstate')
+        if self._revfs_newparent is None:
+            self._revfs_mark = len(self._revfs_pending)
         self._revfs_newparent = parent
         for f in changedfiles:
             self._revfs_files[f] = f in allfiles
+            self._revfs_p1[f] = f in allfiles
         self._revfs_states = {}
         self._revfs_changes = None
         self._dirty = True
@@ -881,7 +917,8 @@ class revfsdirstate(dirstate.dirstate):
 
     def _revfs_followed(self, node):
         """The daemon made node the parent itself (an update): nothing to send."""
-        self._revfs_newparent, self._revfs_files = None, {}
+        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
+        self._revfs_mark = None
         self._revfs_parent = node
         self._revfs_states = {}
         self._revfs_changes = None
@@ -891,6 +928,8 @@ class revfsdirstate(dirstate.dirstate):
         node, files = self._revfs_newparent, self._revfs_files
         if node is None:
             return
+        # The tracking changes made before the parent moved, the parent, then those made
+        # after it (under the new parent).
         self._revfs_flush()
         self._revfs.request(
             {
@@ -899,8 +938,10 @@ class revfsdirstate(dirstate.dirstate):
                 'files': [[list(f), t] for f, t in sorted(files.items())],
             }
         )
-        self._revfs_newparent, self._revfs_files = None, {}
+        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
+        self._revfs_mark = None
         self._revfs_parent = node
+        self._revfs_flush()
         self._revfs_states = {}
         self._revfs_changes = None
 
@@ -919,7 +960,9 @@ class revfsdirstate(dirstate.dirstate):
                         # changeset stays (a rollback could leave the parent on a revision
                         # that is gone), and hg stops once the transaction is closed, as
                         # in a clone interrupted between its commit and its dirstate.
-                        self._revfs_newparent, self._revfs_files = None, {}
+                        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
+                        self._revfs_mark = None
+                        self._revfs_pending = []
                         tr.addpostclose(b'revfs-lost', lambda tr: _lostparent(self._ui, node, e))
                     f.write(hex(node) + b'\n')
 
@@ -963,7 +1006,8 @@ class revfsdirstate(dirstate.dirstate):
 
     def restorebackup(self, tr, backupname):
         self._revfs_pending = []
-        self._revfs_newparent, self._revfs_files = None, {}
+        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
+        self._revfs_mark = None
         try:
             snap = json.loads(self._opener.read(backupname))
         except (IOError, OSError, ValueError):

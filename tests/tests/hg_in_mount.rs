@@ -642,10 +642,57 @@ fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
         &["status", "-C"],
         &["summary"],
         log,
+        // hg's movedirstate (uncommit): the parent moves back, the tracking follows.
+        &["copy", "a", "a4"],
+        &["copy", "d/g", "g2"],
+        &["commit", "-m", "copies", "-u", "test", "-d", "18 0"],
+        &["--config", "extensions.uncommit=", "uncommit", "a4"],
+        &["status", "-C"],
+        log,
+        &["--config", "extensions.uncommit=", "uncommit"],
+        &["status", "-C"],
+        &["diff", "--git"],
+        log,
+        &["commit", "-m", "again", "-u", "test", "-d", "19 0"],
+        &["status", "-A"],
         &["verify", "-q"],
     ];
     for args in steps {
         s.same("", args);
+    }
+    // debugsetparents moves the parent and touches no file: the status is then what
+    // `status --rev` said of the working copy against that revision (in a clone hg keeps
+    // its old entries and their stat caches instead, which a mount does not have).
+    let against_1 = hg_cmd(&s.mount.dir, &["status", "--rev", "1"]).stdout;
+    let snap = revfs_tests::mount::snapshot(&s.mount.dir);
+    let out = hg_cmd(&s.mount.dir, &["debugsetparents", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(hg_cmd(&s.mount.dir, &["status"]).stdout, against_1);
+    assert_eq!(revfs_tests::mount::snapshot(&s.mount.dir), snap);
+    assert_eq!(
+        hg_cmd(&s.mount.dir, &["log", "-r", ".", "-T", "{rev}"]).stdout,
+        b"1"
+    );
+    let out = hg_cmd(&s.mount.dir, &["debugsetparents", "tip"]);
+    assert!(out.status.success(), "{out:?}");
+    // A rebuild of the whole dirstate stops in a mount before it changes anything.
+    let before = (
+        hg_cmd(&s.mount.dir, &["status", "-A"]).stdout,
+        hg_cmd(&s.mount.dir, log).stdout,
+    );
+    {
+        let args = &["debugrebuilddirstate"][..];
+        let out = hg_cmd(&s.mount.dir, args);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("abort: "),
+            "{out:?}"
+        );
+        let after = (
+            hg_cmd(&s.mount.dir, &["status", "-A"]).stdout,
+            hg_cmd(&s.mount.dir, log).stdout,
+        );
+        assert_eq!(before, after, "{args:?} changed something");
     }
     // revfs sees the same working copy.
     let ours = revfs(&s.mount.dir, &["status", "-C"]);

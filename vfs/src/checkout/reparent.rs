@@ -11,7 +11,9 @@ impl WorkingCopy {
     /// Makes `node` the working copy's parent without touching a file. `files` is hg's
     /// word on the paths whose state it changed with the parent (`dirstate.update_file`):
     /// tracked in the working copy or not, against the new parent; their copy sources go,
-    /// as in hg. Every other tracking override keeps its meaning against the new parent.
+    /// as in hg. Every other path keeps its tracking: a tracked file stays tracked (added
+    /// when the new parent lacks it), an untracked one untracked (removed when the new
+    /// parent has it).
     /// The repository is opened afresh (hg has just written the revision).
     pub fn set_parent(&self, node: Node, files: &[(Vec<u8>, bool)]) -> Result<()> {
         let _one = self.transition_lock();
@@ -22,6 +24,29 @@ impl WorkingCopy {
         );
         self.room()?;
         let mut inner = self.write();
+        // The paths the two parents disagree on that hg did not name (debugsetparents names
+        // none) keep their tracking, as hg's dirstate keeps their entries: tracked files the
+        // new parent lacks become added, untracked ones it has become removed.
+        let listed: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
+        for c in inner.base.diff(&base)? {
+            if listed.contains(c.path.as_slice()) {
+                continue;
+            }
+            let current = inner.tracking.get(&c.path).copied();
+            let keep = match (c.old.is_some(), c.new.is_some(), current) {
+                (true, false, Some(Track::Removed)) => Track::Default,
+                (true, false, _) => Track::Added,
+                (false, true, Some(Track::Added)) => Track::Default,
+                (false, true, _) => Track::Removed,
+                _ => continue,
+            };
+            if keep == Track::Default {
+                inner.tracking.remove(&c.path);
+            } else {
+                inner.tracking.insert(c.path.clone(), keep);
+            }
+            inner.dirty.insert(c.path);
+        }
         for (path, tracked) in files {
             // Kept by rebase_journal only where it means something against the new parent.
             let track = if *tracked {
