@@ -11,6 +11,8 @@ install_deps() {
   command -v fio >/dev/null 2>&1 || missing+=(fio)
   command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
   command -v strace >/dev/null 2>&1 || missing+=(strace)
+  command -v chg >/dev/null 2>&1 || missing+=(mercurial)
+  command -v pkill >/dev/null 2>&1 || missing+=(procps)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     local sudo=""

@@ -892,3 +892,73 @@ fn a_revfs_command_waits_for_hgs_working_directory_lock() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "A new\n");
     assert!(wlock.symlink_metadata().is_err(), "released");
 }
+
+#[test]
+fn chg_in_a_mount_prints_what_hg_prints_in_a_clone_and_never_pins_the_mount() {
+    // chg, hg's command server, forks a worker per command from a server that loaded the
+    // extension once: each worker opens its own connection to the daemon. The server runs
+    // from `/` (chg's daemon-postexec), so the mount can be unmounted while it lives.
+    let s = sides();
+    let sock = s._tmp.path().join("chg");
+    let chg = |dir: &Path, args: &[&str]| {
+        revfs_tests::hg_env(&mut std::process::Command::new("chg"))
+            .env("CHGSOCKNAME", &sock)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    };
+    struct Server(PathBuf);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            // The server's socket is CHGSOCKNAME.PID; its command line names it.
+            let _ = std::process::Command::new("pkill")
+                .args(["-f", "--", &format!("--address {}", self.0.display())])
+                .status();
+        }
+    }
+    let _server = Server(sock.clone());
+    s.edit(|r| std::fs::write(r.join("a"), "chg\n").unwrap());
+    let root = std::fs::canonicalize(&s.mount.dir)
+        .unwrap()
+        .display()
+        .to_string();
+    let log = &["log", "-T", "{rev}:{node} {desc}\\n"][..];
+    for args in [
+        &["status"][..],
+        &["diff", "--git"],
+        &["commit", "-m", "by chg", "-u", "test", "-d", "40 0"],
+        &["status", "-A"],
+        &["update", "0"],
+        &["status"],
+        &["update", "tip"],
+        log,
+        &["id"],
+    ] {
+        let ours = chg(&s.mount.dir, args);
+        let theirs = hg_cmd(&s.clone, args);
+        let show = |o: &std::process::Output, r: &str| {
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).replace(r, "$ROOT"),
+                String::from_utf8_lossy(&o.stderr).replace(r, "$ROOT"),
+            )
+        };
+        let clone_root = std::fs::canonicalize(&s.clone)
+            .unwrap()
+            .display()
+            .to_string();
+        assert_eq!(
+            show(&ours, &root),
+            show(&theirs, &clone_root),
+            "chg {args:?} in the mount, hg in a clone"
+        );
+    }
+    // The server lives on; the mount can go.
+    let servers = std::process::Command::new("pgrep")
+        .args(["-f", "--", &format!("--address {}", sock.display())])
+        .output()
+        .unwrap();
+    assert!(!servers.stdout.is_empty(), "a chg server runs");
+    s.mount.unmount();
+}

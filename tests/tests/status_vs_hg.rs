@@ -521,6 +521,27 @@ fn run_seed_hg_in_mount(seed: u64, ops: usize) {
     }
 }
 
+/// `hg ARGS` in the clone, and in the mount `hg ARGS`, or `revfs ARGS` one time in `odds`
+/// when revfs has the command: (mount's output, clone's, whether revfs ran).
+fn run_both(
+    rng: &mut Rng,
+    mount: &Path,
+    wc: &Path,
+    args: &[String],
+    revfs_too: bool,
+    odds: usize,
+) -> (std::process::Output, std::process::Output, bool) {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let theirs = hg_cmd(wc, &argv);
+    let with_revfs = revfs_too && rng.below(odds) == 0;
+    let ours = if with_revfs {
+        revfs(mount, &argv)
+    } else {
+        hg_cmd(mount, &argv)
+    };
+    (ours, theirs, with_revfs)
+}
+
 /// One random command that moves the parent: commit (all, -A, named files), amend, and
 /// updates that hg and the daemon do alike (-C, --check), by hg or by revfs in the mount
 /// and by hg in the clone, with the same user and date: same exit code and output.
@@ -564,14 +585,7 @@ fn random_history(
         5 | 6 => (vec!["update".into(), "-C".into(), target], true),
         _ => (vec!["update".into(), "--check".into(), target], false),
     };
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let theirs = hg_cmd(wc, &argv);
-    let with_revfs = revfs_too && rng.below(2) == 0;
-    let ours = if with_revfs {
-        revfs(mount, &argv)
-    } else {
-        hg_cmd(mount, &argv)
-    };
+    let (ours, theirs, with_revfs) = run_both(rng, mount, wc, &args, revfs_too, 2);
     let wc_root = std::fs::canonicalize(wc).unwrap().display().to_string();
     let show = |o: &std::process::Output, r: &str| {
         (
@@ -622,14 +636,7 @@ fn random_tracking(rng: &mut Rng, mount: &Path, wc: &Path, root: &str) -> Result
         ),
         _ => (vec!["addremove".into(), "-s".into(), "60".into()], false),
     };
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let theirs = hg_cmd(wc, &argv);
-    let with_revfs = revfs_too && rng.below(3) == 0;
-    let ours = if with_revfs {
-        revfs(mount, &argv)
-    } else {
-        hg_cmd(mount, &argv)
-    };
+    let (ours, theirs, with_revfs) = run_both(rng, mount, wc, &args, revfs_too, 3);
     let wc_root = std::fs::canonicalize(wc).unwrap().display().to_string();
     // hg warns of each new file's name (portablefilenames) in its walk's order, which in
     // a clone is the file system's listing order (ext4's hash order): compared as a set.
