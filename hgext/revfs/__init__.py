@@ -528,15 +528,25 @@ class revfsdirstate(dirstate.dirstate):
         # ('copy', dest, source or None). Dropped by invalidate(), as hg drops a
         # dirstate it did not write.
         self._revfs_pending = []
+        self._revfs_dropparent()
+
+    def _revfs_dropparent(self):
         # A parent set by hg (setparents, rebuild) and hg's word on the files whose state
-        # changed with it, until written.
+        # changed with it, (tracked in the working copy, in the new parent) by path, until
+        # written; and how many pending changes came before the parent changed (the later
+        # ones are sent after set_parent, which drops the copies of the files it names:
+        # hg's movedirstate sets them again).
         self._revfs_newparent = None
         self._revfs_files = {}
-        # Whether each of those files is in the new parent, and how many pending changes
-        # came before the parent changed (the later ones are sent after set_parent, which
-        # drops the copies of the files it names: hg's movedirstate sets them again).
-        self._revfs_p1 = {}
         self._revfs_mark = None
+
+    def _revfs_moveparent(self, node):
+        if self._revfs_newparent is None:
+            self._revfs_mark = len(self._revfs_pending)
+        self._revfs_newparent = node
+        self._revfs_states = {}
+        self._revfs_changes = None
+        self._dirty = True
 
     def _revfs_queue(self, op, path, arg):
         self._revfs_pending.append((op, path, arg))
@@ -655,7 +665,7 @@ class revfsdirstate(dirstate.dirstate):
     def get_entry(self, path):
         if self._revfs_newparent is not None and path in self._revfs_files:
             # Under the parent hg is moving to (the daemon does not know it yet).
-            wc, p1 = self._revfs_files[path], self._revfs_p1.get(path, False)
+            wc, p1 = self._revfs_files[path]
             if not (wc or p1):
                 return DirstateItem()
             return DirstateItem(wc_tracked=wc, p1_tracked=p1)
@@ -852,11 +862,8 @@ class revfsdirstate(dirstate.dirstate):
         shelve --keep): the file keeps its working-copy tracking under the new parent."""
         if self._revfs_newparent is None or self._parentwriters <= 0:
             raise error.ProgrammingError(b'update_file_p1 outside of a parent change')
-        wc = self._revfs_files.get(filename)
-        if wc is None:
-            wc = bool(self.get_entry(filename).tracked)
-        self._revfs_files[filename] = wc
-        self._revfs_p1[filename] = bool(p1_tracked)
+        wc = bool(self.get_entry(filename).tracked)
+        self._revfs_files[filename] = (wc, bool(p1_tracked))
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
         self._dirty = True
@@ -871,12 +878,7 @@ class revfsdirstate(dirstate.dirstate):
             )
         if p2 != nullid:
             raise unsupported(b'merge')
-        if self._revfs_newparent is None:
-            self._revfs_mark = len(self._revfs_pending)
-        self._revfs_newparent = p1
-        self._revfs_states = {}
-        self._revfs_changes = None
-        self._dirty = True
+        self._revfs_moveparent(p1)
         return {}
 
     def update_file(
@@ -890,8 +892,7 @@ class revfsdirstate(dirstate.dirstate):
     ):
         if p2_info:
             raise unsupported(b'merge')
-        self._revfs_files[filename] = bool(wc_tracked)
-        self._revfs_p1[filename] = bool(p1_tracked)
+        self._revfs_files[filename] = (bool(wc_tracked), bool(p1_tracked))
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
         self._dirty = True
@@ -900,15 +901,9 @@ class revfsdirstate(dirstate.dirstate):
         if changedfiles is None:
             # debugrebuilddirstate: the whole manifest; the daemon's state needs no rebuild.
             raise unsupported(b'debugrebuilddirstate')
-        if self._revfs_newparent is None:
-            self._revfs_mark = len(self._revfs_pending)
-        self._revfs_newparent = parent
+        self._revfs_moveparent(parent)
         for f in changedfiles:
-            self._revfs_files[f] = f in allfiles
-            self._revfs_p1[f] = f in allfiles
-        self._revfs_states = {}
-        self._revfs_changes = None
-        self._dirty = True
+            self._revfs_files[f] = (f in allfiles, f in allfiles)
 
     def _revfs_case_variants(self, path):
         self._revfs_flush()
@@ -917,8 +912,7 @@ class revfsdirstate(dirstate.dirstate):
 
     def _revfs_followed(self, node):
         """The daemon made node the parent itself (an update): nothing to send."""
-        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
-        self._revfs_mark = None
+        self._revfs_dropparent()
         self._revfs_parent = node
         self._revfs_states = {}
         self._revfs_changes = None
@@ -935,11 +929,10 @@ class revfsdirstate(dirstate.dirstate):
             {
                 'cmd': 'set_parent',
                 'node': hex(node).decode('ascii'),
-                'files': [[list(f), t] for f, t in sorted(files.items())],
+                'files': [[list(f), wc] for f, (wc, _p1) in sorted(files.items())],
             }
         )
-        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
-        self._revfs_mark = None
+        self._revfs_dropparent()
         self._revfs_parent = node
         self._revfs_flush()
         self._revfs_states = {}
@@ -960,8 +953,7 @@ class revfsdirstate(dirstate.dirstate):
                         # changeset stays (a rollback could leave the parent on a revision
                         # that is gone), and hg stops once the transaction is closed, as
                         # in a clone interrupted between its commit and its dirstate.
-                        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
-                        self._revfs_mark = None
+                        self._revfs_dropparent()
                         self._revfs_pending = []
                         tr.addpostclose(b'revfs-lost', lambda tr: _lostparent(self._ui, node, e))
                     f.write(hex(node) + b'\n')
@@ -1006,8 +998,7 @@ class revfsdirstate(dirstate.dirstate):
 
     def restorebackup(self, tr, backupname):
         self._revfs_pending = []
-        self._revfs_newparent, self._revfs_files, self._revfs_p1 = None, {}, {}
-        self._revfs_mark = None
+        self._revfs_dropparent()
         try:
             snap = json.loads(self._opener.read(backupname))
         except (IOError, OSError, ValueError):

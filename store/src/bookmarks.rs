@@ -11,7 +11,7 @@ use crate::error::{Result, StoreError};
 use crate::node::Node;
 use crate::node::{Rev, NULL_REV};
 use crate::repo::Repo;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,11 @@ impl Bookmarks {
         Ok(Bookmarks { path, marks })
     }
 
+    /// Every bookmark with its node, by name.
+    pub fn into_map(self) -> BTreeMap<Vec<u8>, Node> {
+        self.marks
+    }
+
     pub fn get(&self, name: &[u8]) -> Option<Node> {
         self.marks.get(name).copied()
     }
@@ -91,16 +96,14 @@ impl Bookmarks {
         let mut changes: Vec<(Vec<u8>, Option<Node>)> = Vec::new();
         if parents.contains(&current) {
             let new_rev = rev_of(repo, &node)?;
-            let ancestors = ancestors(repo, new_rev)?;
-            deletefrom = self
-                .marks
-                .iter()
-                .filter(|(name, _)| base_name(name) == base_name(active))
-                .filter(|(_, n)| {
-                    **n == node || rev_of(repo, n).is_ok_and(|r| ancestors.contains(&r))
-                })
-                .map(|(_, n)| *n)
-                .collect();
+            deletefrom = Vec::new();
+            for (name, n) in &self.marks {
+                if base_name(name) == base_name(active)
+                    && repo.changelog().is_ancestor(rev_of(repo, n)?, new_rev)?
+                {
+                    deletefrom.push(*n);
+                }
+            }
             if valid_destination(repo, &current, &node)? {
                 changes.push((active.to_vec(), Some(node)));
             }
@@ -149,30 +152,14 @@ fn rev_of(repo: &Repo, node: &Node) -> Result<Rev> {
         .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))
 }
 
-/// `rev` and its ancestors.
-fn ancestors(repo: &Repo, rev: Rev) -> Result<BTreeSet<Rev>> {
-    let cl = repo.changelog();
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![rev];
-    while let Some(r) = stack.pop() {
-        if r < 0 || !seen.insert(r) {
-            continue;
-        }
-        stack.extend(cl.parents(r)?.into_iter().filter(|&p| p >= 0));
-    }
-    Ok(seen)
-}
-
 /// hg's `validdest` without obsolescence markers: `new` is another revision that
 /// descends from `old`.
 fn valid_destination(repo: &Repo, old: &Node, new: &Node) -> Result<bool> {
     if old == new {
         return Ok(false);
     }
-    if old.is_null() {
-        return Ok(true);
-    }
-    Ok(ancestors(repo, rev_of(repo, new)?)?.contains(&rev_of(repo, old)?))
+    repo.changelog()
+        .is_ancestor(rev_of(repo, old)?, rev_of(repo, new)?)
 }
 
 /// A working copy's active bookmark (hg's `_readactive`): the first line of

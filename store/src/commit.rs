@@ -19,7 +19,6 @@ use crate::node::{Node, Rev, NULL_REV};
 use crate::pathenc::encode_dir;
 use crate::phases::{self, Phase};
 use crate::repo::Repo;
-use crate::revlog::Revlog;
 use crate::revlog_writer::{Compression, RevlogWriter};
 use crate::transaction::Transaction;
 use std::collections::{BTreeMap, BTreeSet};
@@ -165,26 +164,6 @@ pub fn file_rawtext(meta: &BTreeMap<&[u8], Vec<u8>>, data: &[u8]) -> Vec<u8> {
     raw.extend_from_slice(b"\x01\n");
     raw.extend_from_slice(data);
     raw
-}
-
-/// Whether `a` is an ancestor of (or equal to) `b` in `revlog`.
-fn is_ancestor(revlog: &Revlog, a: Rev, b: Rev) -> Result<bool> {
-    let mut stack = vec![b];
-    let mut seen = BTreeSet::new();
-    while let Some(r) = stack.pop() {
-        if r == a {
-            return Ok(true);
-        }
-        if r < a || !seen.insert(r) {
-            continue;
-        }
-        for p in revlog.parents(r)? {
-            if p != NULL_REV {
-                stack.push(p);
-            }
-        }
-    }
-    Ok(false)
 }
 
 fn changelog_rev(repo: &Repo, node: &Node, which: &str) -> Result<Rev> {
@@ -562,10 +541,10 @@ pub(crate) fn prepare_file(
         } else {
             let r1 = flog.rev_of(&fparent1)?;
             let r2 = flog.rev_of(&fparent2)?;
-            if is_ancestor(flog.revlog(), r1, r2)? {
+            if flog.revlog().is_ancestor(r1, r2)? {
                 fparent1 = fparent2;
                 fparent2 = Node::NULL;
-            } else if is_ancestor(flog.revlog(), r2, r1)? {
+            } else if flog.revlog().is_ancestor(r2, r1)? {
                 fparent2 = Node::NULL;
             }
         }

@@ -113,15 +113,11 @@ pub fn tags(repo: &Repo) -> Result<BTreeMap<Vec<u8>, Rev>> {
 
 /// Bookmarks (`.hg/bookmarks`, or the store's with `bookmarksinstore`) mapped to revisions.
 pub fn bookmarks(repo: &Repo) -> Result<BTreeMap<Vec<u8>, Rev>> {
-    let path = if repo.requirements().contains("bookmarksinstore") {
-        repo.store_path().join("bookmarks")
-    } else {
-        repo.dot_hg().join("bookmarks")
-    };
     let cl = repo.changelog();
-    Ok(read_tag_lines(&read_optional(&path)?)
+    Ok(crate::bookmarks::Bookmarks::load(repo)?
+        .into_map()
         .into_iter()
-        .filter_map(|(name, (node, _))| Some((name, cl.rev_of(&node)?)))
+        .filter_map(|(name, node)| Some((name, cl.rev_of(&node)?)))
         .filter(|(_, rev)| *rev != NULL_REV)
         .collect())
 }

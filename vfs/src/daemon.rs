@@ -125,12 +125,12 @@ impl Ctx {
         }
     }
 
-    /// Follows a new working-copy parent in `mount.json` (the journal already names it).
     /// The working copy's `.hg` (an hg share).
     fn share_dir(&self) -> PathBuf {
-        self.state_dir.path().join("hg")
+        crate::share::dir(self.state_dir.path())
     }
 
+    /// Follows a new working-copy parent in `mount.json` (the journal already names it).
     fn save_parent(&self, node: Node) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.node = node.to_hex();
@@ -515,7 +515,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     // The working copy's `.hg` for real hg (an hg share of the repository).
     let dot_hg = crate::share::write(state_dir.path(), &req.repo, &state_dir.socket()).map_err(
         |source| DaemonError::Io {
-            path: state_dir.path().join("hg"),
+            path: crate::share::dir(state_dir.path()),
             source,
         },
     )?;

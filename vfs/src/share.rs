@@ -50,10 +50,15 @@ pub fn prime_kernel_cache(mountpoint: &Path) {
     let _ = std::fs::symlink_metadata(mountpoint.join(".HG"));
 }
 
+/// The share's directory in the mount's state directory `state`, which `.hg` names.
+pub fn dir(state: &Path) -> PathBuf {
+    state.join("hg")
+}
+
 /// Writes the share into `state` for the repository at `repo` (its root) and the control
 /// socket `socket`; returns the share's directory, which `.hg` names.
 pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBuf> {
-    let dir = state.join("hg");
+    let dir = dir(state);
     // `wcache`: where hg tests the file system (symlinks, exec bits) rather than in the
     // working copy, which would journal its probes.
     std::fs::create_dir_all(dir.join("wcache"))?;

@@ -13,7 +13,7 @@ use revfs_vfs::store::bookmarks::{self, Bookmarks};
 use revfs_vfs::store::commit::stripdesc;
 use revfs_vfs::store::lock;
 use revfs_vfs::store::{Node, Repo, Rev};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 
 #[derive(Args, Debug)]
@@ -140,29 +140,6 @@ fn branch_of(repo: &Repo, node: &Node) -> Result<Vec<u8>> {
         Some(rev) if !node.is_null() => repo.changeset(rev)?.branch().to_vec(),
         _ => b"default".to_vec(),
     })
-}
-
-/// True when `anc` is `rev` or one of its ancestors (null is everyone's ancestor).
-fn is_ancestor(repo: &Repo, anc: Rev, rev: Rev) -> Result<bool> {
-    if anc < 0 {
-        return Ok(true);
-    }
-    if rev < 0 {
-        return Ok(false);
-    }
-    let cl = repo.changelog();
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![rev];
-    while let Some(r) = stack.pop() {
-        if r == anc {
-            return Ok(true);
-        }
-        if r < anc || !seen.insert(r) {
-            continue;
-        }
-        stack.extend(cl.parents(r)?.into_iter().filter(|&p| p >= 0));
-    }
-    Ok(false)
 }
 
 pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
@@ -355,7 +332,7 @@ fn commit_checked(
     }
     // hg's commit moves the active bookmark along (`bookmarks.update`), silently.
     let repo = Repo::open(ws.repo.root())?;
-    move_active_bookmark(&repo, &share, &[p1], node)?;
+    move_active_bookmark(&repo, &share, &mut Bookmarks::load(&repo)?, &[p1], node)?;
     if args.verbose && !args.quiet {
         let rev = repo.changelog().rev_of(&node).map_or(-1, |r| r as i64);
         println!("committed changeset {rev}:{}", &node.to_hex()[..12]);
@@ -363,17 +340,17 @@ fn commit_checked(
     Ok(0)
 }
 
-/// hg's `bookmarks.update(repo, parents, node)`: the active bookmark follows a commit or
-/// an update from one of `parents` to `node`. True when it moved (or a divergent copy
-/// went), under the repository's store lock as hg writes bookmarks.
+/// hg's `bookmarks.update(repo, parents, node)`: the active bookmark of `marks` follows a
+/// commit or an update from one of `parents` to `node`. True when it moved (or a divergent
+/// copy went): `marks` is written under the repository's store lock, as hg writes them.
 fn move_active_bookmark(
     repo: &Repo,
     share: &std::path::Path,
+    marks: &mut Bookmarks,
     parents: &[Node],
     node: Node,
 ) -> Result<bool> {
-    let mut marks = Bookmarks::load(repo)?;
-    let Some(active) = bookmarks::active(share, &marks) else {
+    let Some(active) = bookmarks::active(share, marks) else {
         return Ok(false);
     };
     if !marks.advance(repo, &active, parents, node)? {
@@ -397,7 +374,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         .filter(|_| !p1.is_null())
         .unwrap_or(-1);
     let share = ws.mount()?.share_dir();
-    let marks = Bookmarks::load(&ws.repo)?;
+    let mut marks = Bookmarks::load(&ws.repo)?;
     let active = bookmarks::active(&share, &marks);
     // hg's `brev`: the name asked for, which may be a bookmark to activate.
     let mut brev: Option<Vec<u8>> = spec.map(|s| s.as_bytes().to_vec());
@@ -430,7 +407,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
                     };
                     let mut dest = p1rev;
                     for h in branch_heads(&ws.repo, &branch)? {
-                        if h > dest && is_ancestor(&ws.repo, p1rev, h)? {
+                        if h > dest && ws.repo.changelog().is_ancestor(p1rev, h)? {
                             dest = h;
                         }
                     }
@@ -451,7 +428,8 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     if !args.clean {
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.
-        let linear = is_ancestor(&ws.repo, p1rev, rev)? || is_ancestor(&ws.repo, rev, p1rev)?;
+        let cl = ws.repo.changelog();
+        let linear = cl.is_ancestor(p1rev, rev)? || cl.is_ancestor(rev, p1rev)?;
         if !linear {
             let status = super::wc::fetch(&ws, false, false, false)?;
             if status
@@ -518,7 +496,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let mut now_active = active.clone();
     if let (Some(from), Some(name)) = (movemarkfrom, &active) {
         if from != node {
-            if move_active_bookmark(repo, &share, &[from], node)? {
+            if move_active_bookmark(repo, &share, &mut marks, &[from], node)? {
                 say(format!("updating bookmark {}", lossy(name)));
             } else {
                 say(format!("(leaving bookmark {})", lossy(name)));
@@ -542,7 +520,6 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     if announce && !args.quiet {
         if let Some(name) = &now_active {
             // hg's `_statusotherbook`: only divergent copies of the bookmark count.
-            let marks = Bookmarks::load(repo)?;
             if marks.get(name) == Some(node) {
                 let others = marks
                     .divergent_of(name)

@@ -15,6 +15,7 @@ use revfs_hg::paths::{checkwinfilename, shellquote};
 use revfs_vfs::control::Request;
 use revfs_vfs::journal::Track;
 use revfs_vfs::store::manifest::Manifest;
+use revfs_vfs::wc::fold_case;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::io::Write;
@@ -380,16 +381,16 @@ impl CaseAuditor<'_, '_> {
         if self.lowered.is_none() {
             let mut set = BTreeSet::new();
             for e in self.ds.base.iter() {
-                set.insert(lower(e?.path));
+                set.insert(fold_case(e?.path));
             }
             for (p, l) in &self.ds.letters {
                 if *l == 'A' || *l == '!' {
-                    set.insert(lower(p));
+                    set.insert(fold_case(p));
                 }
             }
             self.lowered = Some(set);
         }
-        let fl = lower(f);
+        let fl = fold_case(f);
         let lowered = self.lowered.get_or_insert_with(BTreeSet::new);
         if lowered.contains(&fl) && self.ds.state(f) == State::Unknown {
             let msg = format!("possible case-folding collision for {}", lossy(f));
@@ -402,11 +403,6 @@ impl CaseAuditor<'_, '_> {
         self.new.insert(f.to_vec());
         Ok(())
     }
-}
-
-/// `encoding.lower` with a UTF-8 local encoding.
-fn lower(s: &[u8]) -> Vec<u8> {
-    revfs_vfs::wc::fold_case(s)
 }
 
 /// A working-copy file's bytes (a symlink's target), read through the directory it is

@@ -97,7 +97,7 @@ pub fn control_deadline() -> Result<Duration> {
 impl MountRef {
     /// The working copy's `.hg`: an hg share of the repository (docs/FORMATS.md).
     pub fn share_dir(&self) -> PathBuf {
-        self.state_dir.path().join("hg")
+        revfs_vfs::share::dir(self.state_dir.path())
     }
 
     /// The daemon's pid: from its last answer, else as its state directory records it.

@@ -232,6 +232,25 @@ impl Revlog {
         Ok([e.p1, e.p2])
     }
 
+    /// Whether `a` is `b` or one of its ancestors (the null revision is everyone's).
+    pub fn is_ancestor(&self, a: Rev, b: Rev) -> Result<bool> {
+        if a == NULL_REV {
+            return Ok(true);
+        }
+        let mut stack = vec![b];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(r) = stack.pop() {
+            if r == a {
+                return Ok(true);
+            }
+            if r < a || !seen.insert(r) {
+                continue;
+            }
+            stack.extend(self.parents(r)?.into_iter().filter(|&p| p != NULL_REV));
+        }
+        Ok(false)
+    }
+
     /// The changelog revision that introduced `rev`.
     pub fn linkrev(&self, rev: Rev) -> Result<Rev> {
         Ok(self.entry(rev)?.linkrev)
