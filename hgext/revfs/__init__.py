@@ -18,8 +18,9 @@ add, forget and copy journal them, so that revfs and hg see one working copy. Ba
 commit, commit --amend and strip --keep move the parent with the files kept: the
 daemon's set_parent, sent after the transaction is final. An update that is not a
 merge is the daemon's in-place update, with hg's checks, hooks and bookkeeping around
-it. Merges, and updates over local changes they would merge, are not yet supported in
-a mount and stop with an abort before they change anything.
+it. An update over local changes is hg's merge for the files that have one and the
+daemon's update for the others. Branch merges are not yet supported in a mount and stop
+with an abort before they change anything.
 """
 
 import json
@@ -44,6 +45,7 @@ from mercurial import (
     obsutil,
     localrepo,
     merge as mergemod,
+    mergestate as mergestatemod,
     policy,
     repair,
     requirements as requirementsmod,
@@ -56,7 +58,7 @@ minimumhgversion = b'6.3'
 
 REQUIREMENT = b'revfs-dirstate-v1'
 # The control protocol version this extension speaks (docs/FORMATS.md).
-PROTOCOL = 3
+PROTOCOL = 4
 # The daemon closes a connection idle for 30 s; reconnect well before.
 REUSE_IDLE = 20.0
 
@@ -112,6 +114,7 @@ def extsetup(ui):
     # Every update, merge, rebase, graft... writes files before it moves the parents:
     # stopped before it starts (an in-memory merge writes nothing).
     extensions.wrapfunction(mergemod, '_update', _update)
+    extensions.wrapfunction(mergemod, 'applyupdates', _applyupdates)
     extensions.wrapfunction(repair, 'strip', _strip)
     # hg unshare (share's command) would copy the store into the mount's .hg.
     extensions.wrapfunction(hg, 'unshare', _unshare)
@@ -169,7 +172,9 @@ def _update(
     wc=None,
 ):
     """hg 6.3.2's merge._update: a clean update (or one whose local changes are not in
-    the way) is the daemon's in-place update; anything else is not done in a mount yet."""
+    the way) is the daemon's in-place update. One over local changes is hg's, which merges
+    them (and writes its conflicts) through the mount, while the daemon updates the files
+    nobody changed (_applyupdates). Branch merges are not done in a mount yet."""
     args = (repo, node, branchmerge, force)
     kwargs = dict(
         ancestor=ancestor,
@@ -188,11 +193,116 @@ def _update(
         raise unsupported(b'merge')
     with repo.wlock():
         stats = _daemonupdate(repo, repo[node], force, updatecheck)
-    if stats is None:
-        # Untracked files differ from the target's: hg finds them and aborts with its
-        # own message before it writes anything.
-        return orig(*args, **kwargs)
-    return stats
+        if stats is not None:
+            return stats
+        # Local changes (or untracked files) in the way: hg's merge, with its checks,
+        # messages and conflicts, around the daemon's update of everything else.
+        ds = repo.dirstate
+        ds._revfs_merging = True
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            ds._revfs_merging = False
+
+
+# hg's actions that only make a file what the target has: the daemon's, for the files
+# without a local change.
+_DAEMON_ACTIONS = (
+    mergestatemod.ACTION_GET,
+    mergestatemod.ACTION_REMOVE,
+    mergestatemod.ACTION_EXEC,
+)
+
+
+def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs):
+    """hg 6.3.2's merge.applyupdates in an update over local changes: hg applies its
+    actions on the files that have a local change (merges, conflicts, prompts, untracked
+    files in the way); the daemon updates the others in place, lazily, as in a clean
+    update (checked first, so that a refusal comes before hg wrote anything)."""
+    ds = repo.dirstate
+    if (
+        not _inmount(repo)
+        or not getattr(ds, '_revfs_merging', False)
+        or wctx.isinmemory()
+        or overwrite
+    ):
+        return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
+    entries, _copies = ds._revfs_status(unknown=True, ignored=True)
+    local = set(p for l, p in entries)
+    theirs = [
+        (f, a)
+        for f, a in mresult.filemap(sort=True)
+        if a[0] in _DAEMON_ACTIONS and f not in local
+    ]
+    for f, _a in theirs:
+        mresult.removefile(f)
+    req = {
+        'cmd': 'update',
+        'node': mctx.hex().decode('ascii'),
+        'clean': False,
+        'keep': _paths(sorted(_actionpaths(mresult))),
+    }
+    if ds._revfs.request(dict(req, dry_run=True)).get('reply') != 'updated':
+        # Something hg's actions do not name is in the daemon's way: hg does it all (the
+        # files it writes are copied into the overlay) and the parent moves at write().
+        for f, (m, args, msg) in theirs:
+            mresult.addfile(f, m, args, msg)
+        return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
+    stats, getfiledata, extra = orig(
+        repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs
+    )
+    resp = _expectupdated(ds._revfs.request(req))
+    # The daemon's parent is the target now; hg sets it next, with its word on its files.
+    ds._revfs_states = {}
+    ds._revfs_changes = None
+    stats = mergemod.updateresult(
+        stats.updatedcount + resp['updated'],
+        stats.mergedcount,
+        stats.removedcount + resp['removed'],
+        stats.unresolvedcount,
+    )
+    return stats, getfiledata, extra
+
+
+# The paths an action's arguments name besides its file (hg 6.3.2's mergestate actions):
+# a merge's local and other names and its ancestor's (a rename's source is removed by it).
+_ACTION_PATHS = {
+    mergestatemod.ACTION_MERGE: (0, 1, 2),
+    mergestatemod.ACTION_CHANGED_DELETED: (0, 1, 2),
+    mergestatemod.ACTION_DELETED_CHANGED: (0, 1, 2),
+    mergestatemod.ACTION_DIR_RENAME_MOVE_LOCAL: (0,),
+    mergestatemod.ACTION_LOCAL_DIR_RENAME_GET: (0,),
+    mergestatemod.ACTION_PATH_CONFLICT: (0, 1),
+    mergestatemod.ACTION_PATH_CONFLICT_RESOLVE: (0, 1),
+}
+
+
+def _actionpaths(mresult):
+    """Every path hg's actions touch."""
+    paths = set()
+    for f, (m, args, _msg) in mresult.filemap():
+        paths.add(f)
+        for i in _ACTION_PATHS.get(m, ()):
+            if args and i < len(args) and isinstance(args[i], bytes):
+                paths.add(args[i])
+    return paths
+
+
+def _expectupdated(resp):
+    if resp.get('reply') == 'conflicts':
+        # hg's merge found nothing in the way of these; the daemon did.
+        raise error.Abort(
+            _(b'revfs: the update would overwrite local changes to %s')
+            % b', '.join(bytes(p) for p in resp['paths'][:5]),
+            hint=_(b'commit or shelve them first, or update --clean to discard them'),
+        )
+    if resp.get('reply') != 'updated':
+        raise error.Abort(b'revfs: unexpected answer from the daemon')
+    return resp
+
+
+def _hashook(ui, name):
+    return any(k.split(b'.', 1)[0] == name for k, v in ui.configitems(b'hooks') if v)
 
 
 def _casecollisionauditor(orig, ui, abort, ds):
@@ -226,7 +336,7 @@ class _mountauditor(object):
 def _daemonupdate(repo, p2, force, updatecheck):
     """hg's checks of a non-merge update, then the daemon's update (O(changes), nothing
     materialized), then hg's bookkeeping: updatestate, the parent, the branch, the hooks.
-    None when untracked files are in the way."""
+    None, with nothing done, when local changes or untracked files are in the way."""
     wc = repo[None]
     p1 = wc.p1()
     ds = repo.dirstate
@@ -249,20 +359,21 @@ def _daemonupdate(repo, p2, force, updatecheck):
                         hint=_(b"commit or update --clean to discard changes"),
                     )
     xp2 = p2.hex()
+    ds._revfs_flush()
+    req = {'cmd': 'update', 'node': xp2.decode('ascii'), 'clean': bool(force)}
+    if not force and _hashook(repo.ui, b'preupdate'):
+        # hg's merge runs the hook itself when something is in the way: once only.
+        if ds._revfs.request(dict(req, dry_run=True)).get('reply') == 'conflicts':
+            return None
     repo.hook(b'preupdate', throw=True, parent1=xp2, parent2=b'')
     repo.vfs.write(b'updatestate', xp2)
-    ds._revfs_flush()
-    resp = ds._revfs.request(
-        {'cmd': 'update', 'node': xp2.decode('ascii'), 'clean': bool(force)}
-    )
+    resp = ds._revfs.request(req)
     if resp.get('reply') == 'conflicts':
         repo.vfs.unlink(b'updatestate')
-        if resp.get('untracked'):
-            return None
-        raise error.Abort(
-            _(b'hg update over local changes it would merge does not work in a revfs mount yet'),
-            hint=_(b'commit or shelve them first, or update --clean to discard them'),
-        )
+        return None
+    # As hg's applyupdates: an update ends any merge state (update --clean after
+    # conflicts).
+    mergestatemod.mergestate.clean(repo)
     if resp.get('reply') != 'updated':
         raise error.Abort(b'revfs: unexpected answer from the daemon')
     # The daemon read the target's changeset: its branch saves hg a second read (31 ms
@@ -892,6 +1003,7 @@ class revfsdirstate(dirstate.dirstate):
     ):
         if p2_info:
             raise unsupported(b'merge')
+        # Under a new parent, sent with it; else (hg resolve) as tracking at write().
         self._revfs_files[filename] = (bool(wc_tracked), bool(p1_tracked))
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
@@ -939,6 +1051,15 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_changes = None
 
     def write(self, tr):
+        if self._revfs_newparent is None and self._revfs_files:
+            # update_file without a parent move: tracking against the daemon's parent.
+            files, self._revfs_files = sorted(self._revfs_files.items()), {}
+            for (f, (wc, _p1)), s in zip(files, self._states([f for f, _x in files])):
+                how = ('default' if s['p1'] else 'added') if wc else (
+                    'removed' if s['p1'] else 'default'
+                )
+                if how != ('default' if s['p1'] == s['wc'] else ('added' if s['wc'] else 'removed')):
+                    self._revfs_queue('track', f, how)
         self._revfs_flush()
         if self._revfs_newparent is not None:
             if tr:

@@ -276,10 +276,8 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         revfs(&s.mount.dir, &["status", "-A"]).stdout,
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
-    // `a` changed here and between revisions 0 and 1: an update to 0 would merge it.
     for args in [
-        &["update", "0"][..],
-        &["merge", "0"],
+        &["merge", "0"][..],
         &["--config", "extensions.purge=", "purge"],
         // share's unshare would copy the store into the mount's .hg.
         &["unshare"],
@@ -779,6 +777,132 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
     assert!(!s.mount.dir.join(".hg/updatestate").exists());
     let ours = revfs(&s.mount.dir, &["status", "-A"]);
     let theirs = hg_cmd(&s.clone, &["status", "-A"]);
+    assert_eq!(ours.stdout, theirs.stdout);
+}
+
+/// Files (not directories) below `dir`.
+fn overlay_files(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            n += overlay_files(&e.path());
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
+    let s = sides();
+    let log = &["log", "-r", ".", "-T", "{rev}:{node}\\n"][..];
+    // Revision 2 changes d/f and removes e/x; a local edit of `a` that revision 0 does not
+    // conflict with is merged into it on the way there and back.
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "f\nthird\n").unwrap();
+        std::fs::remove_file(r.join("e/x")).unwrap();
+    });
+    s.same(
+        "",
+        &["commit", "-A", "-m", "third", "-u", "test", "-d", "20 0"],
+    );
+    s.same("", &["update", "1"]);
+    s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["update", "0"],
+        &["status", "-A"],
+        &["diff"],
+        &["cat", "a"],
+        log,
+        &["update", "1"],
+        &["diff"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // What the daemon updated (d/f, from the store) stays lazy: the overlay holds no more
+    // files than before (the one hg merged, `a`, was there already).
+    let overlay = s.mount.state_dir().join("overlay");
+    let before = overlay_files(&overlay);
+    s.same("", &["update", "2"]);
+    assert_eq!(overlay_files(&overlay), before);
+    let steps: &[&[&str]] = &[
+        &["diff"],
+        &["status", "-A"],
+        &["update", "--merge", "0"],
+        &["update", "--check", "2"],
+        &["update", "-C", "2"],
+        &["status", "-A"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // Conflicts: hg's markers, `.hg/merge`, `hg resolve`, and a commit of the result.
+    s.same("", &["update", "1"]);
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap();
+        std::fs::write(r.join("e/x"), "x\nlocal\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["add", "new"],
+        &[
+            "--config",
+            "hooks.preupdate=echo preupdate $HG_PARENT1",
+            "update",
+            "2",
+        ],
+        &["status", "-A"],
+        &["diff"],
+        &["cat", "d/f"],
+        &["resolve", "-l"],
+        &["summary"],
+        &["update", "1"],
+        &["commit", "-m", "no"],
+        &["resolve", "--all", "--tool", "internal:local"],
+        &["resolve", "-l"],
+        &["cat", "d/f"],
+        &["resolve", "--unmark", "d/f"],
+        &["resolve", "--mark", "d/f"],
+        &["status", "-C"],
+        &["commit", "-m", "merged", "-u", "test", "-d", "21 0"],
+        log,
+        &["status", "-A"],
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // An untracked file in the way: refused when it differs, taken when it is the same.
+    s.same("", &["update", "0"]);
+    s.edit(|r| {
+        std::fs::write(r.join("link"), "other\n").unwrap();
+        std::fs::write(r.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::write(r.join("a"), "a\nlocal\n").unwrap();
+    });
+    for args in [
+        &["update", "1"][..],
+        &["status", "-A"],
+        &["--config", "merge.checkunknown=warn", "update", "1"],
+        &["status", "-A"],
+        &["diff", "--git"],
+        log,
+        &["update", "-C", "0"],
+        &["status", "-A"],
+    ] {
+        s.same("", args);
+    }
+    assert!(!s.mount.dir.join(".hg/updatestate").exists());
+    let ours = revfs(&s.mount.dir, &["status", "-A"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    let ours = revfs(&s.mount.dir, &["diff", "--git"]);
+    let theirs = hg_cmd(&s.clone, &["diff", "--git"]);
     assert_eq!(ours.stdout, theirs.stdout);
 }
 

@@ -542,8 +542,9 @@ fn run_both(
     (ours, theirs, with_revfs)
 }
 
-/// One random command that moves the parent: commit (all, -A, named files), amend, and
-/// updates that hg and the daemon do alike (-C, --check), by hg or by revfs in the mount
+/// One random command that moves the parent: commit (all, -A, named files), amend,
+/// updates (-C and --check, which hg and the daemon do alike; plain and --merge, which
+/// merge local changes through hg's merge machinery), `hg resolve`, by hg or by revfs in the mount
 /// and by hg in the clone, with the same user and date: same exit code and output.
 fn random_history(
     rng: &mut Rng,
@@ -571,7 +572,7 @@ fn random_history(
         0 => "null".to_string(),
         n => (n - 1).to_string(),
     };
-    let (args, revfs_too): (Vec<String>, bool) = match rng.below(8) {
+    let (args, revfs_too): (Vec<String>, bool) = match rng.below(11) {
         0 | 1 => (commit(&[]), true),
         2 => (commit(&["-A".into()]), true),
         3 => {
@@ -583,7 +584,24 @@ fn random_history(
         }
         4 => (commit(&["--amend".into()]), false),
         5 | 6 => (vec!["update".into(), "-C".into(), target], true),
-        _ => (vec!["update".into(), "--check".into(), target], false),
+        7 => (vec!["update".into(), "--check".into(), target], false),
+        // Over local changes: hg's merge, its conflicts, and hg resolve.
+        8 => (vec!["update".into(), target], false),
+        9 => (vec!["update".into(), "--merge".into(), target], false),
+        _ => (
+            vec![
+                "resolve".into(),
+                "--all".into(),
+                "--tool".into(),
+                if rng.below(2) == 0 {
+                    "internal:local"
+                } else {
+                    "internal:other"
+                }
+                .into(),
+            ],
+            false,
+        ),
     };
     let (ours, theirs, with_revfs) = run_both(rng, mount, wc, &args, revfs_too, 2);
     let wc_root = std::fs::canonicalize(wc).unwrap().display().to_string();

@@ -66,9 +66,16 @@ pub enum Request {
         message: Vec<u8>,
     },
     /// Switches the working copy to revision `node` (hex); `clean` discards changes.
+    /// `keep` (protocol version 4): paths hg's merge handles itself (an update over local
+    /// changes), neither checked nor touched; `dry_run`: only the checks. Neither goes with
+    /// `clean`.
     Update {
         node: String,
         clean: bool,
+        #[serde(default)]
+        keep: Vec<Vec<u8>>,
+        #[serde(default)]
+        dry_run: bool,
     },
     /// Reads the files `paths` of revision `node` (hex; `None`: the working-copy parent)
     /// through the daemon's repository handle, so that its caches hold them.
@@ -128,7 +135,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 fn protocol_one() -> u32 {
     1

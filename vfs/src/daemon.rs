@@ -14,6 +14,7 @@ use crate::wc::{WcError, WorkingCopy};
 use fuser::{Config, MountOption, SessionACL};
 use revfs_store::repo::RepoOptions;
 use revfs_store::{Node, Repo, StoreError};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -254,9 +255,18 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             tracing::info!(node = %node.to_hex(), files = files.len(), "new parent, working copy kept");
             Response::Done
         }
-        Request::Update { node, clean } => {
+        Request::Update {
+            node,
+            clean,
+            keep,
+            dry_run,
+        } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
+            if clean && (dry_run || !keep.is_empty()) {
+                return Err(WcError::Invalid);
+            }
+            let keep: BTreeSet<Vec<u8>> = keep.into_iter().collect();
             // The current handle (warm caches) when it knows the target; a fresh one when hg
             // added revisions since.
             let current = wc.repo();
@@ -265,7 +275,12 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             } else {
                 Arc::new(Repo::open(current.root())?)
             };
-            match wc.update(repo, node, clean, report) {
+            match wc.update_around(repo, node, clean, &keep, dry_run, report) {
+                Ok(outcome) if dry_run => Response::Updated {
+                    updated: outcome.updated,
+                    removed: outcome.removed,
+                    branch: outcome.branch,
+                },
                 Ok(outcome) => {
                     ctx.save_parent(node);
                     // hg's update writes the branch of its target; so does the daemon's,

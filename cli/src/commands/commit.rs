@@ -450,6 +450,8 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let req = Request::Update {
         node: node.to_hex(),
         clean: args.clean,
+        keep: Vec::new(),
+        dry_run: false,
     };
     match progress::request(&ws, &req, &mut bar)? {
         Response::Updated {

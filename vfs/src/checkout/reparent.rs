@@ -3,7 +3,7 @@
 //! changes; the journal is rebased on the new parent, as after `revfs commit`.
 
 use super::*;
-use crate::wc::{Result, WorkingCopy};
+use crate::wc::{Inner, Result, WorkingCopy};
 use revfs_store::{Repo, StoreError};
 use std::sync::Arc;
 
@@ -32,20 +32,7 @@ impl WorkingCopy {
             if listed.contains(c.path.as_slice()) {
                 continue;
             }
-            let current = inner.tracking.get(&c.path).copied();
-            let keep = match (c.old.is_some(), c.new.is_some(), current) {
-                (true, false, Some(Track::Removed)) => Track::Default,
-                (true, false, _) => Track::Added,
-                (false, true, Some(Track::Added)) => Track::Default,
-                (false, true, _) => Track::Removed,
-                _ => continue,
-            };
-            if keep == Track::Default {
-                inner.tracking.remove(&c.path);
-            } else {
-                inner.tracking.insert(c.path.clone(), keep);
-            }
-            inner.dirty.insert(c.path);
+            keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
         }
         for (path, tracked) in files {
             // Kept by rebase_journal only where it means something against the new parent.
@@ -65,4 +52,24 @@ impl WorkingCopy {
         inner.repo = repo;
         self.rebase_journal(&mut inner, &BTreeSet::new())
     }
+}
+
+/// A path the old and the new parent disagree on (`in_old`, `in_new`) keeps its tracking
+/// across the move, as hg's dirstate keeps an entry it was not told of: a tracked file the
+/// new parent lacks becomes added, an untracked one it has becomes removed.
+pub(super) fn keep_tracking(inner: &mut Inner, path: &[u8], in_old: bool, in_new: bool) {
+    let current = inner.tracking.get(path).copied();
+    let keep = match (in_old, in_new, current) {
+        (true, false, Some(Track::Removed)) => Track::Default,
+        (true, false, _) => Track::Added,
+        (false, true, Some(Track::Added)) => Track::Default,
+        (false, true, _) => Track::Removed,
+        _ => return,
+    };
+    if keep == Track::Default {
+        inner.tracking.remove(path);
+    } else {
+        inner.tracking.insert(path.to_vec(), keep);
+    }
+    inner.dirty.insert(path.to_vec());
 }

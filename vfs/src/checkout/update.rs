@@ -2,6 +2,7 @@
 //! carried over.
 
 use super::commit::Captured;
+use super::reparent::keep_tracking;
 use super::*;
 use crate::journal::Track;
 use crate::status::StatusRequest;
@@ -29,6 +30,24 @@ impl WorkingCopy {
         repo: Arc<Repo>,
         node: Node,
         clean: bool,
+        progress: Option<ProgressFn>,
+    ) -> Result<UpdateOutcome> {
+        self.update_around(repo, node, clean, &BTreeSet::new(), false, progress)
+    }
+
+    /// [`update`](Self::update) around hg's merge of an update over local changes: the
+    /// paths of `hg_paths` are hg's (it merges, writes or removes them through the mount,
+    /// and names their tracking with the parent it sets next): they are neither checked nor
+    /// touched, and keep their tracking (a tracked file stays tracked, an untracked one
+    /// untracked) until hg names it. `dry_run` stops after the checks, changing nothing.
+    /// Neither goes with `clean`.
+    pub fn update_around(
+        &self,
+        repo: Arc<Repo>,
+        node: Node,
+        clean: bool,
+        hg_paths: &BTreeSet<Vec<u8>>,
+        dry_run: bool,
         progress: Option<ProgressFn>,
     ) -> Result<UpdateOutcome> {
         let _one = self.transition_lock();
@@ -114,6 +133,9 @@ impl WorkingCopy {
         let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
         for c in &diff {
             let p = &c.path;
+            if hg_paths.contains(p) {
+                continue;
+            }
             let mut dir_prefix = p.clone();
             dir_prefix.push(b'/');
             let below = local
@@ -162,6 +184,9 @@ impl WorkingCopy {
         if !conflicts.is_empty() {
             return Err(WcError::UncommittedChanges(conflicts));
         }
+        if dry_run {
+            return Ok(out);
+        }
 
         let now = SystemTime::now();
         let mut freed = Vec::new();
@@ -177,6 +202,10 @@ impl WorkingCopy {
         let total = diff.len();
         for (i, c) in diff.iter().enumerate() {
             tick(progress, "updating", i, total);
+            if hg_paths.contains(&c.path) {
+                keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
+                continue;
+            }
             match c.new {
                 Some(_) => {
                     updated.insert(c.path.clone());
