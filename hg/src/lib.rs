@@ -14,6 +14,7 @@
 //!   as hg's pure-Python matcher does (with Python's `re` syntax translated);
 //! * [`template`]: the part of hg's template language `log -T` takes;
 //! * [`color`]: hg's colour settings and labels (`--color`, `[color]`, `HGPLAIN`).
+//! * [`mergestate`]: the unresolved files of `.hg/merge`.
 //!
 //! No dependency on the other revfs crates: `cli -> hg` and `vfs -> hg` (status asks the
 //! ignore matcher).
@@ -24,6 +25,7 @@ pub mod date;
 pub mod diff;
 pub mod ignore;
 pub mod matcher;
+pub mod mergestate;
 #[cfg(test)]
 mod oracle;
 pub mod paths;

@@ -126,11 +126,14 @@ def extsetup(ui):
             pass
 
 
-# hg 6.3.2's commands that change the working copy's files before they tell the
-# dirstate and that a mount does not support yet: stopped before they start.
+# hg 6.3.2's commands that a mount does not support yet: stopped before they start.
 CHANGING_COMMANDS = (
     b'import',
     b'purge',
+    # They commit and update inside a transaction they then abort: the daemon would have
+    # to read the pending changelog.
+    b'shelve',
+    b'unshelve',
 )
 
 
@@ -190,7 +193,10 @@ def _update(
         return orig(*args, **kwargs)
     partial = not (matcher is None or matcher.always())
     if branchmerge or ancestor is not None or mergeforce or partial or not updatedirstate:
-        raise unsupported(b'merge')
+        # A merge (merge, graft, rebase, backout, unshelve), or an update of some files
+        # only: hg's own, writing through the mount; the parents reach the daemon when hg
+        # writes its dirstate.
+        return orig(*args, **kwargs)
     with repo.wlock():
         stats = _daemonupdate(repo, repo[node], force, updatecheck)
         if stats is not None:
@@ -341,6 +347,8 @@ def _daemonupdate(repo, p2, force, updatecheck):
     p1 = wc.p1()
     ds = repo.dirstate
     if not force:
+        if len(wc.parents()) > 1:
+            raise error.StateError(_(b"outstanding uncommitted merge"))
         ms = wc.mergestate()
         if ms.unresolvedcount():
             raise error.StateError(
@@ -632,7 +640,9 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_reset()
 
     def _revfs_reset(self):
+        self._revfs_sending = False
         self._revfs_parent = None
+        self._revfs_p2 = nullid
         self._revfs_states = {}
         self._revfs_changes = None
         # Tracking changes not yet sent, in order: ('track', path, how) and
@@ -648,6 +658,7 @@ class revfsdirstate(dirstate.dirstate):
         # ones are sent after set_parent, which drops the copies of the files it names:
         # hg's movedirstate sets them again).
         self._revfs_newparent = None
+        self._revfs_newp2 = nullid
         self._revfs_files = {}
         self._revfs_mark = None
 
@@ -668,6 +679,20 @@ class revfsdirstate(dirstate.dirstate):
     def _revfs_flush(self):
         """Sends the pending tracking changes, in order, consecutive ones of a kind in one
         request: the daemon journals them as revfs add, forget and copy do."""
+        if (
+            self._revfs_newparent is not None
+            and self._revfs_newparent == self._revfs_parent
+            and not self._revfs_sending
+        ):
+            # Only the second parent or the files' state changed (a merge that rebase or
+            # graft ends by dropping its second parent, then commits): nothing new for the
+            # daemon to read, so it hears of it before it is asked anything.
+            self._revfs_sending = True
+            try:
+                self._revfs_sendparent()
+            finally:
+                self._revfs_sending = False
+            return
         if self._revfs_newparent is not None and self._revfs_mark is not None:
             pending = self._revfs_pending[: self._revfs_mark]
             self._revfs_pending = self._revfs_pending[self._revfs_mark :]
@@ -747,7 +772,7 @@ class revfsdirstate(dirstate.dirstate):
     @property
     def _pl(self):
         if self._revfs_newparent is not None:
-            return self._revfs_newparent, nullid
+            return self._revfs_newparent, self._revfs_newp2
         if self._revfs_parent is None:
             info = self._revfs.request({'cmd': 'info'})
             if info.get('protocol', 1) < PROTOCOL:
@@ -757,7 +782,9 @@ class revfsdirstate(dirstate.dirstate):
                     hint=_(b'unmount and mount again with this revfs'),
                 )
             self._revfs_parent = bin(info['node'].encode('ascii'))
-        return self._revfs_parent, nullid
+            p2 = info.get('p2')
+            self._revfs_p2 = bin(p2.encode('ascii')) if p2 else nullid
+        return self._revfs_parent, self._revfs_p2
 
     @dirstate.repocache(b'branch')
     def _branch(self):
@@ -776,14 +803,15 @@ class revfsdirstate(dirstate.dirstate):
     def get_entry(self, path):
         if self._revfs_newparent is not None and path in self._revfs_files:
             # Under the parent hg is moving to (the daemon does not know it yet).
-            wc, p1 = self._revfs_files[path]
-            if not (wc or p1):
+            wc, p1, p2 = self._revfs_files[path]
+            if not (wc or p1 or p2):
                 return DirstateItem()
-            return DirstateItem(wc_tracked=wc, p1_tracked=p1)
+            return DirstateItem(wc_tracked=wc, p1_tracked=p1, p2_info=p2)
         s = self._states([path])[0]
-        if not (s['p1'] or s['wc']):
+        p2 = s.get('p2', False)
+        if not (s['p1'] or s['wc'] or p2):
             return DirstateItem()
-        return DirstateItem(wc_tracked=s['wc'], p1_tracked=s['p1'])
+        return DirstateItem(wc_tracked=s['wc'], p1_tracked=s['p1'], p2_info=p2)
 
     def __contains__(self, key):
         return self.get_entry(key).any_tracked
@@ -974,7 +1002,7 @@ class revfsdirstate(dirstate.dirstate):
         if self._revfs_newparent is None or self._parentwriters <= 0:
             raise error.ProgrammingError(b'update_file_p1 outside of a parent change')
         wc = bool(self.get_entry(filename).tracked)
-        self._revfs_files[filename] = (wc, bool(p1_tracked))
+        self._revfs_files[filename] = (wc, bool(p1_tracked), False)
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
         self._dirty = True
@@ -987,10 +1015,23 @@ class revfsdirstate(dirstate.dirstate):
                 b"cannot set dirstate parent outside of "
                 b"dirstate.parentchange context manager"
             )
-        if p2 != nullid:
-            raise unsupported(b'merge')
+        oldp2 = self._pl[1]
+        copies = {}
+        if oldp2 != nullid and p2 == nullid:
+            # hg drops the merge information of the merge's files and returns their copy
+            # sources (graft and rebase record them again).
+            for f in self._revfs_mergedfiles():
+                source = self.copied(f)
+                if source:
+                    copies[f] = source
         self._revfs_moveparent(p1)
-        return {}
+        self._revfs_newp2 = p2
+        return copies
+
+    def _revfs_mergedfiles(self):
+        """The files hg marked as merged or taken from the second parent (p2_info)."""
+        changed = sorted(p for p, l in self._changes()[0].items() if l in 'M!')
+        return [p for p, s in zip(changed, self._states(changed)) if s.get('p2')]
 
     def update_file(
         self,
@@ -1001,10 +1042,9 @@ class revfsdirstate(dirstate.dirstate):
         possibly_dirty=False,
         parentfiledata=None,
     ):
-        if p2_info:
-            raise unsupported(b'merge')
-        # Under a new parent, sent with it; else (hg resolve) as tracking at write().
-        self._revfs_files[filename] = (bool(wc_tracked), bool(p1_tracked))
+        # Sent with the parents when hg writes its dirstate (hg resolve sets no parent: the
+        # current ones).
+        self._revfs_files[filename] = (bool(wc_tracked), bool(p1_tracked), bool(p2_info))
         self._revfs_states.pop(filename, None)
         self._revfs_changes = None
         self._dirty = True
@@ -1015,7 +1055,7 @@ class revfsdirstate(dirstate.dirstate):
             raise unsupported(b'debugrebuilddirstate')
         self._revfs_moveparent(parent)
         for f in changedfiles:
-            self._revfs_files[f] = (f in allfiles, f in allfiles)
+            self._revfs_files[f] = (f in allfiles, f in allfiles, False)
 
     def _revfs_case_variants(self, path):
         self._revfs_flush()
@@ -1026,12 +1066,13 @@ class revfsdirstate(dirstate.dirstate):
         """The daemon made node the parent itself (an update): nothing to send."""
         self._revfs_dropparent()
         self._revfs_parent = node
+        self._revfs_p2 = nullid
         self._revfs_states = {}
         self._revfs_changes = None
 
     def _revfs_sendparent(self):
         """The daemon makes the parent hg set its own, the files kept as they are."""
-        node, files = self._revfs_newparent, self._revfs_files
+        node, p2, files = self._revfs_newparent, self._revfs_newp2, self._revfs_files
         if node is None:
             return
         # The tracking changes made before the parent moved, the parent, then those made
@@ -1041,25 +1082,27 @@ class revfsdirstate(dirstate.dirstate):
             {
                 'cmd': 'set_parent',
                 'node': hex(node).decode('ascii'),
-                'files': [[list(f), wc] for f, (wc, _p1) in sorted(files.items())],
+                'files': [[list(f), wc] for f, (wc, _p1, _p2) in sorted(files.items())],
+                'p2': None if p2 == nullid else hex(p2).decode('ascii'),
+                'from_p2': [list(f) for f, (_wc, _p1, p2i) in sorted(files.items()) if p2i],
             }
         )
         self._revfs_dropparent()
         self._revfs_parent = node
+        self._revfs_p2 = p2
         self._revfs_flush()
         self._revfs_states = {}
         self._revfs_changes = None
 
     def write(self, tr):
         if self._revfs_newparent is None and self._revfs_files:
-            # update_file without a parent move: tracking against the daemon's parent.
-            files, self._revfs_files = sorted(self._revfs_files.items()), {}
-            for (f, (wc, _p1)), s in zip(files, self._states([f for f, _x in files])):
-                how = ('default' if s['p1'] else 'added') if wc else (
-                    'removed' if s['p1'] else 'default'
-                )
-                if how != ('default' if s['p1'] == s['wc'] else ('added' if s['wc'] else 'removed')):
-                    self._revfs_queue('track', f, how)
+            # update_file without a parent move (hg resolve): sent with the parents as they
+            # are.
+            p1, p2 = self._pl
+            files = self._revfs_files
+            self._revfs_moveparent(p1)
+            self._revfs_newp2 = p2
+            self._revfs_files = files
         self._revfs_flush()
         if self._revfs_newparent is not None:
             if tr:

@@ -277,7 +277,7 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
     for args in [
-        &["merge", "0"][..],
+        &["--config", "extensions.shelve=", "shelve"][..],
         &["--config", "extensions.purge=", "purge"],
         // share's unshare would copy the store into the mount's .hg.
         &["unshare"],
@@ -904,6 +904,137 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
     let ours = revfs(&s.mount.dir, &["diff", "--git"]);
     let theirs = hg_cmd(&s.clone, &["diff", "--git"]);
     assert_eq!(ours.stdout, theirs.stdout);
+}
+
+#[test]
+fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
+    let s = sides();
+    let rebase = "--config=extensions.rebase=";
+    let log = &[
+        "log",
+        "-G",
+        "-T",
+        "{rev}:{node} {p1rev} {p2rev} {desc} {files}\\n",
+    ][..];
+    s.same("", &["phase", "--draft", "--force", "-r", "all()"]);
+    // Two heads that change d/f each their own way.
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nleft\n").unwrap());
+    s.same("", &["commit", "-m", "left", "-u", "test", "-d", "10 0"]);
+    s.same("", &["update", "1"]);
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "f\nright\n").unwrap();
+        std::fs::write(r.join("r"), "r\n").unwrap();
+        std::fs::remove_file(r.join("gone")).unwrap();
+    });
+    s.same(
+        "",
+        &["commit", "-A", "-m", "right", "-u", "test", "-d", "11 0"],
+    );
+    s.edit(|r| std::fs::write(r.join("b.c"), "int b2;\n").unwrap());
+    s.same("", &["commit", "-m", "stack", "-u", "test", "-d", "12 0"]);
+    s.same("", &["update", "2"]);
+    s.edit(|r| std::fs::write(r.join("e/x"), "x\nleft\n").unwrap());
+    s.same("", &["commit", "-m", "left2", "-u", "test", "-d", "13 0"]);
+    // A merge with a conflict, looked at, abandoned, done again and committed.
+    let steps: &[&[&str]] = &[
+        &["merge", "4"],
+        &["status", "-C"],
+        &["status", "-A"],
+        &["resolve", "-l"],
+        &["id"],
+        &["parents"],
+        &["summary"],
+        &["diff"],
+        &["update", "1"],
+        &["commit", "-m", "no"],
+        &["merge", "--abort"],
+        &["status", "-A"],
+        &["merge", "4"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // revfs in the middle of a merge: the same status, and what it cannot do it says.
+    let ours = revfs(&s.mount.dir, &["status", "-A"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    s.revfs_as_hg(&["update", "1"]);
+    for args in [&["commit", "-m", "x"][..], &["parents"], &["id"]] {
+        let out = revfs(&s.mount.dir, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(255), "revfs {args:?}: {err}");
+        assert!(err.starts_with("abort: revfs "), "revfs {args:?}: {err}");
+    }
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nboth\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["resolve", "--mark", "d/f"],
+        &["status", "-C"],
+        &["commit", "-m", "merged", "-u", "test", "-d", "14 0"],
+        log,
+        &["status", "-A"],
+        // A rebase with a conflict, continued; another, abandoned.
+        &[rebase, "rebase", "-s", "3", "-d", "2"],
+        &["status", "-C"],
+        &["resolve", "-l"],
+        &[rebase, "rebase", "--continue"],
+        &["resolve", "--all", "--tool", "internal:other"],
+        &[rebase, "rebase", "--continue"],
+        log,
+        &["status", "-A"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // Two commits that change b.c each their own way.
+    s.same("", &["update", "-C", "1"]);
+    s.edit(|r| std::fs::write(r.join("b.c"), "int one;\n").unwrap());
+    s.same("", &["commit", "-m", "one", "-u", "test", "-d", "20 0"]);
+    s.same("", &["update", "1"]);
+    s.edit(|r| std::fs::write(r.join("b.c"), "int two;\n").unwrap());
+    s.same("", &["commit", "-m", "two", "-u", "test", "-d", "21 0"]);
+    let steps: &[&[&str]] = &[
+        &[rebase, "rebase", "-s", "8", "-d", "7"],
+        &["status", "-C"],
+        &["resolve", "-l"],
+        &[rebase, "rebase", "--abort"],
+        &["status", "-A"],
+        log,
+        // graft with a conflict, abandoned, then done and continued; backouts.
+        &["update", "-C", "7"],
+        &["graft", "-r", "8", "-u", "test", "-d", "22 0"],
+        &["status", "-C"],
+        &["graft", "--abort"],
+        &["status", "-A"],
+        &["graft", "-r", "8", "-u", "test", "-d", "22 0"],
+        &["resolve", "--all", "--tool", "internal:local"],
+        &["graft", "--continue", "-u", "test", "-d", "22 0"],
+        log,
+        &[
+            "backout", "-r", ".", "-m", "back", "-u", "test", "-d", "23 0",
+        ],
+        &[
+            "backout", "--merge", "-r", "7", "-m", "back2", "-u", "test", "-d", "24 0",
+        ],
+        &["status", "-A"],
+        &["resolve", "-l"],
+        &["resolve", "--all", "--tool", "internal:other"],
+        &["commit", "-m", "backed", "-u", "test", "-d", "25 0"],
+        log,
+        &["status", "-A"],
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    let ours = revfs(&s.mount.dir, &["status", "-A"]);
+    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
 }
 
 #[test]

@@ -101,6 +101,12 @@ pub enum Request {
     SetParent {
         node: String,
         files: Vec<(Vec<u8>, bool)>,
+        /// Version 4: the second parent (hex; absent or null: none, which ends a merge), and
+        /// which of `files` hg marked as merged or taken from it (`p2_info`).
+        #[serde(default)]
+        p2: Option<String>,
+        #[serde(default)]
+        from_p2: Vec<Vec<u8>>,
     },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
@@ -131,6 +137,9 @@ pub struct MountInfo {
     /// The version of this protocol the daemon speaks (absent from older daemons: 1).
     #[serde(default = "protocol_one")]
     pub protocol: u32,
+    /// The second parent of a merge hg is making in the mount (version 4; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2: Option<String>,
 }
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
@@ -150,6 +159,10 @@ pub struct PathState {
     pub wc: bool,
     /// A directory holding files tracked in the working copy or removed from it.
     pub dir: bool,
+    /// Merged, or taken from the second parent, in the merge hg is making (hg's
+    /// `p2_info`; version 4, absent: false).
+    #[serde(default)]
+    pub p2: bool,
 }
 
 /// The daemon's answer.

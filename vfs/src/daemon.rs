@@ -123,6 +123,9 @@ impl Ctx {
             rev,
             inodes: self.wc.inode_count() as u64,
             protocol: crate::control::PROTOCOL_VERSION,
+            p2: Some(self.wc.merge_parent())
+                .filter(|n| !n.is_null())
+                .map(|n| n.to_hex()),
         }
     }
 
@@ -247,10 +250,21 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 .map(|p| wc.case_variants(p))
                 .collect::<Result<_, _>>()?,
         },
-        Request::SetParent { node, files } => {
+        Request::SetParent {
+            node,
+            files,
+            p2,
+            from_p2,
+        } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
-            wc.set_parent(node, &files)?;
+            let p2 = match p2 {
+                Some(hex) => Node::from_hex(hex.as_bytes())
+                    .ok_or(WcError::Store(StoreError::UnknownRevision(hex)))?,
+                None => Node::default(),
+            };
+            let from_p2: BTreeSet<Vec<u8>> = from_p2.into_iter().collect();
+            wc.set_parent(node, p2, &from_p2, &files)?;
             ctx.save_parent(node);
             tracing::info!(node = %node.to_hex(), files = files.len(), "new parent, working copy kept");
             Response::Done

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 5;
+pub const JOURNAL_VERSION: u32 = 6;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
@@ -150,6 +150,17 @@ pub enum Record {
     RemoveXattr {
         path: Vec<u8>,
         name: Vec<u8>,
+    },
+    /// The working copy's second parent, during a merge hg is making (version 6); the
+    /// null node ends the merge, and every path's `FromP2` with it.
+    MergeParent {
+        node: Node,
+    },
+    /// hg's merge information for `path` (its dirstate's `p2_info`: the file was merged,
+    /// or taken from the second parent), set or cleared (version 6).
+    FromP2 {
+        path: Vec<u8>,
+        on: bool,
     },
     /// `path` holds exactly this entry (replacing a file there). Written when the journal is
     /// rewritten after a commit or an update, to describe the working copy against its new
@@ -307,6 +318,15 @@ impl Record {
             Record::Remove { path } => {
                 p.push(13);
                 put_bytes(&mut p, path);
+            }
+            Record::MergeParent { node } => {
+                p.push(23);
+                p.extend_from_slice(&node.0);
+            }
+            Record::FromP2 { path, on } => {
+                p.push(24);
+                put_bytes(&mut p, path);
+                p.push(u8::from(*on));
             }
             Record::Special {
                 path,
@@ -469,6 +489,17 @@ impl Record {
                 path: r.bytes()?,
                 name: r.bytes()?,
             },
+            23 => Record::MergeParent {
+                node: Node::from_slice(r.take(20)?)?,
+            },
+            24 => Record::FromP2 {
+                path: r.bytes()?,
+                on: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                },
+            },
             18 => Record::Clock {
                 secs: r.u64()? as i64,
                 nanos: r.u32()?,
@@ -550,6 +581,8 @@ impl Record {
             Record::SetXattr { .. } => "setxattr",
             Record::RemoveXattr { .. } => "removexattr",
             Record::Times { .. } => "times",
+            Record::MergeParent { .. } => "merge parent",
+            Record::FromP2 { .. } => "merge info",
         };
         let paths: Vec<String> = match self {
             Record::SetMtime { path, .. }
@@ -577,6 +610,7 @@ impl Record {
             | Record::Clock { .. }
             | Record::SetXattr { .. }
             | Record::RemoveXattr { .. }
+            | Record::MergeParent { .. }
             | Record::Times { .. } => vec![],
             Record::Create { path, .. }
             | Record::Materialize { path, .. }
@@ -590,7 +624,8 @@ impl Record {
             | Record::Put { path, .. }
             | Record::Track { path, .. }
             | Record::Restore { path }
-            | Record::Copy { dest: path, .. } => vec![path],
+            | Record::Copy { dest: path, .. }
+            | Record::FromP2 { path, .. } => vec![path],
             Record::Rename { from, to, .. } => vec![from, to],
         }
     }
@@ -959,6 +994,13 @@ mod tests {
             },
             Record::Remove {
                 path: b"gone/dir".to_vec(),
+            },
+            Record::MergeParent {
+                node: Node([7; 20]),
+            },
+            Record::FromP2 {
+                path: b"merged".to_vec(),
+                on: true,
             },
             Record::Special {
                 path: b"fifo".to_vec(),

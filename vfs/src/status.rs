@@ -87,6 +87,8 @@ impl WorkingCopy {
         // Paths with a tracking override are always looked at: an added file that is gone
         // is missing (`!`).
         let mut out: BTreeSet<Vec<u8>> = inner.tracking.keys().cloned().collect();
+        // So are the files of a merge (modified whatever their content).
+        out.extend(inner.from_p2.iter().cloned());
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
         let base = inner.base.clone();
         for p in &dirty {
@@ -120,7 +122,7 @@ impl WorkingCopy {
     /// Computes status.
     pub fn status(&self, req: StatusRequest) -> Result<Vec<StatusEntry>> {
         // Capture the state of every candidate under the lock, compare outside it.
-        let (captured, tracking, base, repo) = {
+        let (captured, tracking, base, repo, from_p2) = {
             let mut inner = self.write();
             let candidates = self.candidates(&mut inner)?;
             let mut captured = Vec::with_capacity(candidates.len());
@@ -133,6 +135,7 @@ impl WorkingCopy {
                 inner.tracking.clone(),
                 inner.base.clone(),
                 inner.repo.clone(),
+                inner.from_p2.clone(),
             )
         };
         // A broken .hgignore aborts status, as in hg.
@@ -156,6 +159,10 @@ impl WorkingCopy {
             let is_file = !matches!(now, Now::Absent | Now::Dir);
             let letter = match (base, track) {
                 (Some(_), Some(Track::Removed)) => Some('R'),
+                // hg's dirstate: a file of the merge is modified, whatever its content.
+                (Some(_), _) | (None, Some(Track::Added)) if from_p2.contains(&path) => {
+                    Some(if is_file { 'M' } else { '!' })
+                }
                 (Some((node, flag)), _) => {
                     if !is_file {
                         Some('!')

@@ -146,6 +146,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     mount_only(&ws)?;
     let _wlock = ws.wlock()?;
+    ws.refuse_merge("commit")?;
     let message = match (&args.message, &args.logfile) {
         (Some(_), Some(_)) => bail!("options --message and --logfile are mutually exclusive"),
         (Some(m), None) => m.clone().into_bytes(),
@@ -426,6 +427,15 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         bail!("revision {rev} has subrepositories (.hgsub), which revfs does not support (use hg instead)");
     }
     if !args.clean {
+        // hg's checks of an update that would leave a merge unfinished.
+        if ws.merge_parent()?.is_some() {
+            bail!("outstanding uncommitted merge");
+        }
+        if revfs_hg::mergestate::unresolved(&share)? > 0 {
+            bail!("outstanding merge conflicts\n(use 'hg resolve' to resolve)");
+        }
+    }
+    if !args.clean {
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.
         let cl = ws.repo.changelog();
@@ -457,6 +467,13 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         Response::Updated {
             updated, removed, ..
         } => {
+            // hg's update ends any merge state (resolved files, or --clean's discarded ones).
+            match std::fs::remove_dir_all(share.join("merge")) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    eprintln!("warning: removing {}: {e}", share.join("merge").display())
+                }
+                _ => {}
+            }
             if had_cwd && std::env::current_dir().is_err() {
                 eprintln!(
                     "current directory was removed\n(consider changing to repo root: {})",

@@ -385,6 +385,9 @@ fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
                 }
             }
         }
+        if t.uses("graphnode") {
+            ws.refuse_merge("log")?;
+        }
         if t.uses("graphnode")
             && std::fs::metadata(repo.store_path().join("obsstore")).is_ok_and(|m| m.len() > 0)
         {
@@ -440,6 +443,9 @@ pub struct ParentsArgs {
 /// `hg parents`: the working copy's parent (a mount's, or the dirstate's), or a revision's.
 pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
+    if args.rev.is_none() {
+        ws.refuse_merge("parents")?;
+    }
     let cl = ws.repo.changelog();
     let mut revs = Vec::new();
     match &args.rev {
@@ -479,6 +485,9 @@ pub struct IdArgs {
 /// `hg id`: short node (`+` when the working copy has changes), branch, tags, bookmarks.
 pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
+    if args.rev.is_none() {
+        ws.refuse_merge("id")?;
+    }
     let repo = &ws.repo;
     let rev = ws.resolve_single(Some(args.rev.as_deref().unwrap_or(".")))?;
     let dirty = match (&args.rev, &ws.mount) {

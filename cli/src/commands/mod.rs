@@ -372,6 +372,28 @@ impl Workspace {
         }
     }
 
+    /// The second parent of a merge hg is making in the mount (asked of the daemon), if any.
+    pub fn merge_parent(&self) -> Result<Option<Node>> {
+        if self.mount.is_none() {
+            return Ok(None);
+        }
+        match self.request(&Request::Info)? {
+            Response::Info(info) => Ok(info
+                .p2
+                .and_then(|hex| Node::from_hex(hex.as_bytes()))
+                .filter(|n| !n.is_null())),
+            other => Err(anyhow!("unexpected answer from the daemon: {other:?}")),
+        }
+    }
+
+    /// An abort for a revfs command that does not know a merge in progress, when one is.
+    pub fn refuse_merge(&self, what: &str) -> Result<()> {
+        if self.merge_parent()?.is_some() {
+            bail!("revfs {what} does not work during a merge (hg {what} does, in the mount)");
+        }
+        Ok(())
+    }
+
     /// Resolves `-r` arguments to revisions, in order, without repeats.
     pub fn resolve_revs(&self, specs: &[String]) -> Result<Vec<Rev>> {
         let mut out: Vec<Rev> = Vec::new();

@@ -70,6 +70,7 @@ fn lossy(b: &[u8]) -> String {
 pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     let _wlock = ws.wlock()?;
+    ws.refuse_merge("revert")?;
     let always = args.files.is_empty();
     // The working copy's status, with clean and unknown files when files are named.
     let fetched = fetch(&ws, !always, false, !always)?;

@@ -418,6 +418,15 @@ impl WorkingCopy {
             });
         }
         inner.copies = copies;
+        if !inner.p2.is_null() {
+            records.push(Record::MergeParent { node: inner.p2 });
+            for path in &inner.from_p2 {
+                records.push(Record::FromP2 {
+                    path: path.clone(),
+                    on: true,
+                });
+            }
+        }
         if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
             tracing::error!(
                 "rewriting the journal failed: {e}; refusing further changes until a remount"

@@ -15,7 +15,17 @@ impl WorkingCopy {
     /// when the new parent lacks it), an untracked one untracked (removed when the new
     /// parent has it).
     /// The repository is opened afresh (hg has just written the revision).
-    pub fn set_parent(&self, node: Node, files: &[(Vec<u8>, bool)]) -> Result<()> {
+    ///
+    /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
+    /// and its files' merge information); `from_p2` the paths of `files` that hg marked as
+    /// merged or taken from it (the others of `files` lose that mark).
+    pub fn set_parent(
+        &self,
+        node: Node,
+        p2: Node,
+        from_p2: &BTreeSet<Vec<u8>>,
+        files: &[(Vec<u8>, bool)],
+    ) -> Result<()> {
         let _one = self.transition_lock();
         let repo = Arc::new(Repo::open(self.repo().root())?);
         let base = Arc::new(
@@ -46,6 +56,18 @@ impl WorkingCopy {
             // It may differ from the new parent although it was clean against the old one
             // (strip --keep): the journal's rebase looks at it.
             inner.dirty.insert(path.clone());
+        }
+        inner.p2 = p2;
+        if p2.is_null() {
+            inner.from_p2.clear();
+        } else {
+            for (path, _) in files {
+                if from_p2.contains(path) {
+                    inner.from_p2.insert(path.clone());
+                } else {
+                    inner.from_p2.remove(path);
+                }
+            }
         }
         inner.base = base;
         inner.base_node = node;

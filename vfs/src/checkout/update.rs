@@ -51,6 +51,9 @@ impl WorkingCopy {
         progress: Option<ProgressFn>,
     ) -> Result<UpdateOutcome> {
         let _one = self.transition_lock();
+        if !clean && !self.read().p2.is_null() {
+            return Err(WcError::UncommittedMerge);
+        }
         let t0 = std::time::Instant::now();
         tick(progress, "checking", 0, 0);
         // One read of the target's changeset: its manifest, and its branch for hg.
@@ -77,7 +80,24 @@ impl WorkingCopy {
         let mut kept: BTreeSet<Vec<u8>> = BTreeSet::new();
         if clean {
             let base = self.base_manifest();
+            let merged = self.read().from_p2.clone();
             for e in self.status(StatusRequest::default())? {
+                if merged.contains(&e.path) && base.find(&e.path)?.is_none() {
+                    // A file a merge took from its second parent: tracked, so the update
+                    // removes it (hg's remove action), unless the target has it too.
+                    self.set_tracking(&e.path, Track::Default)?;
+                    if e.letter != '!' && target.find(&e.path)?.is_none() {
+                        let (parent, name) = {
+                            let mut inner = self.write();
+                            let (parent, name) = inner.resolve_parent(&e.path)?;
+                            (parent, name.to_vec())
+                        };
+                        self.unlink(parent, &name)?;
+                        out.removed += 1;
+                        reverted.insert(e.path);
+                    }
+                    continue;
+                }
                 let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
                 if e.letter == 'R'
                     && target.find(&e.path)?.is_none()
@@ -336,6 +356,9 @@ impl WorkingCopy {
         inner.base = target;
         inner.base_node = node;
         inner.repo = repo;
+        // An update ends any merge (only --clean gets here during one).
+        inner.p2 = Node::default();
+        inner.from_p2.clear();
         let t_apply = t0.elapsed();
         self.rebase_journal(&mut inner, &BTreeSet::new())?;
         tracing::debug!(

@@ -82,6 +82,9 @@ pub enum WcError {
     /// An update would overwrite these changed paths (hg would merge them).
     #[error("uncommitted changes")]
     UncommittedChanges(Vec<Vec<u8>>),
+    /// An update that would leave a merge hg is making (its second parent) unfinished.
+    #[error("outstanding uncommitted merge")]
+    UncommittedMerge,
     /// An update would overwrite these untracked files, which differ from the target's.
     #[error("untracked files in working directory differ from files in requested revision")]
     UntrackedDiffers(Vec<Vec<u8>>),
@@ -275,6 +278,10 @@ pub(crate) struct Inner {
     pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
     /// Copy sources of copied or renamed files: destination -> source.
     pub(crate) copies: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The second parent while hg makes a merge (null otherwise), and the paths hg marked
+    /// as merged or taken from it (its dirstate's `p2_info`: status shows them modified).
+    pub(crate) p2: Node,
+    pub(crate) from_p2: BTreeSet<Vec<u8>>,
     /// The working-copy parent: its node and manifest, and the repository it is read from
     /// (all three change together at commit and update).
     pub(crate) base: Arc<Manifest>,
@@ -406,6 +413,8 @@ impl WorkingCopy {
                 dirty: BTreeSet::new(),
                 tracking: BTreeMap::new(),
                 copies: BTreeMap::new(),
+                p2: Node::default(),
+                from_p2: BTreeSet::new(),
                 base,
                 base_node,
                 repo,
@@ -484,6 +493,11 @@ impl WorkingCopy {
         self.read().base_node
     }
 
+    /// The second parent of a merge hg is making (null otherwise).
+    pub fn merge_parent(&self) -> Node {
+        self.read().p2
+    }
+
     /// The working-copy parent's manifest.
     pub fn base_manifest(&self) -> Arc<Manifest> {
         self.read().base.clone()
@@ -544,7 +558,13 @@ impl WorkingCopy {
         // Every record but tracking and copy marks changes times: the operation's time goes
         // first (taken now if the operation has not taken it yet: a record may be written
         // before the change it describes is made).
-        if matches!(rec, Record::Track { .. } | Record::Copy { .. }) {
+        if matches!(
+            rec,
+            Record::Track { .. }
+                | Record::Copy { .. }
+                | Record::MergeParent { .. }
+                | Record::FromP2 { .. }
+        ) {
             self.journal().append(&rec)?;
         } else {
             let (secs, nanos) = unix_time(inner.now());
@@ -639,6 +659,19 @@ impl WorkingCopy {
             }
             Record::Track { path, track } => set_track(inner, path, *track),
             Record::Copy { dest, source } => set_copy(inner, dest, source),
+            Record::MergeParent { node } => {
+                inner.p2 = *node;
+                if node.is_null() {
+                    inner.from_p2.clear();
+                }
+            }
+            Record::FromP2 { path, on } => {
+                if *on {
+                    inner.from_p2.insert(path.clone());
+                } else {
+                    inner.from_p2.remove(path);
+                }
+            }
             Record::Restore { path } => {
                 if let Some(id) = self.do_restore(inner, path)? {
                     let _ = self.overlay.remove(id);

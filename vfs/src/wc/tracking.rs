@@ -59,7 +59,8 @@ impl WorkingCopy {
                     ))
                     .next()
                     .is_some_and(|(p, _)| p.starts_with(&prefix));
-            out.push(crate::control::PathState { p1, wc, dir });
+            let p2 = inner.from_p2.contains(path.as_slice());
+            out.push(crate::control::PathState { p1, wc, dir, p2 });
         }
         Ok(out)
     }
