@@ -3,8 +3,10 @@
 //! refuses while they are (`outstanding merge conflicts`).
 //!
 //! Format (version 2): records of one type byte, a big-endian u32 length and that many
-//! bytes. File records (`F`, `D`, `C`) start with the file name and its state, each ended
-//! by a NUL; the states `u` and `pu` are unresolved. Other records are skipped.
+//! bytes; a `t` record holds another record whose type is its first byte (hg writes the
+//! change/delete and path conflicts so). File records (`F`, `C`, `P`, and `D` of older
+//! versions) start with the file name and its state, each ended by a NUL; the states `u`
+//! and `pu` are unresolved. Other records are skipped.
 
 use std::path::{Path, PathBuf};
 
@@ -39,8 +41,14 @@ fn unresolved_in(bytes: &[u8]) -> Result<usize, usize> {
     while at < bytes.len() {
         let head = bytes.get(at..at + 5).ok_or(at)?;
         let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        let data = bytes.get(at + 5..at + 5 + len).ok_or(at)?;
-        if matches!(head[0], b'F' | b'D' | b'C') {
+        let mut data = bytes.get(at + 5..at + 5 + len).ok_or(at)?;
+        let mut kind = head[0];
+        if kind == b't' {
+            // hg's override record: the record type is the first byte of the data.
+            let (&k, rest) = data.split_first().ok_or(at)?;
+            (kind, data) = (k, rest);
+        }
+        if matches!(kind, b'F' | b'C' | b'P' | b'D') {
             let mut fields = data.split(|&b| b == 0);
             let _name = fields.next();
             if matches!(fields.next(), Some(b"u" | b"pu")) {
@@ -69,8 +77,9 @@ mod tests {
         b.extend(record(b'F', b"a\0u\0hash\0a\0"));
         b.extend(record(b'F', b"b\0r\0hash\0b\0"));
         b.extend(record(b'C', b"c\0pu\0x\0"));
+        b.extend(record(b't', b"Cd\0u\0x\0"));
         b.extend(record(b'f', b"a\0extra\0"));
-        assert_eq!(unresolved_in(&b), Ok(2));
+        assert_eq!(unresolved_in(&b), Ok(3));
         assert_eq!(unresolved_in(&b[..b.len() - 1]), Err(b.len() - 13));
         assert_eq!(unresolved_in(b""), Ok(0));
     }

@@ -235,10 +235,12 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
         return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
     entries, _copies = ds._revfs_status(unknown=True, ignored=True)
     local = set(p for l, p in entries)
+    # A file another action names (a merge's other or ancestor name) stays hg's.
+    named = _actionpaths(mresult, args_only=True)
     theirs = [
         (f, a)
         for f, a in mresult.filemap(sort=True)
-        if a[0] in _DAEMON_ACTIONS and f not in local
+        if a[0] in _DAEMON_ACTIONS and f not in local and f not in named
     ]
     for f, _a in theirs:
         mresult.removefile(f)
@@ -257,14 +259,16 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
     stats, getfiledata, extra = orig(
         repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs
     )
-    resp = _expectupdated(ds._revfs.request(req))
+    _expectupdated(ds._revfs.request(req))
     # The daemon's parent is the target now; hg sets it next, with its word on its files.
     ds._revfs_states = {}
     ds._revfs_changes = None
+    # hg's counts of the actions the daemon did (they are hg's words).
+    removed = sum(1 for _f, a in theirs if a[0] == mergestatemod.ACTION_REMOVE)
     stats = mergemod.updateresult(
-        stats.updatedcount + resp['updated'],
+        stats.updatedcount + len(theirs) - removed,
         stats.mergedcount,
-        stats.removedcount + resp['removed'],
+        stats.removedcount + removed,
         stats.unresolvedcount,
     )
     return stats, getfiledata, extra
@@ -283,11 +287,12 @@ _ACTION_PATHS = {
 }
 
 
-def _actionpaths(mresult):
-    """Every path hg's actions touch."""
+def _actionpaths(mresult, args_only=False):
+    """Every path hg's actions touch (or only those their arguments name)."""
     paths = set()
     for f, (m, args, _msg) in mresult.filemap():
-        paths.add(f)
+        if not args_only:
+            paths.add(f)
         for i in _ACTION_PATHS.get(m, ()):
             if args and i < len(args) and isinstance(args[i], bytes):
                 paths.add(args[i])
@@ -366,6 +371,12 @@ def _daemonupdate(repo, p2, force, updatecheck):
                         _(b"uncommitted changes"),
                         hint=_(b"commit or update --clean to discard changes"),
                     )
+    if not force:
+        changes, copies = ds._changes()
+        if copies or any(l in 'R!' for l in changes.values()):
+            # Local copies, or removed files: hg's copy tracing may find a rename on one
+            # side of files deleted or renamed on the other, and print its notes.
+            return None
     xp2 = p2.hex()
     ds._revfs_flush()
     req = {'cmd': 'update', 'node': xp2.decode('ascii'), 'clean': bool(force)}
@@ -1085,6 +1096,7 @@ class revfsdirstate(dirstate.dirstate):
                 'files': [[list(f), wc] for f, (wc, _p1, _p2) in sorted(files.items())],
                 'p2': None if p2 == nullid else hex(p2).decode('ascii'),
                 'from_p2': [list(f) for f, (_wc, _p1, p2i) in sorted(files.items()) if p2i],
+                'in_p1': [list(f) for f, (_wc, p1, _p2) in sorted(files.items()) if p1],
             }
         )
         self._revfs_dropparent()

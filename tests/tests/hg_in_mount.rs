@@ -968,6 +968,18 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
         assert_eq!(out.status.code(), Some(255), "revfs {args:?}: {err}");
         assert!(err.starts_with("abort: revfs "), "revfs {args:?}: {err}");
     }
+    // The merge survives a killed daemon: the journal holds its second parent and files.
+    s.mount.kill_daemon();
+    s.mount.unmount();
+    s.mount.remount(&s._tmp.path().join("repo"), None);
+    for args in [
+        &["status", "-A"][..],
+        &["id"],
+        &["resolve", "-l"],
+        &["diff", "--git"],
+    ] {
+        s.same("", args);
+    }
     s.edit(|r| std::fs::write(r.join("d/f"), "f\nboth\n").unwrap());
     let steps: &[&[&str]] = &[
         &["resolve", "--mark", "d/f"],

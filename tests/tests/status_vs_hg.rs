@@ -544,7 +544,8 @@ fn run_both(
 
 /// One random command that moves the parent: commit (all, -A, named files), amend,
 /// updates (-C and --check, which hg and the daemon do alike; plain and --merge, which
-/// merge local changes through hg's merge machinery), `hg resolve`, by hg or by revfs in the mount
+/// merge local changes through hg's merge machinery), merge and `merge --abort`,
+/// `hg resolve`, by hg or by revfs in the mount
 /// and by hg in the clone, with the same user and date: same exit code and output.
 fn random_history(
     rng: &mut Rng,
@@ -572,7 +573,7 @@ fn random_history(
         0 => "null".to_string(),
         n => (n - 1).to_string(),
     };
-    let (args, revfs_too): (Vec<String>, bool) = match rng.below(11) {
+    let (args, revfs_too): (Vec<String>, bool) = match rng.below(13) {
         0 | 1 => (commit(&[]), true),
         2 => (commit(&["-A".into()]), true),
         3 => {
@@ -588,6 +589,9 @@ fn random_history(
         // Over local changes: hg's merge, its conflicts, and hg resolve.
         8 => (vec!["update".into(), target], false),
         9 => (vec!["update".into(), "--merge".into(), target], false),
+        // Merges: hg's merge machinery, the daemon's second parent.
+        10 => (vec!["merge".into(), target], false),
+        11 => (vec!["merge".into(), "--abort".into()], false),
         _ => (
             vec![
                 "resolve".into(),

@@ -107,6 +107,10 @@ pub enum Request {
         p2: Option<String>,
         #[serde(default)]
         from_p2: Vec<Vec<u8>>,
+        /// Version 4: which of `files` hg says the new parent tracks (`p1_tracked`; absent:
+        /// as its manifest says).
+        #[serde(default)]
+        in_p1: Option<Vec<Vec<u8>>>,
     },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy

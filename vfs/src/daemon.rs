@@ -255,6 +255,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             files,
             p2,
             from_p2,
+            in_p1,
         } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
@@ -263,10 +264,15 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                     .ok_or(WcError::Store(StoreError::UnknownRevision(hex)))?,
                 None => Node::default(),
             };
-            let from_p2: BTreeSet<Vec<u8>> = from_p2.into_iter().collect();
-            wc.set_parent(node, p2, &from_p2, &files)?;
+            let count = files.len();
+            let hg = crate::checkout::HgFiles {
+                tracked: files,
+                in_p1: in_p1.map(|v| v.into_iter().collect()),
+                from_p2: from_p2.into_iter().collect(),
+            };
+            wc.set_parent(node, p2, &hg)?;
             ctx.save_parent(node);
-            tracing::info!(node = %node.to_hex(), files = files.len(), "new parent, working copy kept");
+            tracing::info!(node = %node.to_hex(), files = count, "new parent, working copy kept");
             Response::Done
         }
         Request::Update {

@@ -38,6 +38,13 @@ pub enum Track {
     Added = 1,
     /// `revfs remove` / `revfs forget`: untracked although in the base manifest.
     Removed = 2,
+    /// Version 6: not in hg's dirstate at all although in the base manifest (hg's update
+    /// merging a local rename drops the source's entry): never removed nor missing, unknown
+    /// when on disk.
+    Dropped = 3,
+    /// Version 6: tracked as if in the base manifest although it is not (hg's update merging
+    /// a local rename keeps the destination's entry as its parent's): modified.
+    Claimed = 4,
 }
 
 /// One journaled mutation.
@@ -461,6 +468,8 @@ impl Record {
                     0 => Track::Default,
                     1 => Track::Added,
                     2 => Track::Removed,
+                    3 => Track::Dropped,
+                    4 => Track::Claimed,
                     _ => return None,
                 },
             },

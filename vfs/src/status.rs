@@ -159,6 +159,12 @@ impl WorkingCopy {
             let is_file = !matches!(now, Now::Absent | Now::Dir);
             let letter = match (base, track) {
                 (Some(_), Some(Track::Removed)) => Some('R'),
+                (Some(_), Some(Track::Dropped)) => match &ignore {
+                    _ if !is_file => None,
+                    Some(ig) if ig.is_ignored(&path) => Some('I'),
+                    _ => Some('?'),
+                },
+                (None, Some(Track::Claimed)) => Some(if is_file { 'M' } else { '!' }),
                 // hg's dirstate: a file of the merge is modified, whatever its content.
                 (Some(_), _) | (None, Some(Track::Added)) if from_p2.contains(&path) => {
                     Some(if is_file { 'M' } else { '!' })
@@ -200,7 +206,9 @@ impl WorkingCopy {
             let clean = groups.entry('C').or_default();
             for e in base.iter() {
                 let e = e?;
-                if !seen.contains(e.path) && !matches!(tracking.get(e.path), Some(Track::Removed)) {
+                if !seen.contains(e.path)
+                    && !matches!(tracking.get(e.path), Some(Track::Removed | Track::Dropped))
+                {
                     clean.push(e.path.to_vec());
                 }
             }

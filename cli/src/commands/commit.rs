@@ -246,6 +246,11 @@ fn commit_checked(
             }
         }
     }
+    // hg's commit refuses while an update or a merge left conflicts (after `-A`, which
+    // its dirstate guard undoes, and the named files).
+    if revfs_hg::mergestate::unresolved(&ws.mount()?.share_dir())? > 0 {
+        bail!("unresolved merge conflicts (see 'hg help resolve')");
+    }
     if chosen.is_empty() {
         if !args.quiet {
             let missing = walked.entries().filter(|(l, _)| *l == '!').count();

@@ -17,6 +17,7 @@
 mod commit;
 mod prefetch;
 mod reparent;
+pub use reparent::HgFiles;
 mod update;
 
 use crate::journal::{PutEntry, Record, Track};
@@ -394,8 +395,8 @@ impl WorkingCopy {
             let in_base = base.find(&p)?.is_some();
             let keep = !committed.contains(&p)
                 && match t {
-                    Track::Added => !in_base,
-                    Track::Removed => in_base,
+                    Track::Added | Track::Claimed => !in_base,
+                    Track::Removed | Track::Dropped => in_base,
                     Track::Default => false,
                 };
             if keep {

@@ -19,13 +19,8 @@ impl WorkingCopy {
     /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
     /// and its files' merge information); `from_p2` the paths of `files` that hg marked as
     /// merged or taken from it (the others of `files` lose that mark).
-    pub fn set_parent(
-        &self,
-        node: Node,
-        p2: Node,
-        from_p2: &BTreeSet<Vec<u8>>,
-        files: &[(Vec<u8>, bool)],
-    ) -> Result<()> {
+    pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles) -> Result<()> {
+        let (files, from_p2) = (&hg.tracked, &hg.from_p2);
         let _one = self.transition_lock();
         let repo = Arc::new(Repo::open(self.repo().root())?);
         let base = Arc::new(
@@ -45,11 +40,16 @@ impl WorkingCopy {
             keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
         }
         for (path, tracked) in files {
-            // Kept by rebase_journal only where it means something against the new parent.
-            let track = if *tracked {
-                Track::Added
-            } else {
-                Track::Removed
+            // Kept by rebase_journal only where it means something against the new parent;
+            // hg's word that the parent tracks a file it does not have, or does not track
+            // one it has, is kept as it says (status then shows what hg's shows).
+            let in_base = base.find(path)?.is_some();
+            let claim = hg.in_p1.as_ref().map_or(in_base, |s| s.contains(path));
+            let track = match (*tracked, claim, in_base) {
+                (true, true, false) => Track::Claimed,
+                (false, false, true) => Track::Dropped,
+                (true, _, _) => Track::Added,
+                (false, _, _) => Track::Removed,
             };
             inner.tracking.insert(path.clone(), track);
             inner.copies.remove(path.as_slice());
@@ -76,13 +76,26 @@ impl WorkingCopy {
     }
 }
 
+/// hg's word on the files whose state it changed with the parents (`dirstate.update_file`).
+#[derive(Debug, Default)]
+pub struct HgFiles {
+    /// Each path, tracked in the working copy or not.
+    pub tracked: Vec<(Vec<u8>, bool)>,
+    /// Those hg says the new first parent tracks (`p1_tracked`); `None`: as its manifest
+    /// says.
+    pub in_p1: Option<BTreeSet<Vec<u8>>>,
+    /// Those hg marked as merged or taken from the second parent (`p2_info`).
+    pub from_p2: BTreeSet<Vec<u8>>,
+}
+
 /// A path the old and the new parent disagree on (`in_old`, `in_new`) keeps its tracking
 /// across the move, as hg's dirstate keeps an entry it was not told of: a tracked file the
 /// new parent lacks becomes added, an untracked one it has becomes removed.
 pub(super) fn keep_tracking(inner: &mut Inner, path: &[u8], in_old: bool, in_new: bool) {
     let current = inner.tracking.get(path).copied();
     let keep = match (in_old, in_new, current) {
-        (true, false, Some(Track::Removed)) => Track::Default,
+        (true, false, Some(Track::Removed | Track::Dropped)) => Track::Default,
+        (false, true, Some(Track::Claimed)) => Track::Default,
         (true, false, _) => Track::Added,
         (false, true, Some(Track::Added)) => Track::Default,
         (false, true, _) => Track::Removed,

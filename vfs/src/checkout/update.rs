@@ -79,6 +79,18 @@ impl WorkingCopy {
         // forgets them, and the file stays as it is, untracked (even with --clean).
         let mut kept: BTreeSet<Vec<u8>> = BTreeSet::new();
         if clean {
+            // hg's entries that disagree with the parent (a path it dropped, or keeps as
+            // the parent's although the parent lacks it) go first: --clean starts afresh.
+            let odd: Vec<Vec<u8>> = self
+                .read()
+                .tracking
+                .iter()
+                .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed))
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in odd {
+                self.set_tracking(&p, Track::Default)?;
+            }
             let base = self.base_manifest();
             let merged = self.read().from_p2.clone();
             for e in self.status(StatusRequest::default())? {

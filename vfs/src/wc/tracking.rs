@@ -43,10 +43,19 @@ impl WorkingCopy {
         for path in paths {
             use crate::checkout::{target_at, Target};
             let in_base = target_at(&inner.base, path)?;
-            let p1 = matches!(in_base, Target::File(..));
+            let mut p1 = matches!(in_base, Target::File(..));
             let wc = match inner.tracking.get(path.as_slice()) {
                 Some(Track::Added) => true,
                 Some(Track::Removed) => false,
+                // As hg's dirstate has them: no entry, or one as if in the parent.
+                Some(Track::Dropped) => {
+                    p1 = false;
+                    false
+                }
+                Some(Track::Claimed) => {
+                    p1 = true;
+                    true
+                }
                 _ => p1,
             };
             let prefix = [path.as_slice(), b"/"].concat();
@@ -164,7 +173,7 @@ pub(super) fn set_copy(inner: &mut Inner, dest: &[u8], source: &[u8]) {
 
 pub(super) fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
     // A file that stops being added or tracked loses its copy source, as in hg.
-    if track != Track::Added {
+    if !matches!(track, Track::Added | Track::Claimed) {
         inner.copies.remove(path);
     }
     match track {
