@@ -250,19 +250,21 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
         'clean': False,
         'keep': _paths(sorted(_actionpaths(mresult))),
     }
-    if ds._revfs.request(dict(req, dry_run=True)).get('reply') != 'updated':
+    # The daemon first: it changes nothing when it refuses, and it never touches hg's
+    # paths, which hg's actions then read and write as they are (hg asks the dirstate
+    # nothing while it applies them).
+    if ds._revfs.request(req).get('reply') != 'updated':
         # Something hg's actions do not name is in the daemon's way: hg does it all (the
         # files it writes are copied into the overlay) and the parent moves at write().
         for f, (m, args, msg) in theirs:
             mresult.addfile(f, m, args, msg)
         return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
-    stats, getfiledata, extra = orig(
-        repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs
-    )
-    _expectupdated(ds._revfs.request(req))
     # The daemon's parent is the target now; hg sets it next, with its word on its files.
     ds._revfs_states = {}
     ds._revfs_changes = None
+    stats, getfiledata, extra = orig(
+        repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs
+    )
     # hg's counts of the actions the daemon did (they are hg's words).
     removed = sum(1 for _f, a in theirs if a[0] == mergestatemod.ACTION_REMOVE)
     stats = mergemod.updateresult(
@@ -297,19 +299,6 @@ def _actionpaths(mresult, args_only=False):
             if args and i < len(args) and isinstance(args[i], bytes):
                 paths.add(args[i])
     return paths
-
-
-def _expectupdated(resp):
-    if resp.get('reply') == 'conflicts':
-        # hg's merge found nothing in the way of these; the daemon did.
-        raise error.Abort(
-            _(b'revfs: the update would overwrite local changes to %s')
-            % b', '.join(bytes(p) for p in resp['paths'][:5]),
-            hint=_(b'commit or shelve them first, or update --clean to discard them'),
-        )
-    if resp.get('reply') != 'updated':
-        raise error.Abort(b'revfs: unexpected answer from the daemon')
-    return resp
 
 
 def _hashook(ui, name):

@@ -99,6 +99,16 @@ impl Sides {
 }
 
 impl Sides {
+    /// `revfs status -A` in the mount prints what `hg status -A` prints in the clone.
+    fn revfs_status_is_hgs(&self) {
+        let ours = revfs(&self.mount.dir, &["status", "-A"]);
+        let theirs = hg_cmd(&self.clone, &["status", "-A"]);
+        assert_eq!(
+            String::from_utf8_lossy(&ours.stdout),
+            String::from_utf8_lossy(&theirs.stdout)
+        );
+    }
+
     /// `revfs ARGS` in the mount against `hg ARGS` in the clone: the same output and exit
     /// code, the tree's path aside.
     fn revfs_as_hg(&self, args: &[&str]) {
@@ -775,9 +785,7 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
         s.same("", args);
     }
     assert!(!s.mount.dir.join(".hg/updatestate").exists());
-    let ours = revfs(&s.mount.dir, &["status", "-A"]);
-    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
-    assert_eq!(ours.stdout, theirs.stdout);
+    s.revfs_status_is_hgs();
 }
 
 /// Files (not directories) below `dir`.
@@ -895,12 +903,7 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
         s.same("", args);
     }
     assert!(!s.mount.dir.join(".hg/updatestate").exists());
-    let ours = revfs(&s.mount.dir, &["status", "-A"]);
-    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
-    assert_eq!(
-        String::from_utf8_lossy(&ours.stdout),
-        String::from_utf8_lossy(&theirs.stdout)
-    );
+    s.revfs_status_is_hgs();
     let ours = revfs(&s.mount.dir, &["diff", "--git"]);
     let theirs = hg_cmd(&s.clone, &["diff", "--git"]);
     assert_eq!(ours.stdout, theirs.stdout);
@@ -955,12 +958,7 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
         s.same("", args);
     }
     // revfs in the middle of a merge: the same status, and what it cannot do it says.
-    let ours = revfs(&s.mount.dir, &["status", "-A"]);
-    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
-    assert_eq!(
-        String::from_utf8_lossy(&ours.stdout),
-        String::from_utf8_lossy(&theirs.stdout)
-    );
+    s.revfs_status_is_hgs();
     s.revfs_as_hg(&["update", "1"]);
     for args in [&["commit", "-m", "x"][..], &["parents"], &["id"]] {
         let out = revfs(&s.mount.dir, args);
@@ -1041,12 +1039,7 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
     for args in steps {
         s.same("", args);
     }
-    let ours = revfs(&s.mount.dir, &["status", "-A"]);
-    let theirs = hg_cmd(&s.clone, &["status", "-A"]);
-    assert_eq!(
-        String::from_utf8_lossy(&ours.stdout),
-        String::from_utf8_lossy(&theirs.stdout)
-    );
+    s.revfs_status_is_hgs();
 }
 
 #[test]
