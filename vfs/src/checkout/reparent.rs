@@ -14,7 +14,8 @@ impl WorkingCopy {
     /// as in hg. Every other path keeps its tracking: a tracked file stays tracked (added
     /// when the new parent lacks it), an untracked one untracked (removed when the new
     /// parent has it).
-    /// The repository is opened afresh (hg has just written the revision).
+    /// The repository is opened afresh (hg has just written the revision) unless the
+    /// parent stays.
     ///
     /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
     /// and its files' merge information); `from_p2` the paths of `files` that hg marked as
@@ -22,11 +23,18 @@ impl WorkingCopy {
     pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles) -> Result<()> {
         let (files, from_p2) = (&hg.tracked, &hg.from_p2);
         let _one = self.transition_lock();
-        let repo = Arc::new(Repo::open(self.repo().root())?);
-        let base = Arc::new(
-            repo.manifest_at(&node)?
-                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
-        );
+        let (repo, base) = if node == self.base_node() {
+            // The parent stays (a merge's second parent, hg's resolve, the end of an update
+            // over local changes): its manifest is known.
+            (self.repo(), self.base_manifest())
+        } else {
+            let repo = Arc::new(Repo::open(self.repo().root())?);
+            let base = Arc::new(
+                repo.manifest_at(&node)?
+                    .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
+            );
+            (repo, base)
+        };
         self.room()?;
         let mut inner = self.write();
         // The paths the two parents disagree on that hg did not name (debugsetparents names
