@@ -19,8 +19,10 @@ commit, commit --amend and strip --keep move the parent with the files kept: the
 daemon's set_parent, sent after the transaction is final. An update that is not a
 merge is the daemon's in-place update, with hg's checks, hooks and bookkeeping around
 it. An update over local changes is hg's merge for the files that have one and the
-daemon's update for the others. Branch merges are not yet supported in a mount and stop
-with an abort before they change anything.
+daemon's update for the others. Branch merges (merge, rebase, graft, backout) are hg's
+own, writing through the mount; the daemon keeps their second parent and each file's
+merge information. Commands a mount does not support yet stop with an abort before they
+change anything.
 """
 
 import json
@@ -111,8 +113,8 @@ def extsetup(ui):
     localrepo.featuresetupfuncs.add(featuresetup)
     # A working-directory requirement: never copied into the repository's store.
     requirementsmod.WORKING_DIR_REQUIREMENTS.add(REQUIREMENT)
-    # Every update, merge, rebase, graft... writes files before it moves the parents:
-    # stopped before it starts (an in-memory merge writes nothing).
+    # Every update, merge, rebase, graft... goes through _update, and applyupdates when hg
+    # writes files: the daemon takes the part of an update it does better.
     extensions.wrapfunction(mergemod, '_update', _update)
     extensions.wrapfunction(mergemod, 'applyupdates', _applyupdates)
     extensions.wrapfunction(repair, 'strip', _strip)
@@ -177,7 +179,7 @@ def _update(
     """hg 6.3.2's merge._update: a clean update (or one whose local changes are not in
     the way) is the daemon's in-place update. One over local changes is hg's, which merges
     them (and writes its conflicts) through the mount, while the daemon updates the files
-    nobody changed (_applyupdates). Branch merges are not done in a mount yet."""
+    nobody changed (_applyupdates). Branch merges are hg's own."""
     args = (repo, node, branchmerge, force)
     kwargs = dict(
         ancestor=ancestor,
@@ -224,7 +226,7 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
     """hg 6.3.2's merge.applyupdates in an update over local changes: hg applies its
     actions on the files that have a local change (merges, conflicts, prompts, untracked
     files in the way); the daemon updates the others in place, lazily, as in a clean
-    update (checked first, so that a refusal comes before hg wrote anything)."""
+    update, first (a refusal comes before anything changed)."""
     ds = repo.dirstate
     if (
         not _inmount(repo)
@@ -1100,10 +1102,8 @@ class revfsdirstate(dirstate.dirstate):
             # update_file without a parent move (hg resolve): sent with the parents as they
             # are.
             p1, p2 = self._pl
-            files = self._revfs_files
             self._revfs_moveparent(p1)
             self._revfs_newp2 = p2
-            self._revfs_files = files
         self._revfs_flush()
         if self._revfs_newparent is not None:
             if tr:

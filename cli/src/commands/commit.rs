@@ -439,8 +439,6 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         if revfs_hg::mergestate::unresolved(&share)? > 0 {
             bail!("outstanding merge conflicts\n(use 'hg resolve' to resolve)");
         }
-    }
-    if !args.clean {
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.
         let cl = ws.repo.changelog();

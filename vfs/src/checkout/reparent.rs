@@ -18,8 +18,8 @@ impl WorkingCopy {
     /// parent stays.
     ///
     /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
-    /// and its files' merge information); `from_p2` the paths of `files` that hg marked as
-    /// merged or taken from it (the others of `files` lose that mark).
+    /// and its files' merge information); `hg.from_p2` the paths of `hg.tracked` that hg
+    /// marked as merged or taken from it (the others of them lose that mark).
     pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles) -> Result<()> {
         let (files, from_p2) = (&hg.tracked, &hg.from_p2);
         let _one = self.transition_lock();
