@@ -42,6 +42,7 @@ from mercurial import (
     dirstate,
     encoding,
     error,
+    exchange,
     extensions,
     hg,
     obsutil,
@@ -118,6 +119,8 @@ def extsetup(ui):
     extensions.wrapfunction(mergemod, '_update', _update)
     extensions.wrapfunction(mergemod, 'applyupdates', _applyupdates)
     extensions.wrapfunction(repair, 'strip', _strip)
+    extensions.wrapfunction(exchange, 'push', _push)
+    extensions.wrapfunction(exchange, 'pull', _pull)
     # hg unshare (share's command) would copy the store into the mount's .hg.
     extensions.wrapfunction(hg, 'unshare', _unshare)
     extensions.wrapfunction(scmutil, 'casecollisionauditor', _casecollisionauditor)
@@ -155,6 +158,24 @@ def _unshare(orig, ui, repo, *args, **kwargs):
             hint=_(b'clone its repository instead: hg clone %s') % os.path.dirname(repo.sharedpath),
         )
     return orig(ui, repo, *args, **kwargs)
+
+
+# exchange.push and exchange.pull (hg 6.3.2) refuse a local peer whose requirements the
+# other side does not support, working-directory ones included. revfs-dirstate-v1 is the
+# mount's working directory's only (never the store's): a repository exchanging
+# changesets with a mount supports it.
+def _push(orig, repo, remote, *args, **kwargs):
+    peerrepo = remote.local()
+    if peerrepo and _inmount(repo):
+        peerrepo.supported.add(REQUIREMENT)
+    return orig(repo, remote, *args, **kwargs)
+
+
+def _pull(orig, repo, remote, *args, **kwargs):
+    peerrepo = remote.local()
+    if peerrepo and _inmount(peerrepo):
+        repo.supported.add(REQUIREMENT)
+    return orig(repo, remote, *args, **kwargs)
 
 
 def _inmount(repo):
@@ -399,9 +420,9 @@ def _daemonupdate(repo, p2, force, updatecheck):
 
 
 def _strip(orig, ui, repo, nodelist, *args, **kwargs):
-    # Stripping what is not the working copy's parent only changes the store (amend strips
-    # the commit it replaced after the parent moved); the parent is moved off first by an
-    # update, which a mount does not do through hg yet.
+    # hg moves the working copy's parent off what it strips first (strip's update, amend's
+    # and --keep's set_parent, histedit's and rebase's updates): a strip that would still
+    # take the parent away from under the daemon is refused.
     if _inmount(repo):
         p1 = repo.dirstate.p1()
         if p1 != nullid and repo.unfiltered().revs(b'%ln::%n', nodelist, p1):

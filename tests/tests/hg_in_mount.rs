@@ -28,6 +28,10 @@ struct Sides {
     _tmp: tempfile::TempDir,
     clone: PathBuf,
     mount: Mount,
+    /// Paths each side has its own of (the mount's first), by name: `$NAME` in an
+    /// argument of `same` is the side's path, and the side's path in an output is `$NAME`.
+    /// `$ROOT` is each side's root.
+    named: std::cell::RefCell<Vec<(&'static str, [PathBuf; 2])>>,
 }
 
 fn sides() -> Sides {
@@ -51,6 +55,7 @@ fn sides() -> Sides {
         clone: tmp.path().join("mnt"),
         mount,
         _tmp: tmp,
+        named: Default::default(),
     }
 }
 
@@ -69,10 +74,35 @@ impl Sides {
     /// `hg ARGS` in both trees (from `cwd` below each root): the mount's output, after
     /// checking that it is the clone's, the tree's path aside.
     fn same(&self, cwd: &str, args: &[&str]) -> (Option<i32>, String, String) {
-        let [ours, theirs] = self.roots().map(|root| {
-            let out = hg_cmd(&root.join(cwd), args);
-            let root = std::fs::canonicalize(root).unwrap().display().to_string();
-            let n = |b: &[u8]| String::from_utf8_lossy(b).replace(&root, "$ROOT");
+        let named = self.named.borrow();
+        let [ours, theirs] = [0, 1].map(|side| {
+            let root = self.roots()[side];
+            let mut paths: Vec<(&str, String)> = named
+                .iter()
+                .map(|(name, p)| (*name, p[side].display().to_string()))
+                .collect();
+            paths.push(("ROOT", root.display().to_string()));
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| {
+                    paths.iter().fold(a.to_string(), |a, (name, p)| {
+                        a.replace(&format!("${name}"), p)
+                    })
+                })
+                .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = hg_cmd(&root.join(cwd), &args);
+            let n = |b: &[u8]| {
+                let mut s = String::from_utf8_lossy(b).into_owned();
+                for (name, p) in &paths {
+                    let real =
+                        std::fs::canonicalize(p).map_or(p.clone(), |r| r.display().to_string());
+                    s = s
+                        .replace(&real, &format!("${name}"))
+                        .replace(p, &format!("${name}"));
+                }
+                s
+            };
             (out.status.code(), n(&out.stdout), n(&out.stderr))
         });
         // A plain diff dates the working side with the current time.
@@ -1221,4 +1251,166 @@ fn chg_in_a_mount_prints_what_hg_prints_in_a_clone_and_never_pins_the_mount() {
         .unwrap();
     assert!(!servers.stdout.is_empty(), "a chg server runs");
     s.mount.unmount();
+}
+
+#[test]
+fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_clone() {
+    // The mount's paths are its repository's (a share reads its source's hgrc); the clone
+    // gets the same path to its own copy of the upstream repository.
+    let s = sides();
+    let tmp = s._tmp.path();
+    let ups = [tmp.join("up-m"), tmp.join("up-c")];
+    for up in &ups {
+        let out = hg_cmd(tmp, &["clone", "-q", "repo", up.to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    for (dot_hg, up) in [
+        (tmp.join("repo/.hg"), &ups[0]),
+        (s.clone.join(".hg"), &ups[1]),
+    ] {
+        let paths = format!("[paths]\ndefault = {}\n", up.display());
+        std::fs::write(dot_hg.join("hgrc"), paths).unwrap();
+    }
+    s.named.borrow_mut().push(("UP", ups.clone()));
+    s.named
+        .borrow_mut()
+        .push(("COPY", [tmp.join("copy-m"), tmp.join("copy-c")]));
+    let upstream = |path: &str, content: &str, msg: &str, date: &str| {
+        for up in &ups {
+            std::fs::write(up.join(path), content).unwrap();
+            let out = hg_cmd(up, &["commit", "-A", "-m", msg, "-u", "test", "-d", date]);
+            assert!(out.status.success(), "{out:?}");
+        }
+    };
+    let (rebase, histedit) = (
+        "--config=extensions.rebase=",
+        "--config=extensions.histedit=",
+    );
+    let editor = "--config=ui.editor=true";
+    let log = &[
+        "log",
+        "-G",
+        "-T",
+        "{rev}:{node} {phase} {desc} {bookmarks} {files}\\n",
+    ][..];
+    upstream("a", "a\na2\nup1\n", "up1", "30 0");
+    let steps: &[&[&str]] = &[
+        &["paths"],
+        &["incoming", "-T", "{rev}:{node} {desc}\\n"],
+        &["pull", "-u"],
+        log,
+        &["status", "-A"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["commit", "-m", "local", "-u", "test", "-d", "31 0"],
+        &["outgoing", "-T", "{rev}:{node} {phase} {desc}\\n"],
+        &["push"],
+        &["phase", "-r", "."],
+        &["outgoing"],
+        &["-R", "$UP", "log", "-r", "tip"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // A stack of four, edited by histedit: pick, edit (a change made while it stops),
+    // mess and fold.
+    for (i, (path, content)) in [
+        ("d/g", "g\nl1\n"),
+        ("e/x", "x\nl2\n"),
+        ("d/sub/h", "h\nl3\n"),
+        ("n", "n\n"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        s.edit(|r| std::fs::write(r.join(path), content).unwrap());
+        let (msg, date) = (format!("l{}", i + 1), format!("{} 0", 32 + i));
+        s.same("", &["commit", "-A", "-m", &msg, "-u", "test", "-d", &date]);
+    }
+    s.same("", &["bookmark", "feat"]);
+    let nodes = hg_cmd(&s.clone, &["log", "-r", "draft()", "-T", "{node|short} "]);
+    let nodes = String::from_utf8(nodes.stdout).unwrap();
+    let nodes: Vec<&str> = nodes.split_whitespace().collect();
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    let commands = tmp.join("histedit-commands");
+    let plan = format!(
+        "pick {}\nedit {}\nmess {}\nfold {}\n",
+        nodes[0], nodes[1], nodes[2], nodes[3]
+    );
+    std::fs::write(&commands, plan).unwrap();
+    let commands = commands.to_str().unwrap();
+    s.same(
+        "",
+        &[
+            histedit,
+            editor,
+            "histedit",
+            "-r",
+            "draft()",
+            "--commands",
+            commands,
+        ],
+    );
+    s.same("", &["status", "-A"]);
+    s.edit(|r| std::fs::write(r.join("x y"), "space\nedited\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["status"],
+        &[histedit, editor, "histedit", "--continue"],
+        log,
+        &["status", "-A"],
+        &["outgoing", "-T", "{rev}:{node} {phase} {desc}\\n"],
+        &["push", "-B", "feat"],
+        &["-R", "$UP", "bookmarks"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // Upstream changes what the stack changes: pull --rebase stops on the conflict.
+    upstream("n", "upstream n\n", "up2", "40 0");
+    for up in &ups {
+        assert!(hg_cmd(up, &["bookmark", "-r", "0", "upstream"])
+            .status
+            .success());
+    }
+    s.edit(|r| std::fs::write(r.join("a"), "dirty\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["incoming", "-B"],
+        &[rebase, "pull", "--rebase"],
+        &["revert", "--no-backup", "--all"],
+        &[rebase, "pull", "--rebase"],
+        &["status", "-A"],
+        &["resolve", "-l"],
+        log,
+        &[rebase, "rebase", "--abort"],
+        &["status", "-A"],
+        &["pull", "-B", "upstream"],
+        &["bookmarks"],
+        &["update", "upstream"],
+        &["status", "-A"],
+        &["update", "feat"],
+        log,
+        // Others pull from and clone the mount.
+        &["-R", "$UP", "pull", "$ROOT"],
+        &[
+            "-R",
+            "$UP",
+            "log",
+            "-r",
+            "head()",
+            "-T",
+            "{rev}:{node} {phase} {desc}\\n",
+        ],
+        &["clone", "-q", "$ROOT", "$COPY"],
+        &["-R", "$COPY", "status", "-A"],
+        &["-R", "$COPY", "id"],
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.revfs_status_is_hgs();
 }
