@@ -61,7 +61,7 @@ minimumhgversion = b'6.3'
 
 REQUIREMENT = b'revfs-dirstate-v1'
 # The control protocol version this extension speaks (docs/FORMATS.md).
-PROTOCOL = 4
+PROTOCOL = 5
 # The daemon closes a connection idle for 30 s; reconnect well before.
 REUSE_IDLE = 20.0
 
@@ -135,10 +135,6 @@ def extsetup(ui):
 CHANGING_COMMANDS = (
     b'import',
     b'purge',
-    # They commit and update inside a transaction they then abort: the daemon would have
-    # to read the pending changelog.
-    b'shelve',
-    b'unshelve',
 )
 
 
@@ -272,6 +268,7 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
         'node': mctx.hex().decode('ascii'),
         'clean': False,
         'keep': _paths(sorted(_actionpaths(mresult))),
+        'pending': ds._revfs_transaction() is not None,
     }
     # The daemon first: it changes nothing when it refuses, and it never touches hg's
     # paths, which hg's actions then read and write as they are (hg asks the dirstate
@@ -392,6 +389,9 @@ def _daemonupdate(repo, p2, force, updatecheck):
     xp2 = p2.hex()
     ds._revfs_flush()
     req = {'cmd': 'update', 'node': xp2.decode('ascii'), 'clean': bool(force)}
+    if ds._revfs_transaction() is not None:
+        # The target may be a changeset of the transaction under way (unshelve's).
+        req['pending'] = True
     if not force and _hashook(repo.ui, b'preupdate'):
         # hg's merge runs the hook itself when something is in the way: once only.
         if ds._revfs.request(dict(req, dry_run=True)).get('reply') == 'conflicts':
@@ -414,6 +414,8 @@ def _daemonupdate(repo, p2, force, updatecheck):
     with ds.parentchange():
         ds._revfs_followed(p2.node())
         ds.setbranch(branch)
+    # As localrepository.setparents: repo['.'] is looked up again.
+    repo._quick_access_changeid_invalidate()
     repo.vfs.unlink(b'updatestate')
     repo.hook(b'update', parent1=xp2, parent2=b'', error=0)
     return mergemod.updateresult(resp['updated'], 0, resp['removed'], 0)
@@ -672,6 +674,9 @@ class revfsdirstate(dirstate.dirstate):
         # ('copy', dest, source or None). Dropped by invalidate(), as hg drops a
         # dirstate it did not write.
         self._revfs_pending = []
+        # The parent was sent while it was a changeset of an open transaction (the daemon
+        # read it from the pending changelog): confirmed once the transaction is closed.
+        self._revfs_sentpending = False
         self._revfs_dropparent()
 
     def _revfs_dropparent(self):
@@ -699,9 +704,34 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_changes = None
         self._dirty = True
 
-    def _revfs_flush(self):
+    def _revfs_transaction(self):
+        """The transaction under way, its uncommitted changesets written where others can
+        read them (hg's pending changelog, as for its pretxn hooks); None without one."""
+        repo = self._reporef()
+        tr = repo.currenttransaction() if repo is not None else None
+        if tr is None or not tr.running():
+            return None
+        tr.writepending()
+        return tr
+
+    def _revfs_flush(self, asking=True):
         """Sends the pending tracking changes, in order, consecutive ones of a kind in one
-        request: the daemon journals them as revfs add, forget and copy do."""
+        request: the daemon journals them as revfs add, forget and copy do. When hg is
+        about to ask the daemon something (`asking`) after it moved the parent inside a
+        transaction it has not closed (shelve and unshelve commit, update and roll back),
+        the daemon moves to the parent first, read from the pending changelog: its answers
+        are then about hg's parent. Not while hg is still changing the parent (inside its
+        parentchange, where it only asks about the working copy's own tracking)."""
+        if (
+            asking
+            and self._revfs_newparent is not None
+            and self._revfs_newparent != self._revfs_parent
+            and not self._revfs_sending
+            and self._parentwriters == 0
+            and self._revfs_transaction() is not None
+        ):
+            self._revfs_sendparent(pending=True)
+            return
         if (
             self._revfs_newparent is not None
             and self._revfs_newparent == self._revfs_parent
@@ -709,12 +739,9 @@ class revfsdirstate(dirstate.dirstate):
         ):
             # Only the second parent or the files' state changed (a merge that rebase or
             # graft ends by dropping its second parent, then commits): nothing new for the
-            # daemon to read, so it hears of it before it is asked anything.
-            self._revfs_sending = True
-            try:
-                self._revfs_sendparent()
-            finally:
-                self._revfs_sending = False
+            # daemon to read, so it hears of it before it is asked anything (read from the
+            # pending changelog still if it was sent so).
+            self._revfs_sendparent(pending=self._revfs_sentpending)
             return
         if self._revfs_newparent is not None and self._revfs_mark is not None:
             pending = self._revfs_pending[: self._revfs_mark]
@@ -1093,17 +1120,36 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_states = {}
         self._revfs_changes = None
 
-    def _revfs_sendparent(self):
-        """The daemon makes the parent hg set its own, the files kept as they are."""
+    def _revfs_sendparent(self, pending=False):
+        """The daemon makes the parent hg set its own, the files kept as they are.
+        `pending`: the parent may be a changeset of the transaction under way."""
         node, p2, files = self._revfs_newparent, self._revfs_newp2, self._revfs_files
         if node is None:
             return
+        if self._revfs_sending:
+            return
+        self._revfs_sending = True
+        try:
+            self._revfs_sendparent1(node, p2, files, pending)
+        finally:
+            self._revfs_sending = False
+
+    def _revfs_confirmparent(self):
+        """The transaction that made the parent sent as pending is closed: the daemon
+        reads it again from the committed changelog (and journals it)."""
+        if self._revfs_sentpending and self._revfs_newparent is None:
+            p1, p2 = self._pl
+            self._revfs_newparent, self._revfs_newp2 = p1, p2
+            self._revfs_sendparent()
+
+    def _revfs_sendparent1(self, node, p2, files, pending):
         # The tracking changes made before the parent moved, the parent, then those made
         # after it (under the new parent).
-        self._revfs_flush()
+        self._revfs_flush(asking=False)
         self._revfs.request(
             {
                 'cmd': 'set_parent',
+                'pending': pending,
                 'node': hex(node).decode('ascii'),
                 'files': [[list(f), wc] for f, (wc, _p1, _p2) in sorted(files.items())],
                 'p2': None if p2 == nullid else hex(p2).decode('ascii'),
@@ -1114,7 +1160,8 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_dropparent()
         self._revfs_parent = node
         self._revfs_p2 = p2
-        self._revfs_flush()
+        self._revfs_sentpending = pending
+        self._revfs_flush(asking=False)
         self._revfs_states = {}
         self._revfs_changes = None
 
@@ -1125,15 +1172,24 @@ class revfsdirstate(dirstate.dirstate):
             p1, p2 = self._pl
             self._revfs_moveparent(p1)
             self._revfs_newp2 = p2
-        self._revfs_flush()
-        if self._revfs_newparent is not None:
+        self._revfs_flush(asking=False)
+        if self._revfs_newparent is not None or (tr and self._revfs_sentpending):
             if tr:
                 # After the transaction's finalization, when the changelog holds the new
                 # revision for the daemon to read (hg writes its dirstate there too).
                 def generate(f):
-                    node = self._revfs_newparent
+                    node = self._revfs_newparent or self._pl[0]
+                    if getattr(f, '_atomictempfile__name', b'').endswith(b'.pending'):
+                        # tr.writepending (before pretxn hooks, or ours): the parent is
+                        # still a changeset of the open transaction.
+                        self._revfs_sendparent(pending=True)
+                        f.write(hex(node) + b'\n')
+                        return
                     try:
-                        self._revfs_sendparent()
+                        if self._revfs_newparent is None:
+                            self._revfs_confirmparent()
+                        else:
+                            self._revfs_sendparent()
                     except DaemonLost as e:
                         # The daemon may have moved the parent before it died: the
                         # changeset stays (a rollback could leave the parent on a revision
@@ -1153,6 +1209,7 @@ class revfsdirstate(dirstate.dirstate):
                 )
             else:
                 self._revfs_sendparent()
+                self._revfs_confirmparent()
         self._dirty = False
 
     # -- backups: what hg restores when a transaction or a dirstateguard fails ---------
@@ -1168,6 +1225,7 @@ class revfsdirstate(dirstate.dirstate):
         return {
             'version': 1,
             'parent': self._pl[0].hex(),
+            'p2': self._pl[1].hex(),
             'added': sorted(p.decode('utf-8', 'surrogateescape') for p in added),
             'removed': sorted(
                 p.decode('utf-8', 'surrogateescape') for l, p in entries if l == 'R'
@@ -1190,11 +1248,20 @@ class revfsdirstate(dirstate.dirstate):
         except (IOError, OSError, ValueError):
             self.invalidate()
             return
-        now = self._revfs_snapshot()
-        if snap.get('version') != 1 or snap['parent'] != now['parent']:
+        if snap.get('version') != 1:
             raise error.Abort(
                 _(b'revfs: cannot restore the dirstate backup %s') % backupname
             )
+        p1, p2 = self._pl
+        if snap['parent'] != p1.hex() or snap.get('p2', nullid.hex()) != p2.hex():
+            # A transaction rolled back after hg moved the parent inside it (the daemon
+            # read it pending): back to the parents of the backup, the files as they are,
+            # as hg restores its dirstate file.
+            self._revfs_newparent = bin(snap['parent'])
+            self._revfs_newp2 = bin(snap.get('p2', nullid.hex()))
+            self._revfs_sendparent()
+        self._revfs_sentpending = False
+        now = self._revfs_snapshot()
         enc = lambda p: p.encode('utf-8', 'surrogateescape')
         want = {}
         for p in now['added'] + now['removed']:
@@ -1215,7 +1282,7 @@ class revfsdirstate(dirstate.dirstate):
             if copies_now.get(d) != copies_then.get(d):
                 s = copies_then.get(d)
                 self._revfs_pending.append(('copy', enc(d), None if s is None else enc(s)))
-        self._revfs_flush()
+        self._revfs_flush(asking=False)
         self._opener.unlink(backupname)
         self.invalidate()
 

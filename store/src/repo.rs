@@ -67,6 +67,12 @@ struct RevlogOpener {
 
 impl RevlogOpener {
     fn open(&self, stem: &[u8]) -> Result<Revlog> {
+        self.open_index(stem, b".i")
+    }
+
+    /// Opens the revlog `stem` whose index is `stem` + `index_suffix` (`.i`, or `.i.a`: a
+    /// changelog's pending index).
+    fn open_index(&self, stem: &[u8], index_suffix: &[u8]) -> Result<Revlog> {
         use std::os::unix::ffi::OsStrExt;
         let path_of = |suffix: &[u8]| {
             let mut unencoded = stem.to_vec();
@@ -77,7 +83,8 @@ impl RevlogOpener {
                 unencoded,
             )
         };
-        let (index, name) = path_of(b".i");
+        let (index, _) = path_of(index_suffix);
+        let (_, name) = path_of(b".i");
         let (data, _) = path_of(b".d");
         let id = self.next_cache_id.fetch_add(1, Ordering::Relaxed);
         Revlog::open(
@@ -99,6 +106,9 @@ pub struct Repo {
     changelog: Revlog,
     manifestlog: Revlog,
     filelogs: Mutex<LruCache<Vec<u8>, Arc<Filelog>>>,
+    /// Opened with a transaction's pending changelog ([`Repo::open_pending`]): the revisions
+    /// from this one on are not committed yet.
+    pending_from: Option<usize>,
 }
 
 impl Repo {
@@ -129,6 +139,22 @@ impl Repo {
     /// half-written: for `recover`. Its changelog and manifest log look empty.
     pub fn open_for_recovery(root: &Path) -> Result<Repo> {
         Self::open_inner(root, RepoOptions::default(), false)
+    }
+
+    /// Opens the repository as hg's hooks see it during a transaction (`HG_PENDING`): the
+    /// changelog's pending index (`00changelog.i.a`, written by the transaction's
+    /// `writepending`) when there is one, so that its uncommitted changesets are found.
+    /// The other revlogs are written in place during a transaction: they have them anyway.
+    pub fn open_pending(root: &Path) -> Result<Repo> {
+        Self::open_inner(root, RepoOptions::process_default(), true).and_then(|mut repo| {
+            let pending = repo.opener.store.join("00changelog.i.a");
+            if pending.exists() {
+                let committed = repo.changelog.len();
+                repo.changelog = repo.opener.open_index(b"00changelog", b".i.a")?;
+                repo.pending_from = Some(committed);
+            }
+            Ok(repo)
+        })
     }
 
     fn open_inner(root: &Path, options: RepoOptions, read_logs: bool) -> Result<Repo> {
@@ -187,7 +213,22 @@ impl Repo {
             changelog,
             manifestlog,
             filelogs: Mutex::new(LruCache::new(open_filelogs)),
+            pending_from: None,
         })
+    }
+
+    /// Whether this handle sees a transaction's uncommitted changesets.
+    pub fn sees_pending(&self) -> bool {
+        self.pending_from.is_some()
+    }
+
+    /// Whether `node` is one of the uncommitted changesets of a transaction under way
+    /// (a handle from [`Repo::open_pending`] only).
+    pub fn is_pending(&self, node: &Node) -> bool {
+        match (self.pending_from, self.changelog.rev_of(node)) {
+            (Some(from), Some(rev)) => rev >= 0 && rev as usize >= from,
+            _ => false,
+        }
     }
 
     /// Opens the revlog whose unencoded store path, without `.i`/`.d`, is `stem`

@@ -317,7 +317,7 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
     for args in [
-        &["--config", "extensions.shelve=", "shelve"][..],
+        &["import", "--bypass", "-m", "x", "/dev/null"][..],
         &["--config", "extensions.purge=", "purge"],
         // share's unshare would copy the store into the mount's .hg.
         &["unshare"],
@@ -1412,5 +1412,165 @@ fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_c
     for args in steps {
         s.same("", args);
     }
+    s.revfs_status_is_hgs();
+}
+
+#[test]
+fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
+    // shelve and unshelve commit, update and roll their transaction back: the daemon reads
+    // the changesets of the open transaction from hg's pending changelog.
+    let s = sides();
+    let log = &[
+        "log",
+        "--hidden",
+        "-G",
+        "-T",
+        "{rev}:{node} {phase} {desc} {files}\\n",
+    ][..];
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\na2\nshelved\n").unwrap();
+        std::fs::write(r.join("d/f"), "f\nshelved\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+        std::fs::write(r.join("unk"), "unknown\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["add", "new"],
+        &["shelve", "--date", "20 0"],
+        &["status", "-A"],
+        &["unshelve"],
+        &["status", "-A"],
+        &["diff", "--git"],
+        // Part of the changes, and unknown files; unshelve over local changes.
+        &["shelve", "--date", "21 0", "d/f"],
+        &["status", "-A"],
+        &["unshelve"],
+        &["status", "-A"],
+        &["shelve", "--date", "22 0", "-u", "-n", "one"],
+        &["status", "-A"],
+        &["shelve", "--date", "23 0", "-n", "nothing"],
+        log,
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    // A conflict: looked at, abandoned, done again with --keep, resolved, continued.
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nother\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["commit", "-m", "other", "-u", "test", "-d", "24 0"],
+        &["unshelve", "one"],
+        &["status", "-A"],
+        &["resolve", "-l"],
+        &["diff", "--git"],
+        &["summary"],
+        &["unshelve", "--abort"],
+        &["status", "-A"],
+        log,
+        &["unshelve", "--keep", "one"],
+        &["resolve", "-l"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.revfs_status_is_hgs();
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nboth\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["resolve", "--mark", "a"],
+        &["unshelve", "--continue"],
+        &["status", "-A"],
+        &["diff", "--git"],
+        log,
+        // --addremove, a merge tool, --keep (the changes stay), delete and cleanup.
+        &["shelve", "--date", "25 0", "-A", "-n", "two"],
+        &["status", "-A"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.edit(|r| std::fs::write(r.join("x y"), "local\n").unwrap());
+    let steps: &[&[&str]] = &[
+        &["unshelve", "two", "-t", ":other"],
+        &["status", "-A"],
+        &["shelve", "--date", "26 0", "--keep", "-n", "three"],
+        &["status", "-A"],
+        &["shelve", "--delete", "one"],
+        &["shelve", "--cleanup"],
+        &["verify", "-q"],
+    ];
+    for args in steps {
+        s.same("", args);
+    }
+    s.revfs_status_is_hgs();
+}
+
+#[test]
+fn a_daemon_killed_during_a_rebase_or_an_unshelve_comes_back_where_hg_continues_or_aborts() {
+    // hg stopped on a conflict (rebase, unshelve); the daemon is killed and the mount
+    // mounted again: the working copy is what the clone has, and hg goes on from there.
+    let s = sides();
+    let repo = s._tmp.path().join("repo");
+    let rebase = "--config=extensions.rebase=";
+    let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
+    let crash = |s: &Sides| {
+        s.mount.kill_daemon();
+        s.mount.unmount();
+        s.mount.remount(&repo, None);
+    };
+    s.same("", &["phase", "--draft", "--force", "-r", "all()"]);
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nleft\n").unwrap());
+    s.same("", &["commit", "-m", "left", "-u", "test", "-d", "10 0"]);
+    s.same("", &["update", "1"]);
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "f\nright\n").unwrap();
+        std::fs::write(r.join("r"), "r\n").unwrap();
+    });
+    s.same(
+        "",
+        &["commit", "-A", "-m", "right", "-u", "test", "-d", "11 0"],
+    );
+    s.edit(|r| std::fs::write(r.join("b.c"), "int b2;\n").unwrap());
+    s.same("", &["commit", "-m", "stack", "-u", "test", "-d", "12 0"]);
+    // A rebase stopped on its conflict, the daemon killed: abort, then again and continue.
+    for end in [
+        &[rebase, "rebase", "--abort"][..],
+        &[rebase, "rebase", "--continue"],
+    ] {
+        s.same("", &[rebase, "rebase", "-s", "3", "-d", "2"]);
+        crash(&s);
+        for args in [
+            &["status", "-A"][..],
+            &["resolve", "-l"],
+            &["diff", "--git"],
+        ] {
+            s.same("", args);
+        }
+        if end[2] == "--continue" {
+            s.edit(|r| std::fs::write(r.join("d/f"), "f\nboth\n").unwrap());
+            s.same("", &["resolve", "--mark", "d/f"]);
+        }
+        s.same("", end);
+        s.same("", &["status", "-A"]);
+        s.same("", log);
+    }
+    // An unshelve stopped on its conflict, the daemon killed: abort, then again and
+    // continue.
+    s.edit(|r| std::fs::write(r.join("a"), "shelved\n").unwrap());
+    s.same("", &["shelve", "--date", "20 0"]);
+    s.edit(|r| std::fs::write(r.join("a"), "committed\n").unwrap());
+    s.same("", &["commit", "-m", "a", "-u", "test", "-d", "21 0"]);
+    for end in [&["unshelve", "--abort"][..], &["unshelve", "--continue"]] {
+        s.same("", &["unshelve", "--keep"]);
+        crash(&s);
+        for args in [&["status", "-A"][..], &["resolve", "-l"], &["summary"]] {
+            s.same("", args);
+        }
+        if end[1] == "--continue" {
+            s.edit(|r| std::fs::write(r.join("a"), "both\n").unwrap());
+            s.same("", &["resolve", "--mark", "a"]);
+        }
+        s.same("", end);
+        s.same("", &["status", "-A"]);
+        s.same("", log);
+    }
+    s.same("", &["verify", "-q"]);
     s.revfs_status_is_hgs();
 }

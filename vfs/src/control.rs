@@ -76,6 +76,10 @@ pub enum Request {
         keep: Vec<Vec<u8>>,
         #[serde(default)]
         dry_run: bool,
+        /// Version 5: `node` may be a changeset of the hg transaction under way, in its
+        /// pending changelog (`00changelog.i.a`).
+        #[serde(default)]
+        pending: bool,
     },
     /// Reads the files `paths` of revision `node` (hex; `None`: the working-copy parent)
     /// through the daemon's repository handle, so that its caches hold them.
@@ -111,6 +115,9 @@ pub enum Request {
         /// as its manifest says).
         #[serde(default)]
         in_p1: Option<Vec<Vec<u8>>>,
+        /// Version 5: `node` may be a changeset of the hg transaction under way.
+        #[serde(default)]
+        pending: bool,
     },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
@@ -148,7 +155,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 fn protocol_one() -> u32 {
     1

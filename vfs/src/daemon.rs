@@ -256,6 +256,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             p2,
             from_p2,
             in_p1,
+            pending,
         } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
@@ -270,8 +271,10 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 in_p1: in_p1.map(|v| v.into_iter().collect()),
                 from_p2: from_p2.into_iter().collect(),
             };
-            wc.set_parent(node, p2, &hg)?;
-            ctx.save_parent(node);
+            wc.set_parent(node, p2, &hg, pending)?;
+            if !wc.base_pending() {
+                ctx.save_parent(node);
+            }
             tracing::info!(node = %node.to_hex(), files = count, "new parent, working copy kept");
             Response::Done
         }
@@ -280,6 +283,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             clean,
             keep,
             dry_run,
+            pending,
         } => {
             let node = Node::from_hex(node.as_bytes())
                 .ok_or_else(|| WcError::Store(StoreError::UnknownRevision(node.clone())))?;
@@ -288,9 +292,14 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             }
             let keep: BTreeSet<Vec<u8>> = keep.into_iter().collect();
             // The current handle (warm caches) when it knows the target; a fresh one when hg
-            // added revisions since.
+            // added revisions since, or when the target or the current handle may be a
+            // changeset of a transaction under way.
             let current = wc.repo();
-            let repo = if node.is_null() || current.changelog().rev_of(&node).is_some() {
+            let repo = if pending {
+                Arc::new(Repo::open_pending(current.root())?)
+            } else if !current.sees_pending()
+                && (node.is_null() || current.changelog().rev_of(&node).is_some())
+            {
                 current
             } else {
                 Arc::new(Repo::open(current.root())?)
@@ -302,7 +311,9 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                     branch: outcome.branch,
                 },
                 Ok(outcome) => {
-                    ctx.save_parent(node);
+                    if !wc.base_pending() {
+                        ctx.save_parent(node);
+                    }
                     // hg's update writes the branch of its target; so does the daemon's,
                     // whoever asked for it.
                     if let Err(e) = crate::share::set_branch(&ctx.share_dir(), &outcome.branch) {

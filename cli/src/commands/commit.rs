@@ -465,6 +465,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         clean: args.clean,
         keep: Vec::new(),
         dry_run: false,
+        pending: false,
     };
     match progress::request(&ws, &req, &mut bar)? {
         Response::Updated {

@@ -209,6 +209,27 @@ impl WorkingCopy {
         inner: &mut Inner,
         committed: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
+        if inner.base_pending {
+            // The parent is a changeset hg may still roll back (its transaction is open):
+            // the journal keeps the last committed parent and its records, and file changes
+            // are appended to it as they come, so that a daemon killed now comes back as a
+            // clone whose transaction was rolled back: the parent of before, the files as
+            // written. The dirty set stays a superset of what differs from the parent; the
+            // journal is rewritten when the parent is a committed changeset again.
+            // Tracking overrides are settled against it as below, in memory only.
+            let base = inner.base.clone();
+            let mut tracking = BTreeMap::new();
+            for (p, t) in std::mem::take(&mut inner.tracking) {
+                if !committed.contains(&p) && tracking_means_something(t, base.find(&p)?.is_some())
+                {
+                    tracking.insert(p, t);
+                }
+            }
+            inner.tracking = tracking;
+            inner.copies.retain(|dest, _| !committed.contains(dest));
+            tracing::info!(parent = %inner.base_node.to_hex(), "pending parent: journal kept");
+            return Ok(());
+        }
         let base = inner.base.clone();
         // The paths that may differ from the new parent: the dirty ones, their ancestors,
         // everything below dirty directories, here and in the new parent.
@@ -392,13 +413,8 @@ impl WorkingCopy {
         // Tracking overrides that still mean something against the new parent.
         let mut tracking = BTreeMap::new();
         for (p, t) in std::mem::take(&mut inner.tracking) {
-            let in_base = base.find(&p)?.is_some();
-            let keep = !committed.contains(&p)
-                && match t {
-                    Track::Added | Track::Claimed => !in_base,
-                    Track::Removed | Track::Dropped => in_base,
-                    Track::Default => false,
-                };
+            let keep =
+                !committed.contains(&p) && tracking_means_something(t, base.find(&p)?.is_some());
             if keep {
                 records.push(Record::Track {
                     path: p.clone(),
@@ -447,6 +463,16 @@ impl WorkingCopy {
             "journal rewritten"
         );
         Ok(())
+    }
+}
+
+/// Whether a tracking override still says something against a parent that has the file
+/// (`in_base`) or not.
+fn tracking_means_something(t: Track, in_base: bool) -> bool {
+    match t {
+        Track::Added | Track::Claimed => !in_base,
+        Track::Removed | Track::Dropped => in_base,
+        Track::Default => false,
     }
 }
 

@@ -20,15 +20,23 @@ impl WorkingCopy {
     /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
     /// and its files' merge information); `hg.from_p2` the paths of `hg.tracked` that hg
     /// marked as merged or taken from it (the others of them lose that mark).
-    pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles) -> Result<()> {
+    ///
+    /// `pending`: `node` may be a changeset of the hg transaction under way (hg wrote its
+    /// pending changelog), read as hg's hooks read it.
+    pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles, pending: bool) -> Result<()> {
         let (files, from_p2) = (&hg.tracked, &hg.from_p2);
         let _one = self.transition_lock();
-        let (repo, base) = if node == self.base_node() {
+        let current = self.repo();
+        let (repo, base) = if node == self.base_node() && !pending && !current.sees_pending() {
             // The parent stays (a merge's second parent, hg's resolve, the end of an update
             // over local changes): its manifest is known.
             (self.repo(), self.base_manifest())
         } else {
-            let repo = Arc::new(Repo::open(self.repo().root())?);
+            let repo = Arc::new(if pending {
+                Repo::open_pending(current.root())?
+            } else {
+                Repo::open(current.root())?
+            });
             let base = Arc::new(
                 repo.manifest_at(&node)?
                     .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
@@ -79,6 +87,7 @@ impl WorkingCopy {
         }
         inner.base = base;
         inner.base_node = node;
+        inner.base_pending = repo.is_pending(&node);
         inner.repo = repo;
         self.rebase_journal(&mut inner, &BTreeSet::new())
     }

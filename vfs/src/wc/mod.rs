@@ -287,6 +287,9 @@ pub(crate) struct Inner {
     pub(crate) base: Arc<Manifest>,
     pub(crate) base_node: Node,
     pub(crate) repo: Arc<Repo>,
+    /// The parent is a changeset of an hg transaction under way (shelve, unshelve): not
+    /// journaled until it is committed (see `rebase_journal`).
+    pub(crate) base_pending: bool,
     /// The time of the operation under way: taken from the clock once per hold of the write
     /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
     /// them, so that the times it stamps come back exactly after a remount.
@@ -419,6 +422,7 @@ impl WorkingCopy {
                 base_node,
                 repo,
                 op_time: None,
+                base_pending: false,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -486,6 +490,11 @@ impl WorkingCopy {
 
     pub fn repo(&self) -> Arc<Repo> {
         self.read().repo.clone()
+    }
+
+    /// Whether the working-copy parent is a changeset of an hg transaction under way.
+    pub fn base_pending(&self) -> bool {
+        self.read().base_pending
     }
 
     /// The working-copy parent.
