@@ -129,6 +129,13 @@ impl Sides {
 }
 
 impl Sides {
+    /// `same` for each of `steps`, in order, from the root.
+    fn same_all(&self, steps: &[&[&str]]) {
+        for args in steps {
+            self.same("", args);
+        }
+    }
+
     /// `revfs status -A` in the mount prints what `hg status -A` prints in the clone.
     fn revfs_status_is_hgs(&self) {
         let ours = revfs(&self.mount.dir, &["status", "-A"]);
@@ -544,9 +551,7 @@ fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
         &["addremove", "-s", "50"],
         &["status", "-C"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.edit(|r| {
         std::fs::remove_file(r.join("e/x")).unwrap();
         std::fs::write(r.join("u"), "u\n").unwrap();
@@ -567,9 +572,7 @@ fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
         &["remove", "-f", "n"],
         &["status", "-C"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // hg's case-folding warnings, from the daemon's case variants of each new file.
     s.edit(|r| {
         std::fs::write(r.join("A"), "A\n").unwrap();
@@ -624,9 +627,7 @@ fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
         &["status", "-C"],
         log,
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.edit(|r| {
         std::fs::write(r.join("n"), "n2\n").unwrap();
         std::fs::remove_file(r.join("x y")).unwrap();
@@ -648,9 +649,7 @@ fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
         &["status"],
     ];
     s.edit(|r| std::fs::write(r.join("n.c"), "c\n").unwrap());
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // A transaction a hook aborts leaves the parent and the tracking as they were.
     let steps: &[&[&str]] = &[
         &[
@@ -695,9 +694,7 @@ fn hg_commit_amend_and_strip_keep_in_a_mount_make_the_changesets_of_a_clone() {
         &["status", "-A"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // debugsetparents moves the parent and touches no file: the status is then what
     // `status --rev` said of the working copy against that revision (in a clone hg keeps
     // its old entries and their stat caches instead, which a mount does not have).
@@ -781,9 +778,7 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
         &["branch"],
         &["update", "1"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // Local changes the update does not touch stay; --check refuses them; -C drops them.
     s.edit(|r| {
         std::fs::write(r.join("d/f"), "local\n").unwrap();
@@ -811,9 +806,7 @@ fn hg_clean_updates_in_a_mount_are_the_daemons_and_print_what_a_clone_prints() {
         &["status", "-A"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     assert!(!s.mount.dir.join(".hg/updatestate").exists());
     s.revfs_status_is_hgs();
 }
@@ -857,9 +850,7 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
         &["update", "1"],
         &["diff"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // What the daemon updated (d/f, from the store) stays lazy: the overlay holds no more
     // files than before (the one hg merged, `a`, was there already).
     let overlay = s.mount.state_dir().join("overlay");
@@ -874,9 +865,7 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
         &["update", "-C", "2"],
         &["status", "-A"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // Conflicts: hg's markers, `.hg/merge`, `hg resolve`, and a commit of the result.
     s.same("", &["update", "1"]);
     s.edit(|r| {
@@ -910,9 +899,7 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
         &["status", "-A"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // An untracked file in the way: refused when it differs, taken when it is the same.
     s.same("", &["update", "0"]);
     s.edit(|r| {
@@ -984,9 +971,7 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
         &["status", "-A"],
         &["merge", "4"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // revfs in the middle of a merge: the same status, and what it cannot do it says.
     s.revfs_status_is_hgs();
     s.revfs_as_hg(&["update", "1"]);
@@ -1025,9 +1010,7 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
         log,
         &["status", "-A"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // Two commits that change b.c each their own way.
     s.same("", &["update", "-C", "1"]);
     s.edit(|r| std::fs::write(r.join("b.c"), "int one;\n").unwrap());
@@ -1066,9 +1049,7 @@ fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
         &["status", "-A"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.revfs_status_is_hgs();
 }
 
@@ -1301,9 +1282,7 @@ fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_c
         log,
         &["status", "-A"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
     let steps: &[&[&str]] = &[
         &["commit", "-m", "local", "-u", "test", "-d", "31 0"],
@@ -1313,9 +1292,7 @@ fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_c
         &["outgoing"],
         &["-R", "$UP", "log", "-r", "tip"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // A stack of four, edited by histedit: pick, edit (a change made while it stops),
     // mess and fold.
     for (i, (path, content)) in [
@@ -1366,9 +1343,7 @@ fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_c
         &["push", "-B", "feat"],
         &["-R", "$UP", "bookmarks"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // Upstream changes what the stack changes: pull --rebase stops on the conflict.
     upstream("n", "upstream n\n", "up2", "40 0");
     for up in &ups {
@@ -1409,9 +1384,7 @@ fn hg_pull_push_incoming_outgoing_and_histedit_in_a_mount_do_what_they_do_in_a_c
         &["-R", "$COPY", "id"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.revfs_status_is_hgs();
 }
 
@@ -1450,9 +1423,7 @@ fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
         &["shelve", "--date", "23 0", "-n", "nothing"],
         log,
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     // A conflict: looked at, abandoned, done again with --keep, resolved, continued.
     s.edit(|r| std::fs::write(r.join("a"), "a\na2\nother\n").unwrap());
     let steps: &[&[&str]] = &[
@@ -1468,9 +1439,7 @@ fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
         &["unshelve", "--keep", "one"],
         &["resolve", "-l"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.revfs_status_is_hgs();
     s.edit(|r| std::fs::write(r.join("a"), "a\na2\nboth\n").unwrap());
     let steps: &[&[&str]] = &[
@@ -1483,9 +1452,7 @@ fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
         &["shelve", "--date", "25 0", "-A", "-n", "two"],
         &["status", "-A"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.edit(|r| std::fs::write(r.join("x y"), "local\n").unwrap());
     let steps: &[&[&str]] = &[
         &["unshelve", "two", "-t", ":other"],
@@ -1496,9 +1463,7 @@ fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
         &["shelve", "--cleanup"],
         &["verify", "-q"],
     ];
-    for args in steps {
-        s.same("", args);
-    }
+    s.same_all(steps);
     s.revfs_status_is_hgs();
 }
 
