@@ -1252,13 +1252,12 @@ class revfsdirstate(dirstate.dirstate):
             raise error.Abort(
                 _(b'revfs: cannot restore the dirstate backup %s') % backupname
             )
-        p1, p2 = self._pl
-        if snap['parent'] != p1.hex() or snap.get('p2', nullid.hex()) != p2.hex():
+        then = (bin(snap['parent']), bin(snap.get('p2', nullid.hex())))
+        if then != self._pl:
             # A transaction rolled back after hg moved the parent inside it (the daemon
             # read it pending): back to the parents of the backup, the files as they are,
             # as hg restores its dirstate file.
-            self._revfs_newparent = bin(snap['parent'])
-            self._revfs_newp2 = bin(snap.get('p2', nullid.hex()))
+            self._revfs_newparent, self._revfs_newp2 = then
             self._revfs_sendparent()
         self._revfs_sentpending = False
         now = self._revfs_snapshot()

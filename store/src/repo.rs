@@ -225,10 +225,12 @@ impl Repo {
     /// Whether `node` is one of the uncommitted changesets of a transaction under way
     /// (a handle from [`Repo::open_pending`] only).
     pub fn is_pending(&self, node: &Node) -> bool {
-        match (self.pending_from, self.changelog.rev_of(node)) {
-            (Some(from), Some(rev)) => rev >= 0 && rev as usize >= from,
-            _ => false,
-        }
+        let Some(from) = self.pending_from else {
+            return false;
+        };
+        self.changelog
+            .rev_of(node)
+            .is_some_and(|rev| rev >= 0 && rev as usize >= from)
     }
 
     /// Opens the revlog whose unencoded store path, without `.i`/`.d`, is `stem`

@@ -134,8 +134,13 @@ impl Ctx {
         crate::share::dir(self.state_dir.path())
     }
 
-    /// Follows a new working-copy parent in `mount.json` (the journal already names it).
+    /// Follows a new working-copy parent in `mount.json` (the journal already names it),
+    /// unless it is a changeset of an hg transaction under way, which the journal does not
+    /// name either.
     fn save_parent(&self, node: Node) {
+        if self.wc.base_pending() {
+            return;
+        }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.node = node.to_hex();
         if let Err(e) = self.state_dir.save(&state) {
@@ -272,9 +277,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 from_p2: from_p2.into_iter().collect(),
             };
             wc.set_parent(node, p2, &hg, pending)?;
-            if !wc.base_pending() {
-                ctx.save_parent(node);
-            }
+            ctx.save_parent(node);
             tracing::info!(node = %node.to_hex(), files = count, "new parent, working copy kept");
             Response::Done
         }
@@ -291,19 +294,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 return Err(WcError::Invalid);
             }
             let keep: BTreeSet<Vec<u8>> = keep.into_iter().collect();
-            // The current handle (warm caches) when it knows the target; a fresh one when hg
-            // added revisions since, or when the target or the current handle may be a
-            // changeset of a transaction under way.
-            let current = wc.repo();
-            let repo = if pending {
-                Arc::new(Repo::open_pending(current.root())?)
-            } else if !current.sees_pending()
-                && (node.is_null() || current.changelog().rev_of(&node).is_some())
-            {
-                current
-            } else {
-                Arc::new(Repo::open(current.root())?)
-            };
+            let repo = wc.repo_for(&node, pending)?;
             match wc.update_around(repo, node, clean, &keep, dry_run, report) {
                 Ok(outcome) if dry_run => Response::Updated {
                     updated: outcome.updated,
@@ -311,9 +302,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                     branch: outcome.branch,
                 },
                 Ok(outcome) => {
-                    if !wc.base_pending() {
-                        ctx.save_parent(node);
-                    }
+                    ctx.save_parent(node);
                     // hg's update writes the branch of its target; so does the daemon's,
                     // whoever asked for it.
                     if let Err(e) = crate::share::set_branch(&ctx.share_dir(), &outcome.branch) {

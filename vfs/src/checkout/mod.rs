@@ -26,7 +26,7 @@ use crate::wc::{
 };
 use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::Node;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 /// What the kernel must forget after revfs changed the tree behind its back.
@@ -209,7 +209,7 @@ impl WorkingCopy {
         inner: &mut Inner,
         committed: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
-        if inner.base_pending {
+        if inner.base_pending() {
             // The parent is a changeset hg may still roll back (its transaction is open):
             // the journal keeps the last committed parent and its records, and file changes
             // are appended to it as they come, so that a daemon killed now comes back as a
@@ -217,16 +217,7 @@ impl WorkingCopy {
             // written. The dirty set stays a superset of what differs from the parent; the
             // journal is rewritten when the parent is a committed changeset again.
             // Tracking overrides are settled against it as below, in memory only.
-            let base = inner.base.clone();
-            let mut tracking = BTreeMap::new();
-            for (p, t) in std::mem::take(&mut inner.tracking) {
-                if !committed.contains(&p) && tracking_means_something(t, base.find(&p)?.is_some())
-                {
-                    tracking.insert(p, t);
-                }
-            }
-            inner.tracking = tracking;
-            inner.copies.retain(|dest, _| !committed.contains(dest));
+            settle_tracking(inner, committed)?;
             tracing::info!(parent = %inner.base_node.to_hex(), "pending parent: journal kept");
             return Ok(());
         }
@@ -410,31 +401,20 @@ impl WorkingCopy {
                 ctime: unix_time(ctime),
             });
         }
-        // Tracking overrides that still mean something against the new parent.
-        let mut tracking = BTreeMap::new();
-        for (p, t) in std::mem::take(&mut inner.tracking) {
-            let keep =
-                !committed.contains(&p) && tracking_means_something(t, base.find(&p)?.is_some());
-            if keep {
-                records.push(Record::Track {
-                    path: p.clone(),
-                    track: t,
-                });
-                tracking.insert(p, t);
-            }
+        // Tracking overrides and copies that still mean something against the new parent.
+        settle_tracking(inner, committed)?;
+        for (path, &track) in &inner.tracking {
+            records.push(Record::Track {
+                path: path.clone(),
+                track,
+            });
         }
-        inner.tracking = tracking;
-        let copies: BTreeMap<Vec<u8>, Vec<u8>> = std::mem::take(&mut inner.copies)
-            .into_iter()
-            .filter(|(dest, _)| !committed.contains(dest))
-            .collect();
-        for (dest, source) in &copies {
+        for (dest, source) in &inner.copies {
             records.push(Record::Copy {
                 dest: dest.clone(),
                 source: source.clone(),
             });
         }
-        inner.copies = copies;
         if !inner.p2.is_null() {
             records.push(Record::MergeParent { node: inner.p2 });
             for path in &inner.from_p2 {
@@ -466,14 +446,27 @@ impl WorkingCopy {
     }
 }
 
-/// Whether a tracking override still says something against a parent that has the file
-/// (`in_base`) or not.
-fn tracking_means_something(t: Track, in_base: bool) -> bool {
-    match t {
-        Track::Added | Track::Claimed => !in_base,
-        Track::Removed | Track::Dropped => in_base,
-        Track::Default => false,
+/// Drops the tracking overrides that say nothing against the new parent (an added file
+/// it has, a removed one it lacks) and those of the files just committed, and the copy
+/// sources of the committed files.
+fn settle_tracking(inner: &mut Inner, committed: &BTreeSet<Vec<u8>>) -> Result<()> {
+    let mut gone = Vec::new();
+    for (p, &t) in &inner.tracking {
+        let in_base = inner.base.find(p)?.is_some();
+        let means_something = match t {
+            Track::Added | Track::Claimed => !in_base,
+            Track::Removed | Track::Dropped => in_base,
+            Track::Default => false,
+        };
+        if !means_something || committed.contains(p) {
+            gone.push(p.clone());
+        }
     }
+    for p in gone {
+        inner.tracking.remove(&p);
+    }
+    inner.copies.retain(|dest, _| !committed.contains(dest));
+    Ok(())
 }
 
 /// The directory part of a repository path ("" for a path at the root).

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::wc::{Inner, Result, WorkingCopy};
-use revfs_store::{Repo, StoreError};
+use revfs_store::StoreError;
 use std::sync::Arc;
 
 impl WorkingCopy {
@@ -14,8 +14,7 @@ impl WorkingCopy {
     /// as in hg. Every other path keeps its tracking: a tracked file stays tracked (added
     /// when the new parent lacks it), an untracked one untracked (removed when the new
     /// parent has it).
-    /// The repository is opened afresh (hg has just written the revision) unless the
-    /// parent stays.
+    /// The repository is read as [`repo_for`](Self::repo_for) says.
     ///
     /// `p2` is the second parent of a merge hg is making (null: none, which ends any merge
     /// and its files' merge information); `hg.from_p2` the paths of `hg.tracked` that hg
@@ -26,22 +25,16 @@ impl WorkingCopy {
     pub fn set_parent(&self, node: Node, p2: Node, hg: &HgFiles, pending: bool) -> Result<()> {
         let (files, from_p2) = (&hg.tracked, &hg.from_p2);
         let _one = self.transition_lock();
-        let current = self.repo();
-        let (repo, base) = if node == self.base_node() && !pending && !current.sees_pending() {
+        let repo = self.repo_for(&node, pending)?;
+        let base = if node == self.base_node() && Arc::ptr_eq(&repo, &self.repo()) {
             // The parent stays (a merge's second parent, hg's resolve, the end of an update
             // over local changes): its manifest is known.
-            (self.repo(), self.base_manifest())
+            self.base_manifest()
         } else {
-            let repo = Arc::new(if pending {
-                Repo::open_pending(current.root())?
-            } else {
-                Repo::open(current.root())?
-            });
-            let base = Arc::new(
+            Arc::new(
                 repo.manifest_at(&node)?
                     .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?,
-            );
-            (repo, base)
+            )
         };
         self.room()?;
         let mut inner = self.write();
@@ -87,7 +80,6 @@ impl WorkingCopy {
         }
         inner.base = base;
         inner.base_node = node;
-        inner.base_pending = repo.is_pending(&node);
         inner.repo = repo;
         self.rebase_journal(&mut inner, &BTreeSet::new())
     }

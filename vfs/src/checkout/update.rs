@@ -367,7 +367,6 @@ impl WorkingCopy {
 
         inner.base = target;
         inner.base_node = node;
-        inner.base_pending = repo.is_pending(&node);
         inner.repo = repo;
         // An update ends any merge (only --clean gets here during one).
         inner.p2 = Node::default();

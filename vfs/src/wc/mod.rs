@@ -287,13 +287,18 @@ pub(crate) struct Inner {
     pub(crate) base: Arc<Manifest>,
     pub(crate) base_node: Node,
     pub(crate) repo: Arc<Repo>,
-    /// The parent is a changeset of an hg transaction under way (shelve, unshelve): not
-    /// journaled until it is committed (see `rebase_journal`).
-    pub(crate) base_pending: bool,
     /// The time of the operation under way: taken from the clock once per hold of the write
     /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
     /// them, so that the times it stamps come back exactly after a remount.
     op_time: Option<SystemTime>,
+}
+
+impl Inner {
+    /// The parent is a changeset of an hg transaction under way (shelve, unshelve), read
+    /// from its pending changelog: not journaled until it is committed (`rebase_journal`).
+    pub(crate) fn base_pending(&self) -> bool {
+        self.repo.is_pending(&self.base_node)
+    }
 }
 
 /// The mutable working copy of one mount.
@@ -422,7 +427,6 @@ impl WorkingCopy {
                 base_node,
                 repo,
                 op_time: None,
-                base_pending: false,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -494,7 +498,24 @@ impl WorkingCopy {
 
     /// Whether the working-copy parent is a changeset of an hg transaction under way.
     pub fn base_pending(&self) -> bool {
-        self.read().base_pending
+        self.read().base_pending()
+    }
+
+    /// The handle to read `node` with: the current one (warm caches) when it knows it and
+    /// sees no transaction under way; otherwise one opened afresh (hg has just written the
+    /// revision), as hg's hooks see the store when `pending` (`node` may be a changeset of
+    /// the hg transaction under way).
+    pub fn repo_for(&self, node: &Node, pending: bool) -> Result<Arc<Repo>> {
+        let current = self.repo();
+        Ok(if pending {
+            Arc::new(Repo::open_pending(current.root())?)
+        } else if !current.sees_pending()
+            && (node.is_null() || current.changelog().rev_of(node).is_some())
+        {
+            current
+        } else {
+            Arc::new(Repo::open(current.root())?)
+        })
     }
 
     /// The working-copy parent.
