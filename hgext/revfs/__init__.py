@@ -61,7 +61,7 @@ minimumhgversion = b'6.3'
 
 REQUIREMENT = b'revfs-dirstate-v1'
 # The control protocol version this extension speaks (docs/FORMATS.md).
-PROTOCOL = 5
+PROTOCOL = 6
 # The daemon closes a connection idle for 30 s; reconnect well before.
 REUSE_IDLE = 20.0
 
@@ -132,10 +132,7 @@ def extsetup(ui):
 
 
 # hg 6.3.2's commands that a mount does not support yet: stopped before they start.
-CHANGING_COMMANDS = (
-    b'import',
-    b'purge',
-)
+CHANGING_COMMANDS = (b'import',)
 
 
 def _refusecommand(name):
@@ -779,17 +776,28 @@ class revfsdirstate(dirstate.dirstate):
 
     # -- what the daemon knows -------------------------------------------------------
 
-    def _revfs_status(self, clean=False, ignored=False, unknown=False, warn=True):
+    def _revfs_status(self, clean=False, ignored=False, unknown=False, warn=True, dirs=None):
+        """The daemon's status: (letter, path) entries and copies. With dirs (a list), the
+        directories that may be empty once unknown and ignored files are gone are added
+        to it (protocol 6)."""
         self._revfs_flush()
-        resp = self._revfs.request(
-            {'cmd': 'status', 'clean': clean, 'ignored': ignored, 'unknown': unknown}
-        )
+        req = {
+            'cmd': 'status',
+            'clean': bool(clean),
+            'ignored': bool(ignored),
+            'unknown': bool(unknown),
+        }
+        if dirs is not None:
+            req['dirs'] = True
+        resp = self._revfs.request(req)
         if resp.get('reply') != 'status':
             raise error.Abort(b'revfs: unexpected answer from the daemon')
         for w in resp.get('warnings', []) if warn else []:
             self._ui.warn(w.encode('utf-8', 'surrogateescape') + b'\n')
         entries = [(l, _path(p)) for l, p in resp['entries']]
         copies = {_path(d): _path(s) for d, s in resp['copies']}
+        if dirs is not None:
+            dirs.extend(_path(d) for d in resp.get('dirs', []))
         # What _changes() asks for, known now: hg commit needs status, its transaction's
         # backup and the copy sources, each of which asked the daemon again (45 ms for a
         # thousand changed files).
@@ -896,11 +904,13 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_reset()
 
     def status(self, match, subrepos, ignored, clean, unknown):
-        if match.traversedir is not None:
-            # purge: it wants every directory the walk sees.
-            self.walk(match, subrepos, unknown, ignored)
-        entries, copies = self._revfs_status(clean=clean, ignored=ignored, unknown=unknown)
+        dirs = [] if match.traversedir is not None else None
+        entries, copies = self._revfs_status(
+            clean=clean, ignored=ignored, unknown=unknown, dirs=dirs
+        )
         roots, named = self._explicit(match, dict((p, l) for l, p in entries))
+        if dirs is not None:
+            self._traversed(match, roots, dirs, unknown, ignored)
         always = match.always()
 
         def walked(f):
@@ -917,6 +927,37 @@ class revfsdirstate(dirstate.dirstate):
             lists['M'], lists['A'], lists['R'], lists['!'], lists['?'], lists['I'], lists['C']
         )
         return [], st, None
+
+    def _traversed(self, match, roots, dirs, unknown, ignored):
+        """hg's walk tells match.traversedir of every directory it enters (hg purge removes
+        those it then finds empty). A directory nothing changed below holds its files, so
+        the daemon's changed directories (dirs) stand for the whole tree's: those the walk
+        enters are told, as hg's walk (dirstate.walk, hg 6.3.2) would: the directories
+        named, and below them (or the root) those neither ignored nor in an ignored one
+        (any, when ignored files are listed; none when neither unknown nor ignored are)."""
+        tell = match.traversedir
+        named = [r[:-1] for r in roots] if roots is not None else []
+        for d in named:
+            tell(d)
+        if not (unknown or ignored):
+            return
+        ignore = util.never if ignored else self._ignore
+        seen = {}
+
+        def entered(d):
+            if d not in seen:
+                parent = d.rsplit(b'/', 1)[0] if b'/' in d else b''
+                seen[d] = not ignore(d) and (not parent or entered(parent))
+            return seen[d]
+
+        named = set(named)
+        for d in dirs:
+            if d in named:
+                continue
+            if roots is not None and not any(d.startswith(r) for r in roots):
+                continue
+            if entered(d):
+                tell(d)
 
     def _explicit(self, match, letters):
         """The walk's explicit part (hg's dirstate._walkexplicit): the directories named

@@ -325,7 +325,6 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
     );
     for args in [
         &["import", "--bypass", "-m", "x", "/dev/null"][..],
-        &["--config", "extensions.purge=", "purge"],
         // share's unshare would copy the store into the mount's .hg.
         &["unshare"],
     ] {
@@ -514,6 +513,16 @@ fn hg_status_lists_no_directory_and_stats_no_unchanged_file() {
     ] {
         assert_eq!(traced(&s, args), (vec![], vec![]), "hg {args:?}");
     }
+    // purge reads the ignore rules and looks only at the directories where something
+    // changed (d, which has a new file).
+    assert_eq!(
+        traced(&s, &["purge", "--no-confirm", "-p"]),
+        (
+            vec![".hgignore".to_owned(), "d".to_owned()],
+            vec!["d".to_owned(), "d".to_owned()]
+        ),
+        "hg purge -p"
+    );
     // The trace does see the tree: a diff reads the changed file (and only it).
     assert_eq!(
         traced(&s, &["diff", "--git"]),
@@ -1464,6 +1473,78 @@ fn hg_shelve_and_unshelve_in_a_mount_do_what_they_do_in_a_clone() {
         &["verify", "-q"],
     ];
     s.same_all(steps);
+    s.revfs_status_is_hgs();
+}
+
+#[test]
+fn hg_purge_in_a_mount_removes_what_it_removes_in_a_clone() {
+    // The daemon tells purge which directories changed (its walk of the whole tree in a
+    // clone): unknown and ignored files, new and emptied directories, ignored ones, a
+    // nested repository, patterns.
+    let s = sides();
+    s.edit(|r| {
+        for d in [
+            "new/deep/empty",
+            "emptydir",
+            "build/empty",
+            "onlyign",
+            "d/sub/newdir",
+            "sp ace",
+            "added",
+        ] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        for (f, text) in [
+            ("new/deep/file.txt", "unknown\n"),
+            ("build/out.o", "ignored\n"),
+            ("d/x.o", "ignored\n"),
+            ("onlyign/a.o", "ignored\n"),
+            ("d/sub/new", "unknown\n"),
+            ("sp ace/u", "unknown\n"),
+            ("added/f", "added\n"),
+            ("x.o", "ignored\n"),
+            ("unk", "unknown\n"),
+        ] {
+            std::fs::write(r.join(f), text).unwrap();
+        }
+        // A store directory emptied: purge removes it, its file stays missing.
+        std::fs::remove_file(r.join("e/x")).unwrap();
+        let out = hg_cmd(r, &["init", "nest"]);
+        assert!(out.status.success(), "{out:?}");
+        std::fs::create_dir(r.join("nest/emptyd")).unwrap();
+        std::fs::write(r.join("nest/unk"), "nested\n").unwrap();
+    });
+    let steps: &[&[&str]] = &[
+        &["add", "added/f"],
+        &["purge", "--no-confirm", "-p"],
+        &["purge", "--no-confirm", "-p", "-0"],
+        &["purge", "--no-confirm", "-p", "--all"],
+        &["purge", "--no-confirm", "-p", "-i"],
+        &["purge", "--no-confirm", "-p", "d"],
+        &["purge", "--no-confirm", "-p", "build"],
+        &["purge", "--no-confirm", "-p", "--all", "-I", "glob:**.o"],
+        &["purge", "--no-confirm", "-p", "-X", "new"],
+        &["purge", "--no-confirm", "-p", "--files"],
+        &["purge", "--no-confirm", "-p", "--dirs"],
+        // Without the purge extension, purge asks first (and hears no).
+        &["purge"],
+        &["purge", "-v", "--no-confirm", "d"],
+        &["status", "-A"],
+        &["purge", "-v", "--no-confirm"],
+        &["status", "-A"],
+        &["purge", "-p", "--all"],
+    ];
+    s.same_all(steps);
+    let tree = |r: &Path| revfs_tests::mount::snapshot(r);
+    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
+    s.revfs_status_is_hgs();
+    let steps: &[&[&str]] = &[
+        &["--config", "extensions.purge=", "purge", "-v", "--all"],
+        &["status", "-A"],
+        &["verify", "-q"],
+    ];
+    s.same_all(steps);
+    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
     s.revfs_status_is_hgs();
 }
 

@@ -42,6 +42,10 @@ pub enum Request {
         clean: bool,
         ignored: bool,
         unknown: bool,
+        /// Version 6: also the directories that may be empty once unknown and ignored
+        /// files are gone ([`Response::Status`]'s `dirs`; what hg's purge asks of its walk).
+        #[serde(default)]
+        dirs: bool,
     },
     /// Changes how paths are tracked (add, forget, remove).
     Track {
@@ -155,7 +159,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 fn protocol_one() -> u32 {
     1
@@ -200,6 +204,10 @@ pub enum Response {
         /// or ignored files were asked for (absent from older daemons' answers: none).
         #[serde(default)]
         warnings: Vec<String>,
+        /// When `dirs` was asked (version 6): every directory at or below a changed path,
+        /// and their ancestors, outside `.hg` and nested repositories, sorted.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dirs: Vec<Vec<u8>>,
     },
     Done,
     Committed {
@@ -1016,6 +1024,7 @@ mod tests {
                 clean: false,
                 ignored: false,
                 unknown: false,
+                dirs: false,
             },
             deadline,
         )

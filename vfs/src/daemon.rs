@@ -176,6 +176,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             clean,
             ignored,
             unknown,
+            dirs,
         } => {
             let entries = wc.status(StatusRequest {
                 clean,
@@ -190,6 +191,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 } else {
                     Vec::new()
                 },
+                dirs: if dirs { wc.changed_dirs()? } else { Vec::new() },
             }
         }
         Request::Lookup { paths } => Response::Lookup {

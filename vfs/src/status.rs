@@ -7,7 +7,9 @@
 //! then by size, then by content, so a file written back to its original bytes is clean.
 
 use crate::journal::Track;
-use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO};
+use crate::wc::{
+    EntryType, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO,
+};
 use revfs_hg::ignore::{FileSource, Ignore};
 use revfs_store::manifest::FileFlag;
 use revfs_store::{Node, Repo};
@@ -230,6 +232,57 @@ impl WorkingCopy {
             }
         }
         Ok(out)
+    }
+
+    /// The directories a purge may find empty once the unknown and ignored files are gone
+    /// (what hg's purge asks its walk for): every directory at or below a changed path and
+    /// their ancestors, sorted. A directory nothing changed below holds its base files,
+    /// so it is never empty and never listed. Directories in `.hg` or below a nested
+    /// repository are not listed (hg's walk does not enter them).
+    pub fn changed_dirs(&self) -> Result<Vec<Vec<u8>>> {
+        let mut inner = self.write();
+        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        let mut out: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut walked: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in &dirty {
+            // The ancestors first (the root excluded).
+            for (i, _) in p.iter().enumerate().filter(|(_, &b)| b == b'/') {
+                let a = &p[..i];
+                if !out.contains(a) {
+                    if let Some(ino) = inner.resolve(a)? {
+                        if inner.is_dir(ino) {
+                            out.insert(a.to_vec());
+                        }
+                    }
+                }
+            }
+            let Some(ino) = inner.resolve(p)? else {
+                continue;
+            };
+            // A directory below one walked already was walked with it.
+            if ino == ROOT_INO || !inner.is_dir(ino) || walked.contains(p.as_slice()) {
+                continue;
+            }
+            let mut stack = vec![(ino, p.clone())];
+            while let Some((dir, path)) = stack.pop() {
+                let (_, children) = self.readdir_locked(&mut inner, dir)?;
+                for (name, child, kind) in children {
+                    if kind == EntryType::Dir && *name != *b".hg" {
+                        let mut q = path.clone();
+                        q.push(b'/');
+                        q.extend_from_slice(&name);
+                        stack.push((child, q));
+                    }
+                }
+                walked.insert(path.clone());
+                out.insert(path);
+            }
+        }
+        let mut nested = BTreeMap::new();
+        Ok(out
+            .into_iter()
+            .filter(|d| !in_nested_repo(&mut inner, d, &mut nested))
+            .collect())
     }
 
     /// True when the working file differs from base file (`node`, `flag`).

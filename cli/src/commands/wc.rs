@@ -71,11 +71,13 @@ pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Resul
         clean,
         ignored,
         unknown,
+        dirs: false,
     })? {
         Response::Status {
             entries,
             copies,
             warnings,
+            ..
         } => {
             // hg prints them as it reads the ignore files.
             for w in warnings {
