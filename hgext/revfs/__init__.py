@@ -124,24 +124,6 @@ def extsetup(ui):
     # hg unshare (share's command) would copy the store into the mount's .hg.
     extensions.wrapfunction(hg, 'unshare', _unshare)
     extensions.wrapfunction(scmutil, 'casecollisionauditor', _casecollisionauditor)
-    for name in CHANGING_COMMANDS:
-        try:
-            extensions.wrapcommand(commands.table, name, _refusecommand(name))
-        except error.UnknownCommand:
-            pass
-
-
-# hg 6.3.2's commands that a mount does not support yet: stopped before they start.
-CHANGING_COMMANDS = (b'import',)
-
-
-def _refusecommand(name):
-    def wrapper(orig, ui, repo, *args, **kwargs):
-        if _inmount(repo):
-            raise unsupported(name)
-        return orig(ui, repo, *args, **kwargs)
-
-    return wrapper
 
 
 def _unshare(orig, ui, repo, *args, **kwargs):

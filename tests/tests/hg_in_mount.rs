@@ -2,8 +2,9 @@
 //! dirstate is the daemon, through revfs's Mercurial extension: the same edits in a mount
 //! and in an hg clone, then the same hg commands in both (read-only ones, and the tracking
 //! ones: add, forget, remove, copy, rename, addremove, revert), must print the same bytes
-//! and exit alike. An hg without the extension refuses the mount; commands that would move
-//! the parent stop before they change anything (for now).
+//! and exit alike; then the commands that move the parent (commit, update, merge, rebase,
+//! shelve, import, purge...). An hg without the extension refuses the mount; `unshare`
+//! stops before it changes anything.
 
 use revfs_tests::mount::Mount;
 use revfs_tests::{hg_cmd, revfs};
@@ -315,7 +316,7 @@ fn the_extension_is_compiled_once_even_where_python_may_not_write_bytecode() {
 }
 
 #[test]
-fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
+fn hg_unshare_of_a_mount_stops_and_changes_nothing() {
     let s = sides();
     std::fs::write(s.mount.dir.join("a"), "changed\n").unwrap();
     std::fs::write(s.mount.dir.join("n"), "new\n").unwrap();
@@ -323,10 +324,10 @@ fn hg_commands_that_would_change_the_working_copy_stop_and_change_nothing() {
         revfs(&s.mount.dir, &["status", "-A"]).stdout,
         hg_cmd(&s.mount.dir, &["log", "-T", "{node}\\n"]).stdout,
     );
+    // share's unshare would copy the store into the mount's .hg.
     for args in [
-        &["import", "--bypass", "-m", "x", "/dev/null"][..],
-        // share's unshare would copy the store into the mount's .hg.
-        &["unshare"],
+        &["unshare"][..],
+        &["--config", "extensions.share=", "unshare"],
     ] {
         let out = hg_cmd(&s.mount.dir, args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1544,6 +1545,100 @@ fn hg_purge_in_a_mount_removes_what_it_removes_in_a_clone() {
         &["verify", "-q"],
     ];
     s.same_all(steps);
+    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
+    s.revfs_status_is_hgs();
+}
+
+#[test]
+fn hg_import_in_a_mount_does_what_it_does_in_a_clone() {
+    // Patches exported from the clone (git and plain), a hand-made diff, one that does not
+    // apply, imported with and without a commit, --bypass, --exact, --partial, --similarity.
+    let s = sides();
+    let patches = s._tmp.path().join("patches");
+    std::fs::create_dir(&patches).unwrap();
+    let patch = |name: &str| patches.join(name).display().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\na2\nimported\n").unwrap();
+        std::fs::write(r.join("d/f"), "f\nchanged\n").unwrap();
+        std::fs::write(r.join("n"), "new\n").unwrap();
+        std::fs::write(r.join("bin"), b"\0\x01binary\xff\n").unwrap();
+        std::fs::set_permissions(r.join("b.c"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    });
+    let strip = &["--config", "extensions.strip=", "strip", "-q", "-r", "."][..];
+    let log = &[
+        "log",
+        "-G",
+        "-T",
+        "{rev}:{node} {desc|firstline} {files}\\n",
+    ][..];
+    s.same_all(&[
+        &["add", "n", "bin"],
+        &["rm", "gone"],
+        &["mv", "d/g", "d/g2"],
+        &["commit", "-m", "one\n\nbody", "-u", "test", "-d", "30 0"],
+    ]);
+    for (name, args) in [
+        ("git.patch", &["export", "--git", "-r", "."][..]),
+        ("plain.patch", &["export", "-r", "."]),
+        ("diff.patch", &["diff", "-r", "0", "-r", "1"]),
+    ] {
+        let done = hg_cmd(&s.clone, args);
+        assert!(done.status.success(), "{done:?}");
+        std::fs::write(patches.join(name), done.stdout).unwrap();
+    }
+    std::fs::write(
+        patches.join("bad.patch"),
+        "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,2 @@\n-nothing\n+such\n a2\n\
+         diff --git a/e/x b/e/x\n--- a/e/x\n+++ b/e/x\n@@ -1,1 +1,2 @@\n x\n+more\n",
+    )
+    .unwrap();
+    let (git, plain, diff, bad) = (
+        patch("git.patch"),
+        patch("plain.patch"),
+        patch("diff.patch"),
+        patch("bad.patch"),
+    );
+    s.same_all(&[
+        strip,
+        &["status", "-A"],
+        &["import", &git],
+        log,
+        &["status", "-A"],
+        strip,
+        &["import", "--no-commit", &git],
+        &["status", "-A", "-C"],
+        &["diff", "--git"],
+        &["update", "-C", "."],
+        &["purge", "--no-confirm"],
+        &["import", "--bypass", "-m", "bypassed", &git],
+        log,
+        &["status", "-A"],
+        &["import", "--exact", &git],
+        log,
+        &["update", "-r", "1"],
+        &["import", &plain],
+        &["status", "-A"],
+        log,
+        &["update", "-r", "0"],
+        &["import", "-m", "diff", "-u", "someone", "-d", "40 0", &diff],
+        log,
+        &["import", &bad],
+        &["status", "-A"],
+        &["update", "-C", "."],
+        &["purge", "--no-confirm"],
+        &["import", "--partial", "-m", "partial", "-d", "41 0", &bad],
+        &["status", "-A"],
+        log,
+        &["update", "-C", "1"],
+        &["purge", "--no-confirm"],
+        &["import", "--no-commit", "-s", "50", &plain],
+        &["status", "-A", "-C"],
+        &["commit", "-m", "similar", "-u", "test", "-d", "42 0"],
+        log,
+        &["verify", "-q"],
+    ]);
+    let tree = |r: &Path| revfs_tests::mount::snapshot(r);
     assert_eq!(tree(&s.mount.dir), tree(&s.clone));
     s.revfs_status_is_hgs();
 }
