@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark (not a test) of hg's merge family inside a revfs mount against a native
 checkout of the same history, in the same run: `hg rebase` of a 3-commit stack over 100
-upstream commits, and `hg update` over 1,000 locally modified files (100 of which the
-update changes too, so that hg merges them), then `hg status` after it all.
+upstream commits, `hg update` over 1,000 locally modified files (100 of which the
+update changes too, so that hg merges them), `hg shelve` then `hg unshelve` of those
+1,000 changes, then `hg status` after it all.
 
 Usage: tests/bench/hg_merge_bench.py CORPUS [--scratch DIR] [--runs N]
 CORPUS comes from ../shared/corpus/make-corpus.sh. The native side is a clone of CORPUS;
@@ -20,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 REVFS = os.path.join(ROOT, 'target', 'release', 'revfs')
 ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
 RC = ['--config', 'extensions.rebase=']
+USER = '--config ui.username=bench'
 
 
 def hg(d, *args, env=ENV):
@@ -98,6 +100,9 @@ def main():
             append(d, files[:1000], 'local\n')
         both('hg update over 1,000 modified files (100 merged), there and back',
              "sh -c 'hg --cwd DIR update -q %s && hg --cwd DIR update -q %s'" % (upstream, base))
+        both('hg shelve then hg unshelve of 1,000 modified files',
+             "sh -c 'hg --cwd DIR %s shelve -q && hg --cwd DIR %s unshelve -q'"
+             % (USER, USER))
         both('hg status after it all', 'hg --cwd DIR status -q')
         # The same trees and the same history.
         outs = [(hg(d, 'log', '-T', '{node}\\n', env=renv), hg(d, 'status', env=renv),

@@ -545,7 +545,9 @@ fn run_both(
 /// One random command that moves the parent: commit (all, -A, named files), amend,
 /// updates (-C and --check, which hg and the daemon do alike; plain and --merge, which
 /// merge local changes through hg's merge machinery), merge and `merge --abort`,
-/// `hg resolve`, by hg or by revfs in the mount
+/// `hg resolve`, rebase (--abort, --continue), graft, backout, shelve and unshelve
+/// (--abort, --continue, --keep), purge, import of an exported changeset,
+/// by hg or by revfs in the mount
 /// and by hg in the clone, with the same user and date: same exit code and output.
 fn random_history(
     rng: &mut Rng,
@@ -573,7 +575,9 @@ fn random_history(
         0 => "null".to_string(),
         n => (n - 1).to_string(),
     };
-    let (args, revfs_too): (Vec<String>, bool) = match rng.below(13) {
+    let rebase = ["--config", "extensions.rebase="].map(String::from);
+    let v = |a: &[&str]| -> Vec<String> { a.iter().map(|s| s.to_string()).collect() };
+    let (args, revfs_too): (Vec<String>, bool) = match rng.below(22) {
         0 | 1 => (commit(&[]), true),
         2 => (commit(&["-A".into()]), true),
         3 => {
@@ -592,6 +596,64 @@ fn random_history(
         // Merges: hg's merge machinery, the daemon's second parent.
         10 => (vec!["merge".into(), target], false),
         11 => (vec!["merge".into(), "--abort".into()], false),
+        // The rest of the family: rebase, graft, backout, shelve, purge, import.
+        13 => {
+            let mut a = rebase.to_vec();
+            a.extend(v(&["rebase", "-d", &target]));
+            (a, false)
+        }
+        14 => {
+            let mut a = rebase.to_vec();
+            a.extend(v(&["rebase", ["--abort", "--continue"][rng.below(2)]]));
+            (a, false)
+        }
+        15 => (v(&["graft", "-r", &target]), false),
+        16 => (
+            v(&[
+                "backout", "-r", &target, "-m", &message, "-u", "test", "-d", &date,
+            ]),
+            false,
+        ),
+        17 => (
+            match rng.below(3) {
+                0 => v(&["shelve", "--date", &date, "-A"]),
+                _ => v(&["shelve", "--date", &date]),
+            },
+            false,
+        ),
+        18 => (
+            match rng.below(4) {
+                0 => v(&["unshelve", "--abort"]),
+                1 => v(&["unshelve", "--continue"]),
+                2 => v(&["unshelve", "--keep"]),
+                _ => v(&["unshelve"]),
+            },
+            false,
+        ),
+        19 => (
+            match rng.below(2) {
+                0 => v(&["purge", "--no-confirm"]),
+                _ => v(&["purge", "--no-confirm", "--all"]),
+            },
+            false,
+        ),
+        20 => {
+            // A changeset exported from the clone, imported on both sides.
+            let patch = wc
+                .parent()
+                .expect("the clone has a parent")
+                .join("random.patch");
+            let out = hg_cmd(wc, &["export", "--git", "-r", &target]);
+            std::fs::write(&patch, &out.stdout).expect("write the patch");
+            let patch = patch.display().to_string();
+            (
+                match rng.below(2) {
+                    0 => v(&["import", "--no-commit", &patch]),
+                    _ => v(&["import", &patch]),
+                },
+                false,
+            )
+        }
         _ => (
             vec![
                 "resolve".into(),
