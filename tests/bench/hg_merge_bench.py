@@ -100,6 +100,10 @@ def main():
             append(d, files[:1000], 'local\n')
         both('hg update over 1,000 modified files (100 merged), there and back',
              "sh -c 'hg --cwd DIR update -q %s && hg --cwd DIR update -q %s'" % (upstream, base))
+        # shelve bundles every draft ancestor of its commit: the corpus's history is
+        # public, as a shared repository's would be.
+        for _side, d in trees:
+            hg(d, 'phase', '--public', '-r', base, env=renv)
         both('hg shelve then hg unshelve of 1,000 modified files',
              "sh -c 'hg --cwd DIR %s shelve -q && hg --cwd DIR %s unshelve -q'"
              % (USER, USER))
