@@ -259,6 +259,8 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
             mresult.addfile(f, m, args, msg)
         return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
     # The daemon's parent is the target now; hg sets it next, with its word on its files.
+    # Sent inside a transaction, it stays provisional until the transaction ends.
+    ds._revfs_sentpending = req['pending']
     ds._revfs_states = {}
     ds._revfs_changes = None
     stats, getfiledata, extra = orig(
@@ -386,6 +388,8 @@ def _daemonupdate(repo, p2, force, updatecheck):
     mergestatemod.mergestate.clean(repo)
     if resp.get('reply') != 'updated':
         raise error.Abort(b'revfs: unexpected answer from the daemon')
+    # Inside a transaction the daemon's parent stays provisional until it ends.
+    ds._revfs_sentpending = bool(req.get('pending'))
     # The daemon read the target's changeset: its branch saves hg a second read (31 ms
     # for a changeset that lists 78,000 files).
     branch = resp.get('branch')
@@ -1276,10 +1280,10 @@ class revfsdirstate(dirstate.dirstate):
                 _(b'revfs: cannot restore the dirstate backup %s') % backupname
             )
         then = (bin(snap['parent']), bin(snap.get('p2', nullid.hex())))
-        if then != self._pl:
+        if then != self._pl or self._revfs_sentpending:
             # A transaction rolled back after hg moved the parent inside it (the daemon
-            # read it pending): back to the parents of the backup, the files as they are,
-            # as hg restores its dirstate file.
+            # has it as provisional): back to the parents of the backup, the files as they
+            # are, as hg restores its dirstate file.
             self._revfs_newparent, self._revfs_newp2 = then
             self._revfs_sendparent()
         self._revfs_sentpending = False

@@ -222,6 +222,18 @@ impl Repo {
         self.pending_from.is_some()
     }
 
+    /// Whether file revision `node` of `path` was added by the transaction under way (its
+    /// changeset is pending, so a rollback takes the revision away). Always false for an
+    /// ordinary handle.
+    pub fn is_pending_file(&self, path: &[u8], node: &Node) -> Result<bool> {
+        let Some(from) = self.pending_from else {
+            return Ok(false);
+        };
+        let fl = self.filelog(path)?;
+        let link = fl.revlog().linkrev(fl.rev_of(node)?)?;
+        Ok(link >= 0 && link as usize >= from)
+    }
+
     /// Whether `node` is one of the uncommitted changesets of a transaction under way
     /// (a handle from [`Repo::open_pending`] only).
     pub fn is_pending(&self, node: &Node) -> bool {

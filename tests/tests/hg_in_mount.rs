@@ -1644,6 +1644,100 @@ fn hg_import_in_a_mount_does_what_it_does_in_a_clone() {
 }
 
 #[test]
+fn a_daemon_killed_while_its_parent_is_in_hgs_open_transaction_comes_back_as_a_rolled_back_clone() {
+    // While a changeset of hg's open transaction is the parent, the daemon is killed; hg
+    // rolls the transaction back. The mount, mounted again, is what a clone is after the
+    // same rollback: the parent of before, the files as they were written.
+    let s = sides();
+    let repo = s._tmp.path().join("repo");
+    let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
+    let compare = |s: &Sides| {
+        for args in [
+            &["status", "-A"][..],
+            &["diff", "--git"],
+            &["id"],
+            &["shelve", "-l", "-q"],
+            log,
+            &["verify", "-q"],
+        ] {
+            s.same("", args);
+        }
+        s.revfs_status_is_hgs();
+    };
+    let hg_exit = |dir: &Path, args: &[&str]| {
+        let out = hg_cmd(dir, args);
+        assert_eq!(out.status.code(), Some(255), "hg {args:?}: {out:?}");
+    };
+    // unshelve over a local change, the parent moved since the shelve: the local change
+    // and the rebased shelve are committed in hg's transaction, and the daemon is killed
+    // at the update back to the first (which keeps the shelved changes as local ones).
+    // A clone's unshelve that fails there leaves the changes and the shelve: as --keep.
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nshelved\n").unwrap());
+    s.same("", &["shelve", "--date", "20 0"]);
+    s.edit(|r| std::fs::write(r.join("b.c"), "int b2;\n").unwrap());
+    s.same("", &["commit", "-m", "moved", "-u", "test", "-d", "21 0"]);
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
+    let kill = format!("hooks.update.kill=kill -9 {}", s.mount.daemon_pid());
+    hg_exit(&s.mount.dir, &["--config", &kill, "unshelve"]);
+    let out = hg_cmd(&s.clone, &["unshelve", "--keep"]);
+    assert!(out.status.success(), "{out:?}");
+    s.mount.unmount();
+    s.mount.remount(&repo, None);
+    compare(&s);
+    s.same_all(&[&["commit", "-m", "both", "-u", "test", "-d", "22 0"]]);
+    // A rebase in one transaction ends with an update to the last changeset it made:
+    // the daemon's, to a changeset of the open transaction. A pretxnclose hook kills the
+    // daemon in the mount and fails in the clone: both roll the rebase back.
+    s.same_all(&[
+        &["update", "1"],
+        &["--config", "extensions.strip=", "strip", "-q", "-r", "3"],
+    ]);
+    s.edit(|r| {
+        std::fs::write(r.join("e/x"), "x\nstack\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+    });
+    s.same_all(&[
+        &["commit", "-A", "-m", "stack", "-u", "test", "-d", "23 0"],
+        &["rm", "gone"],
+        &["commit", "-m", "stack2", "-u", "test", "-d", "24 0"],
+        log,
+    ]);
+    let rebase = [
+        "--config",
+        "extensions.rebase=",
+        "--config",
+        "rebase.singletransaction=true",
+    ];
+    let kill = format!(
+        "hooks.pretxnclose.kill=kill -9 {}; false",
+        s.mount.daemon_pid()
+    );
+    let args = |hook: &str| -> Vec<String> {
+        let mut v: Vec<String> = rebase.iter().map(|a| a.to_string()).collect();
+        v.extend(["--config", hook, "rebase", "-s", "3", "-d", "2"].map(String::from));
+        v
+    };
+    let argv = args(&kill);
+    hg_exit(
+        &s.mount.dir,
+        &argv.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let argv = args("hooks.pretxnclose.fail=false");
+    hg_exit(
+        &s.clone,
+        &argv.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    s.mount.unmount();
+    s.mount.remount(&repo, None);
+    compare(&s);
+    s.same_all(&[&["update", "-C", "."], &["purge", "--no-confirm"]]);
+    let mut argv: Vec<&str> = rebase.to_vec();
+    argv.extend(["rebase", "-s", "3", "-d", "2"]);
+    s.same_all(&[&argv, &["status", "-A"], log, &["verify", "-q"]]);
+    s.revfs_status_is_hgs();
+}
+
+#[test]
 fn a_daemon_killed_during_a_rebase_or_an_unshelve_comes_back_where_hg_continues_or_aborts() {
     // hg stopped on a conflict (rebase, unshelve); the daemon is killed and the mount
     // mounted again: the working copy is what the clone has, and hg goes on from there.

@@ -297,7 +297,13 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             }
             let keep: BTreeSet<Vec<u8>> = keep.into_iter().collect();
             let repo = wc.repo_for(&node, pending)?;
-            match wc.update_around(repo, node, clean, &keep, dry_run, report) {
+            let how = crate::checkout::UpdateHow {
+                clean,
+                hg_paths: &keep,
+                dry_run,
+                pending,
+            };
+            match wc.update_around(repo, node, &how, report) {
                 Ok(outcome) if dry_run => Response::Updated {
                     updated: outcome.updated,
                     removed: outcome.removed,

@@ -198,6 +198,8 @@ impl WorkingCopy {
         inner.base_node = node;
         inner.repo = repo;
         let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
+        // A commit of revfs's own is never inside an hg transaction.
+        inner.provisional = false;
         self.rebase_journal(&mut inner, &committed)?;
         drop(inner);
         tracing::debug!(

@@ -19,10 +19,12 @@ mod prefetch;
 mod reparent;
 pub use reparent::HgFiles;
 mod update;
+pub use update::UpdateHow;
 
 use crate::journal::{PutEntry, Record, Track};
 use crate::wc::{
-    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, WorkingCopy, ROOT_INO,
+    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy,
+    ROOT_INO,
 };
 use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::Node;
@@ -201,6 +203,89 @@ impl WorkingCopy {
         })
     }
 
+    /// While the parent is provisional (set inside an hg transaction, which may be rolled
+    /// back) the journal keeps the last parent set outside one (see
+    /// [`Self::rebase_journal`]): an update then journals what it
+    /// made of each of `paths` as state records (`Put`, `Remove`), so that a replay on the
+    /// committed parent gives the files as they are now (as a clone whose transaction is
+    /// rolled back keeps the files the update wrote). A file revision the transaction
+    /// added, which its rollback takes away, is copied into the overlay first. Paths whose
+    /// content is local (overlay files, local links) were not the update's doing and are
+    /// in the journal already.
+    pub(crate) fn journal_pending_update(
+        &self,
+        inner: &mut Inner,
+        paths: &BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let repo = inner.repo.clone();
+        tracing::info!(
+            paths = paths.len(),
+            "pending parent: the update's files journaled"
+        );
+        for p in paths {
+            match self.cur_at(inner, p)? {
+                Cur::Absent => {
+                    // The highest directory gone with it goes in the same record.
+                    let mut top = p.as_slice();
+                    for a in ancestors(p) {
+                        if inner.resolve(a)?.is_none() {
+                            top = a;
+                            break;
+                        }
+                    }
+                    self.record(inner, Record::Remove { path: top.to_vec() })?;
+                }
+                Cur::Item {
+                    entry,
+                    mode,
+                    mtime,
+                    store: Some(node),
+                    link,
+                } => {
+                    let entry = match entry {
+                        PutEntry::StoreFile { source, .. } | PutEntry::StoreLink { source, .. }
+                            if repo.is_pending_file(&source, &node)? =>
+                        {
+                            let text = self.store_text(&repo, &source, &node)?;
+                            let ino = inner.resolve(p)?.ok_or(WcError::NotFound)?;
+                            if link {
+                                let mut target = Vec::new();
+                                std::io::Read::read_to_end(&mut text.reader(), &mut target)?;
+                                inner.entry_mut(ino)?.kind =
+                                    Kind::Symlink(LinkData::Local(target.as_slice().into()));
+                                PutEntry::LocalLink { target }
+                            } else {
+                                let id = inner.next_id;
+                                inner.next_id += 1;
+                                if let Err(e) = self.overlay.create_from(id, &mut text.reader()) {
+                                    let _ = self.overlay.remove(id);
+                                    return Err(e.into());
+                                }
+                                let _ = self
+                                    .overlay
+                                    .set_mtime(id, mtime.unwrap_or(self.checkout_time));
+                                inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id });
+                                PutEntry::OverlayFile { id }
+                            }
+                        }
+                        e => e,
+                    };
+                    self.record(
+                        inner,
+                        Record::Put {
+                            path: p.clone(),
+                            entry,
+                            mode,
+                            mtime: mtime.map(unix_time),
+                        },
+                    )?;
+                }
+                Cur::Item { .. } | Cur::Dir { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Rewrites the journal so that it describes the working copy against `inner.base`
     /// (already the new parent), and rebuilds the dirty set from it. `committed` paths
     /// lose their tracking overrides and copy sources.
@@ -210,12 +295,12 @@ impl WorkingCopy {
         committed: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
         if inner.base_pending() {
-            // The parent is a changeset hg may still roll back (its transaction is open):
-            // the journal keeps the last committed parent and its records, and file changes
+            // The parent was set inside an hg transaction, which may still be rolled back:
+            // the journal keeps the last parent set outside one and its records; file changes
             // are appended to it as they come, so that a daemon killed now comes back as a
             // clone whose transaction was rolled back: the parent of before, the files as
             // written. The dirty set stays a superset of what differs from the parent; the
-            // journal is rewritten when the parent is a committed changeset again.
+            // journal is rewritten when a parent comes from outside a transaction again.
             // Tracking overrides are settled against it as below, in memory only.
             settle_tracking(inner, committed)?;
             tracing::info!(parent = %inner.base_node.to_hex(), "pending parent: journal kept");

@@ -38,6 +38,7 @@ impl WorkingCopy {
         };
         self.room()?;
         let mut inner = self.write();
+        inner.provisional = pending;
         // The paths the two parents disagree on that hg did not name (debugsetparents names
         // none) keep their tracking, as hg's dirstate keeps their entries: tracked files the
         // new parent lacks become added, untracked ones it has become removed.

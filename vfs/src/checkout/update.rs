@@ -16,6 +16,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+/// How [`WorkingCopy::update_around`] updates.
+#[derive(Debug, Clone, Copy)]
+pub struct UpdateHow<'a> {
+    /// Local changes are discarded (`hg update --clean`).
+    pub clean: bool,
+    /// hg's paths (see `update_around`); not with `clean`.
+    pub hg_paths: &'a BTreeSet<Vec<u8>>,
+    /// The checks only, nothing changed; not with `clean`.
+    pub dry_run: bool,
+    /// hg asks from inside a transaction, which may be rolled back: the parent is
+    /// provisional ([`WorkingCopy::journal_pending_update`]).
+    pub pending: bool,
+}
+
 impl WorkingCopy {
     /// Switches the working copy to revision `node` of `repo` (a fresh handle that knows
     /// it). Local changes are kept when the update does not touch them; otherwise it stops
@@ -32,24 +46,34 @@ impl WorkingCopy {
         clean: bool,
         progress: Option<ProgressFn>,
     ) -> Result<UpdateOutcome> {
-        self.update_around(repo, node, clean, &BTreeSet::new(), false, progress)
+        let none = BTreeSet::new();
+        let how = UpdateHow {
+            clean,
+            hg_paths: &none,
+            dry_run: false,
+            pending: false,
+        };
+        self.update_around(repo, node, &how, progress)
     }
 
     /// [`update`](Self::update) around hg's merge of an update over local changes: the
-    /// paths of `hg_paths` are hg's (it merges, writes or removes them through the mount,
-    /// and names their tracking with the parent it sets next): they are neither checked nor
-    /// touched, and keep their tracking (a tracked file stays tracked, an untracked one
-    /// untracked) until hg names it. `dry_run` stops after the checks, changing nothing.
-    /// Neither goes with `clean`.
+    /// paths of `how.hg_paths` are hg's (it merges, writes or removes them through the
+    /// mount, and names their tracking with the parent it sets next): they are neither
+    /// checked nor touched, and keep their tracking (a tracked file stays tracked, an
+    /// untracked one untracked) until hg names it.
     pub fn update_around(
         &self,
         repo: Arc<Repo>,
         node: Node,
-        clean: bool,
-        hg_paths: &BTreeSet<Vec<u8>>,
-        dry_run: bool,
+        how: &UpdateHow<'_>,
         progress: Option<ProgressFn>,
     ) -> Result<UpdateOutcome> {
+        let UpdateHow {
+            clean,
+            hg_paths,
+            dry_run,
+            pending,
+        } = *how;
         let _one = self.transition_lock();
         if !clean && !self.read().p2.is_null() {
             return Err(WcError::UncommittedMerge);
@@ -371,6 +395,16 @@ impl WorkingCopy {
         // An update ends any merge (only --clean gets here during one).
         inner.p2 = Node::default();
         inner.from_p2.clear();
+        inner.provisional = pending;
+        if inner.base_pending() {
+            let mut paths: BTreeSet<Vec<u8>> = diff
+                .iter()
+                .filter(|c| !hg_paths.contains(&c.path))
+                .map(|c| c.path.clone())
+                .collect();
+            paths.extend(out.reverted.iter().cloned());
+            self.journal_pending_update(&mut inner, &paths)?;
+        }
         let t_apply = t0.elapsed();
         self.rebase_journal(&mut inner, &BTreeSet::new())?;
         tracing::debug!(

@@ -280,6 +280,41 @@ impl Inner {
         freed
     }
 
+    /// Makes room for a `Put` of `path` (a directory when `dir`): missing directories
+    /// above it are made, a file in the place of one of them is removed, and so is an entry
+    /// of the other kind at `path`. Returns the overlay files freed. A journal written
+    /// while the parent was a pending changeset describes files against the last
+    /// committed parent, whose tree may differ (`WorkingCopy::journal_pending_update`).
+    pub(crate) fn make_room(&mut self, path: &[u8], dir: bool) -> Result<Vec<u64>> {
+        let mut freed = Vec::new();
+        let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+        let Some((last, dirs)) = parts.split_last() else {
+            return Ok(freed);
+        };
+        let mut parent = ROOT_INO;
+        for part in dirs {
+            parent = match self.child(parent, part)? {
+                Some(ino) if self.is_dir(ino) => ino,
+                other => {
+                    if let Some(ino) = other {
+                        freed.extend(self.detach_tree(ino));
+                    }
+                    let kind = Kind::Dir {
+                        source: None,
+                        children: Some(Children::new()),
+                    };
+                    self.link_new(parent, part, kind, 0o755)?
+                }
+            };
+        }
+        if let Some(ino) = self.child(parent, last)? {
+            if self.is_dir(ino) != dir {
+                freed.extend(self.detach_tree(ino));
+            }
+        }
+        Ok(freed)
+    }
+
     /// Makes `path` hold `entry` (see [`Record::Put`]); returns an overlay id it replaced.
     pub(crate) fn put(
         &mut self,

@@ -271,7 +271,7 @@ pub struct SetAttr {
 pub(crate) struct Inner {
     pub(crate) entries: HashMap<u64, Entry>,
     next_ino: u64,
-    next_id: u64,
+    pub(crate) next_id: u64,
     /// Paths touched since the base revision (files or directories).
     pub(crate) dirty: BTreeSet<Vec<u8>>,
     /// Tracking overrides (only `Added` and `Removed` are kept).
@@ -291,13 +291,18 @@ pub(crate) struct Inner {
     /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
     /// them, so that the times it stamps come back exactly after a remount.
     op_time: Option<SystemTime>,
+    /// The parent was set inside an hg transaction that may still be rolled back (hg sent
+    /// it `pending`: shelve, unshelve, a rebase in one transaction): the journal keeps the
+    /// last parent set outside one (`rebase_journal`) until a parent comes from outside.
+    pub(crate) provisional: bool,
 }
 
 impl Inner {
-    /// The parent is a changeset of an hg transaction under way (shelve, unshelve), read
-    /// from its pending changelog: not journaled until it is committed (`rebase_journal`).
+    /// The parent is provisional: set inside an hg transaction under way, maybe a
+    /// changeset of it (read from its pending changelog). Not journaled until a parent
+    /// comes from outside a transaction (`rebase_journal`).
     pub(crate) fn base_pending(&self) -> bool {
-        self.repo.is_pending(&self.base_node)
+        self.provisional
     }
 }
 
@@ -427,6 +432,7 @@ impl WorkingCopy {
                 base_node,
                 repo,
                 op_time: None,
+                provisional: false,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -578,7 +584,7 @@ impl WorkingCopy {
     }
 
     /// Records a mutation: into the journal (when the inode has a path) and the dirty set.
-    fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
+    pub(crate) fn record(&self, inner: &mut Inner, rec: Record) -> Result<()> {
         if self
             .journal_stale
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -736,6 +742,9 @@ impl WorkingCopy {
                 mode,
                 mtime,
             } => {
+                for id in inner.make_room(path, matches!(entry, PutEntry::Dir))? {
+                    let _ = self.overlay.remove(id);
+                }
                 let mtime = mtime.map(|(s, n)| system_time(s, n));
                 if let Some(id) = inner.put(path, entry, *mode, mtime)? {
                     let _ = self.overlay.remove(id);
