@@ -533,6 +533,28 @@ fn hg_status_lists_no_directory_and_stats_no_unchanged_file() {
 }
 
 #[test]
+fn hg_debugdirstate_in_a_mount_prints_what_a_clone_prints_once_status_saw_every_file() {
+    // A clone's dirstate keeps a file's mode, size and time once a status sees the file
+    // in an earlier second than its own: the mount's entries are the daemon's, as such.
+    let s = sides();
+    let settle = || std::thread::sleep(Duration::from_millis(1100));
+    settle();
+    s.same("", &["status"]);
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "changed\n").unwrap();
+        std::fs::write(r.join("n"), "new\n").unwrap();
+    });
+    s.same_all(&[&["add", "n"], &["rm", "gone"], &["cp", "d/f", "d/f2"]]);
+    settle();
+    s.same_all(&[
+        &["status"],
+        &["debugdirstate", "--nodates"],
+        &["debugstate", "--no-dates"],
+        &["debugdirstate", "--docket"],
+    ]);
+}
+
+#[test]
 fn hg_tracking_commands_do_in_a_mount_what_they_do_in_a_clone() {
     let s = sides();
     s.edit(|r| {
