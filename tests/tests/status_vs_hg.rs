@@ -455,29 +455,6 @@ fn run_seed_hg_in_mount(seed: u64, ops: usize) {
                     log.join("\n  ")
                 ),
             }
-            // The same history, the same tree, and a sound repository.
-            for args in [
-                &[
-                    "log",
-                    "-T",
-                    "{rev}:{node} {branch} {p1node} [{bookmarks}]\\n",
-                ][..],
-                &["id"],
-                &["verify", "-q"],
-            ] {
-                let (a, b) = (hg_cmd(&mount.dir, args), hg_cmd(&wc, args));
-                assert!(
-                    (a.status.code(), &a.stdout) == (b.status.code(), &b.stdout),
-                    "seed {seed}: hg {args:?} differs: {a:?} vs {b:?}\noperations:\n  {}",
-                    log.join("\n  ")
-                );
-            }
-            let (ours, theirs) = (snapshot(&mount.dir), snapshot(&wc));
-            assert!(
-                ours == theirs,
-                "seed {seed}: trees differ\noperations:\n  {}",
-                log.join("\n  ")
-            );
         } else if rng.below(3) == 0 {
             match random_tracking(&mut rng, &mount.dir, &wc, &root) {
                 Ok(desc) => log.push(desc),
@@ -489,6 +466,29 @@ fn run_seed_hg_in_mount(seed: u64, ops: usize) {
         } else {
             log.push(random_op(&mut rng, &mount.dir, &wc, &originals));
         }
+        // After every step: the same history, the same tree, and a sound repository.
+        for args in [
+            &[
+                "log",
+                "-T",
+                "{rev}:{node} {branch} {p1node} [{bookmarks}]\\n",
+            ][..],
+            &["id"],
+            &["verify", "-q"],
+        ] {
+            let (a, b) = (hg_cmd(&mount.dir, args), hg_cmd(&wc, args));
+            assert!(
+                (a.status.code(), &a.stdout) == (b.status.code(), &b.stdout),
+                "seed {seed}: hg {args:?} differs: {a:?} vs {b:?}\noperations:\n  {}",
+                log.join("\n  ")
+            );
+        }
+        let (ours, theirs) = (snapshot(&mount.dir), snapshot(&wc));
+        assert!(
+            ours == theirs,
+            "seed {seed}: trees differ\noperations:\n  {}",
+            log.join("\n  ")
+        );
         for args in [&["status", "-A"][..], &["diff", "--git"]] {
             let ours = hg_cmd(&mount.dir, args);
             let theirs = hg_cmd(&wc, args);
