@@ -251,17 +251,25 @@ def _update(
         # writes its dirstate.
         return orig(*args, **kwargs)
     with repo.wlock():
-        stats = _daemonupdate(repo, repo[node], force, updatecheck)
-        if stats is not None:
-            return stats
-        # Local changes (or untracked files) in the way: hg's merge, with its checks,
-        # messages and conflicts, around the daemon's update of everything else.
         ds = repo.dirstate
-        ds._revfs_merging = True
+        # Until the update's actions nothing writes to the working copy (a preupdate hook
+        # might): hg's statuses are answered by one (_revfs_status).
+        ds._revfs_scope = not _hashook(repo.ui, b'preupdate')
+        ds._revfs_lastfull = None
         try:
-            return orig(*args, **kwargs)
+            stats = _daemonupdate(repo, repo[node], force, updatecheck)
+            if stats is not None:
+                return stats
+            # Local changes (or untracked files) in the way: hg's merge, with its checks,
+            # messages and conflicts, around the daemon's update of everything else.
+            ds._revfs_merging = True
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                ds._revfs_merging = False
         finally:
-            ds._revfs_merging = False
+            ds._revfs_scope = False
+            ds._revfs_lastfull = None
 
 
 # hg's actions that only make a file what the target has: the daemon's, for the files
@@ -287,6 +295,9 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
     ):
         return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
     entries, _copies = ds._revfs_status(unknown=True, ignored=True)
+    # From here on the working copy changes: statuses are asked afresh.
+    ds._revfs_scope = False
+    ds._revfs_lastfull = None
     local = set(p for l, p in entries)
     # A file another action names (a merge's other or ancestor name) stays hg's.
     named = _actionpaths(mresult, args_only=True)
@@ -704,6 +715,9 @@ class revfsdirstate(dirstate.dirstate):
 
     def _revfs_reset(self):
         self._revfs_sending = False
+        # _revfs_status's scope and its last answer (see there).
+        self._revfs_scope = False
+        self._revfs_lastfull = None
         self._revfs_parent = None
         self._revfs_p2 = nullid
         self._revfs_states = {}
@@ -820,36 +834,53 @@ class revfsdirstate(dirstate.dirstate):
     def _revfs_status(self, clean=False, ignored=False, unknown=False, warn=True, dirs=None):
         """The daemon's status: (letter, path) entries and copies. With dirs (a list), the
         directories that may be empty once unknown and ignored files are gone are added
-        to it (protocol 6)."""
+        to it (protocol 6).
+
+        Inside an update over local changes (_update's scope, where nothing writes to the
+        working copy until the update's actions), the first status asks for unknown and
+        ignored files too and answers the others: hg asks three times (its dirty check,
+        the working manifest, the split of the actions)."""
         self._revfs_flush()
-        req = {
-            'cmd': 'status',
-            'clean': bool(clean),
-            'ignored': bool(ignored),
-            'unknown': bool(unknown),
-        }
-        if dirs is not None:
-            req['dirs'] = True
-        resp = self._revfs.request(req)
-        if resp.get('reply') != 'status':
-            raise error.Abort(b'revfs: unexpected answer from the daemon')
-        for w in resp.get('warnings', []) if warn else []:
+        reuse = dirs is None and not clean and self._revfs_scope
+        last = self._revfs_lastfull
+        if reuse and last is not None and last[3] is self._revfs_changes:
+            entries, copies, warnings = last[0], last[1], last[2]
+        else:
+            req = {
+                'cmd': 'status',
+                'clean': bool(clean),
+                'ignored': bool(ignored or reuse),
+                'unknown': bool(unknown or reuse),
+            }
+            if dirs is not None:
+                req['dirs'] = True
+            resp = self._revfs.request(req)
+            if resp.get('reply') != 'status':
+                raise error.Abort(b'revfs: unexpected answer from the daemon')
+            warnings = resp.get('warnings', [])
+            entries = [(l, _path(p)) for l, p in resp['entries']]
+            copies = {_path(d): _path(s) for d, s in resp['copies']}
+            if dirs is not None:
+                dirs.extend(_path(d) for d in resp.get('dirs', []))
+        for w in warnings if warn and (ignored or unknown) else []:
             self._ui.warn(w.encode('utf-8', 'surrogateescape') + b'\n')
-        entries = [(l, _path(p)) for l, p in resp['entries']]
-        copies = {_path(d): _path(s) for d, s in resp['copies']}
-        if dirs is not None:
-            dirs.extend(_path(d) for d in resp.get('dirs', []))
         # What _changes() asks for, known now: hg commit needs status, its transaction's
         # backup and the copy sources, each of which asked the daemon again (45 ms for a
         # thousand changed files).
         self._revfs_changes = (dict((p, l) for l, p in entries if l in 'MAR!'), copies)
+        if reuse:
+            self._revfs_lastfull = (entries, copies, warnings, self._revfs_changes)
+            entries = [
+                (l, p)
+                for l, p in entries
+                if not (l == '?' and not unknown or l == 'I' and not ignored)
+            ]
         return entries, copies
 
     def _changes(self):
         """The tracked files that are not clean, and the copies (asked once)."""
         if self._revfs_changes is None:
-            entries, copies = self._revfs_status()
-            self._revfs_changes = (dict((p, l) for l, p in entries), copies)
+            self._revfs_status()  # sets it
         return self._revfs_changes
 
     def _states(self, paths):
