@@ -1181,12 +1181,15 @@ class revfsdirstate(dirstate.dirstate):
         oldp2 = self._pl[1]
         copies = {}
         if oldp2 != nullid and p2 == nullid:
-            # hg drops the merge information of the merge's files and returns their copy
-            # sources (graft and rebase record them again).
+            # hg drops the merge information of the merge's files and their copy sources,
+            # and returns those (hg 6.3.2's dirstatemap.setparents; localrepository's
+            # records them again for files the new parent lacks, as graft and rebase do).
             for f in self._revfs_mergedfiles():
                 source = self.copied(f)
                 if source:
                     copies[f] = source
+            for f in sorted(copies):
+                self._revfs_queue('copy', f, None)
         self._revfs_moveparent(p1)
         self._revfs_newp2 = p2
         return copies
