@@ -857,6 +857,43 @@ fn overlay_files(dir: &Path) -> usize {
     n
 }
 
+/// The control requests `hg ARGS` sends the daemon, by command, in order.
+fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
+    let trace = s._tmp.path().join("requests");
+    let mut full = vec!["-f", "-qq", "-e", "trace=sendto", "-s", "40", "-o"];
+    let path = trace.display().to_string();
+    full.push(&path);
+    full.push("hg");
+    full.extend(args);
+    let out = revfs_tests::hg_env(std::process::Command::new("strace").args(&full))
+        .current_dir(&s.mount.dir)
+        .output()
+        .expect("strace (apt-get install strace)");
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split("{\\\"cmd\\\": \\\"").nth(1))
+        .filter_map(|rest| rest.split('\\').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn an_hg_update_over_local_changes_asks_the_daemon_its_status_once_before_merging() {
+    // hg asks for status three times before its actions (its dirty check, the working
+    // manifest, the split of the actions between hg and the daemon): one request answers
+    // them; the other is hg's after the merge.
+    let s = sides();
+    s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
+    let asked = requests(&s, &["update", "0"]);
+    let statuses = asked.iter().filter(|c| *c == "status").count();
+    assert_eq!(statuses, 2, "{asked:?}");
+    let out = hg_cmd(&s.clone, &["update", "0"]);
+    assert!(out.status.success(), "{out:?}");
+    s.same_all(&[&["status", "-A"], &["diff"]]);
+}
+
 #[test]
 fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
     let s = sides();
