@@ -546,7 +546,8 @@ fn run_both(
 /// updates (-C and --check, which hg and the daemon do alike; plain and --merge, which
 /// merge local changes through hg's merge machinery), merge and `merge --abort`,
 /// `hg resolve`, rebase (--abort, --continue), graft, backout, shelve and unshelve
-/// (--abort, --continue, --keep), purge, import of an exported changeset,
+/// (--abort, --continue, --keep), purge, import of an exported changeset, histedit with a
+/// commands file (fold, mess, drop, pick), pull,
 /// by hg or by revfs in the mount
 /// and by hg in the clone, with the same user and date: same exit code and output.
 fn random_history(
@@ -577,7 +578,7 @@ fn random_history(
     };
     let rebase = ["--config", "extensions.rebase="].map(String::from);
     let v = |a: &[&str]| -> Vec<String> { a.iter().map(|s| s.to_string()).collect() };
-    let (args, revfs_too): (Vec<String>, bool) = match rng.below(22) {
+    let (args, revfs_too): (Vec<String>, bool) = match rng.below(24) {
         0 | 1 => (commit(&[]), true),
         2 => (commit(&["-A".into()]), true),
         3 => {
@@ -654,6 +655,45 @@ fn random_history(
                 false,
             )
         }
+        21 => {
+            // histedit of the parent and its own parent, with a commands file.
+            let file = wc
+                .parent()
+                .expect("the clone has a parent")
+                .join("histedit");
+            let out = hg_cmd(
+                wc,
+                &["log", "-r", "parents(.) + .", "-T", "{node|short}\\n"],
+            );
+            let nodes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let second = ["fold", "mess", "drop", "pick"][rng.below(4)];
+            let plan = match nodes.as_slice() {
+                [p, c] => format!("pick {p}\n{second} {c}\n"),
+                [c] => format!("{second} {c}\n"),
+                _ => String::new(),
+            };
+            std::fs::write(&file, plan).expect("write the histedit plan");
+            let file = file.display().to_string();
+            (
+                v(&[
+                    "--config",
+                    "extensions.histedit=",
+                    "--config",
+                    "ui.editor=true",
+                    "histedit",
+                    "--commands",
+                    &file,
+                ]),
+                false,
+            )
+        }
+        22 => (
+            v(&["pull", &fixtures().join("history").display().to_string()]),
+            false,
+        ),
         _ => (
             vec![
                 "resolve".into(),
