@@ -137,6 +137,13 @@ impl Sides {
         }
     }
 
+    /// The two trees are alike, every file's bytes included, and so are the statuses.
+    fn tree_and_status_are_the_clones(&self) {
+        let tree = |r: &Path| revfs_tests::mount::snapshot(r);
+        assert_eq!(tree(&self.mount.dir), tree(&self.clone));
+        self.revfs_status_is_hgs();
+    }
+
     /// `revfs status -A` in the mount prints what `hg status -A` prints in the clone.
     fn revfs_status_is_hgs(&self) {
         let ours = revfs(&self.mount.dir, &["status", "-A"]);
@@ -454,28 +461,11 @@ fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
 /// directories it listed: every path under the mount's root but `.hg` (the share, off the
 /// mount) and the root itself.
 fn traced(s: &Sides, args: &[&str]) -> (Vec<String>, Vec<String>) {
-    let trace = s._tmp.path().join("trace");
-    let mut full = vec![
-        "-f",
-        "-qq",
-        "-y",
-        "-e",
-        "trace=%file,getdents64",
-        "-o",
-        trace.to_str().unwrap(),
-        "hg",
-    ];
-    full.extend(args);
-    let out = revfs_tests::hg_env(std::process::Command::new("strace").args(&full))
-        .current_dir(&s.mount.dir)
-        .output()
-        .expect("strace (apt-get install strace)");
-    assert!(out.status.success(), "{out:?}");
+    let text = strace_hg(s, &["-y", "-e", "trace=%file,getdents64"], args);
     let root = std::fs::canonicalize(&s.mount.dir)
         .unwrap()
         .display()
         .to_string();
-    let text = std::fs::read_to_string(&trace).unwrap();
     let (mut touched, mut listed) = (Vec::new(), Vec::new());
     for line in text.lines() {
         // Paths appear quoted ("...") or, for file descriptors, in angle brackets (3</...>).
@@ -857,12 +847,12 @@ fn overlay_files(dir: &Path) -> usize {
     n
 }
 
-/// The control requests `hg ARGS` sends the daemon, by command, in order.
-fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
-    let trace = s._tmp.path().join("requests");
-    let mut full = vec!["-f", "-qq", "-e", "trace=sendto", "-s", "40", "-o"];
+/// The trace of `hg ARGS` in the mount under `strace -f OPTIONS` (hg must succeed).
+fn strace_hg(s: &Sides, options: &[&str], args: &[&str]) -> String {
+    let trace = s._tmp.path().join("trace");
     let path = trace.display().to_string();
-    full.push(&path);
+    let mut full = vec!["-f", "-qq", "-o", &path];
+    full.extend(options);
     full.push("hg");
     full.extend(args);
     let out = revfs_tests::hg_env(std::process::Command::new("strace").args(&full))
@@ -870,8 +860,12 @@ fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
         .output()
         .expect("strace (apt-get install strace)");
     assert!(out.status.success(), "{out:?}");
-    std::fs::read_to_string(&trace)
-        .unwrap()
+    std::fs::read_to_string(&trace).unwrap()
+}
+
+/// The control requests `hg ARGS` sends the daemon, by command, in order.
+fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
+    strace_hg(s, &["-e", "trace=sendto", "-s", "40"], args)
         .lines()
         .filter_map(|l| l.split("{\\\"cmd\\\": \\\"").nth(1))
         .filter_map(|rest| rest.split('\\').next())
@@ -1595,17 +1589,14 @@ fn hg_purge_in_a_mount_removes_what_it_removes_in_a_clone() {
         &["purge", "-p", "--all"],
     ];
     s.same_all(steps);
-    let tree = |r: &Path| revfs_tests::mount::snapshot(r);
-    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
-    s.revfs_status_is_hgs();
+    s.tree_and_status_are_the_clones();
     let steps: &[&[&str]] = &[
         &["--config", "extensions.purge=", "purge", "-v", "--all"],
         &["status", "-A"],
         &["verify", "-q"],
     ];
     s.same_all(steps);
-    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
-    s.revfs_status_is_hgs();
+    s.tree_and_status_are_the_clones();
 }
 
 #[test]
@@ -1697,9 +1688,7 @@ fn hg_import_in_a_mount_does_what_it_does_in_a_clone() {
         log,
         &["verify", "-q"],
     ]);
-    let tree = |r: &Path| revfs_tests::mount::snapshot(r);
-    assert_eq!(tree(&s.mount.dir), tree(&s.clone));
-    s.revfs_status_is_hgs();
+    s.tree_and_status_are_the_clones();
 }
 
 #[test]
