@@ -326,7 +326,7 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
         return orig(repo, mresult, wctx, mctx, overwrite, wantfiledata, **kwargs)
     # The daemon's parent is the target now; hg sets it next, with its word on its files.
     # Sent inside a transaction, it stays provisional until the transaction ends.
-    ds._revfs_sentpending = req['pending']
+    ds._revfs_provisional = req['pending']
     ds._revfs_states = {}
     ds._revfs_changes = None
     stats, getfiledata, extra = orig(
@@ -455,7 +455,7 @@ def _daemonupdate(repo, p2, force, updatecheck):
     if resp.get('reply') != 'updated':
         raise error.Abort(b'revfs: unexpected answer from the daemon')
     # Inside a transaction the daemon's parent stays provisional until it ends.
-    ds._revfs_sentpending = bool(req.get('pending'))
+    ds._revfs_provisional = bool(req.get('pending'))
     # The daemon read the target's changeset: its branch saves hg a second read (31 ms
     # for a changeset that lists 78,000 files).
     branch = resp.get('branch')
@@ -726,9 +726,10 @@ class revfsdirstate(dirstate.dirstate):
         # ('copy', dest, source or None). Dropped by invalidate(), as hg drops a
         # dirstate it did not write.
         self._revfs_pending = []
-        # The parent was sent while it was a changeset of an open transaction (the daemon
-        # read it from the pending changelog): confirmed once the transaction is closed.
-        self._revfs_sentpending = False
+        # The daemon's parent is provisional: sent (set_parent or update) from inside a
+        # transaction, maybe a changeset of it; confirmed once the transaction is closed,
+        # sent back to the backup's when it is rolled back.
+        self._revfs_provisional = False
         self._revfs_dropparent()
 
     def _revfs_dropparent(self):
@@ -793,7 +794,7 @@ class revfsdirstate(dirstate.dirstate):
             # graft ends by dropping its second parent, then commits): nothing new for the
             # daemon to read, so it hears of it before it is asked anything (read from the
             # pending changelog still if it was sent so).
-            self._revfs_sendparent(pending=self._revfs_sentpending)
+            self._revfs_sendparent(pending=self._revfs_provisional)
             return
         if self._revfs_newparent is not None and self._revfs_mark is not None:
             pending = self._revfs_pending[: self._revfs_mark]
@@ -1251,9 +1252,9 @@ class revfsdirstate(dirstate.dirstate):
             self._revfs_sending = False
 
     def _revfs_confirmparent(self):
-        """The transaction that made the parent sent as pending is closed: the daemon
-        reads it again from the committed changelog (and journals it)."""
-        if self._revfs_sentpending and self._revfs_newparent is None:
+        """The transaction inside which the parent was sent is closed: the daemon reads it
+        again from the committed changelog (and journals it)."""
+        if self._revfs_provisional and self._revfs_newparent is None:
             p1, p2 = self._pl
             self._revfs_newparent, self._revfs_newp2 = p1, p2
             self._revfs_sendparent()
@@ -1276,7 +1277,7 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_dropparent()
         self._revfs_parent = node
         self._revfs_p2 = p2
-        self._revfs_sentpending = pending
+        self._revfs_provisional = pending
         self._revfs_flush(asking=False)
         self._revfs_states = {}
         self._revfs_changes = None
@@ -1289,7 +1290,7 @@ class revfsdirstate(dirstate.dirstate):
             self._revfs_moveparent(p1)
             self._revfs_newp2 = p2
         self._revfs_flush(asking=False)
-        if self._revfs_newparent is not None or (tr and self._revfs_sentpending):
+        if self._revfs_newparent is not None or (tr and self._revfs_provisional):
             if tr:
                 # After the transaction's finalization, when the changelog holds the new
                 # revision for the daemon to read (hg writes its dirstate there too).
@@ -1369,13 +1370,13 @@ class revfsdirstate(dirstate.dirstate):
                 _(b'revfs: cannot restore the dirstate backup %s') % backupname
             )
         then = (bin(snap['parent']), bin(snap.get('p2', nullid.hex())))
-        if then != self._pl or self._revfs_sentpending:
+        if then != self._pl or self._revfs_provisional:
             # A transaction rolled back after hg moved the parent inside it (the daemon
             # has it as provisional): back to the parents of the backup, the files as they
             # are, as hg restores its dirstate file.
             self._revfs_newparent, self._revfs_newp2 = then
             self._revfs_sendparent()
-        self._revfs_sentpending = False
+        self._revfs_provisional = False
         now = self._revfs_snapshot()
         enc = lambda p: p.encode('utf-8', 'surrogateescape')
         want = {}

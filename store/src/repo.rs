@@ -234,17 +234,6 @@ impl Repo {
         Ok(link >= 0 && link as usize >= from)
     }
 
-    /// Whether `node` is one of the uncommitted changesets of a transaction under way
-    /// (a handle from [`Repo::open_pending`] only).
-    pub fn is_pending(&self, node: &Node) -> bool {
-        let Some(from) = self.pending_from else {
-            return false;
-        };
-        self.changelog
-            .rev_of(node)
-            .is_some_and(|rev| rev >= 0 && rev as usize >= from)
-    }
-
     /// Opens the revlog whose unencoded store path, without `.i`/`.d`, is `stem`
     /// (e.g. `data/a.txt`).
     pub fn open_revlog(&self, stem: &[u8]) -> Result<Revlog> {

@@ -135,10 +135,10 @@ impl Ctx {
     }
 
     /// Follows a new working-copy parent in `mount.json` (the journal already names it),
-    /// unless it is a changeset of an hg transaction under way, which the journal does not
+    /// unless it is provisional (set inside an hg transaction), which the journal does not
     /// name either.
     fn save_parent(&self, node: Node) {
-        if self.wc.base_pending() {
+        if self.wc.parent_provisional() {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -220,7 +220,7 @@ impl WorkingCopy {
         let repo = inner.repo.clone();
         tracing::info!(
             paths = paths.len(),
-            "pending parent: the update's files journaled"
+            "provisional parent: the update's files journaled"
         );
         for p in paths {
             match self.cur_at(inner, p)? {
@@ -246,9 +246,9 @@ impl WorkingCopy {
                         PutEntry::StoreFile { source, .. } | PutEntry::StoreLink { source, .. }
                             if repo.is_pending_file(&source, &node)? =>
                         {
-                            let text = self.store_text(&repo, &source, &node)?;
                             let ino = inner.resolve(p)?.ok_or(WcError::NotFound)?;
                             if link {
+                                let text = self.store_text(&repo, &source, &node)?;
                                 let mut target = Vec::new();
                                 std::io::Read::read_to_end(&mut text.reader(), &mut target)?;
                                 inner.entry_mut(ino)?.kind =
@@ -257,10 +257,7 @@ impl WorkingCopy {
                             } else {
                                 let id = inner.next_id;
                                 inner.next_id += 1;
-                                if let Err(e) = self.overlay.create_from(id, &mut text.reader()) {
-                                    let _ = self.overlay.remove(id);
-                                    return Err(e.into());
-                                }
+                                self.copy_to_overlay(id, &repo, &source, &node)?;
                                 let _ = self
                                     .overlay
                                     .set_mtime(id, mtime.unwrap_or(self.checkout_time));
@@ -294,7 +291,7 @@ impl WorkingCopy {
         inner: &mut Inner,
         committed: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
-        if inner.base_pending() {
+        if inner.provisional {
             // The parent was set inside an hg transaction, which may still be rolled back:
             // the journal keeps the last parent set outside one and its records; file changes
             // are appended to it as they come, so that a daemon killed now comes back as a
@@ -303,7 +300,7 @@ impl WorkingCopy {
             // journal is rewritten when a parent comes from outside a transaction again.
             // Tracking overrides are settled against it as below, in memory only.
             settle_tracking(inner, committed)?;
-            tracing::info!(parent = %inner.base_node.to_hex(), "pending parent: journal kept");
+            tracing::info!(parent = %inner.base_node.to_hex(), "provisional parent: journal kept");
             return Ok(());
         }
         let base = inner.base.clone();

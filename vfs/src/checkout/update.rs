@@ -396,7 +396,7 @@ impl WorkingCopy {
         inner.p2 = Node::default();
         inner.from_p2.clear();
         inner.provisional = pending;
-        if inner.base_pending() {
+        if pending {
             let mut paths: BTreeSet<Vec<u8>> = diff
                 .iter()
                 .filter(|c| !hg_paths.contains(&c.path))

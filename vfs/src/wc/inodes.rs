@@ -283,8 +283,9 @@ impl Inner {
     /// Makes room for a `Put` of `path` (a directory when `dir`): missing directories
     /// above it are made, a file in the place of one of them is removed, and so is an entry
     /// of the other kind at `path`. Returns the overlay files freed. A journal written
-    /// while the parent was a pending changeset describes files against the last
-    /// committed parent, whose tree may differ (`WorkingCopy::journal_pending_update`).
+    /// while the parent was provisional describes files against the last parent set
+    /// outside an hg transaction, whose tree may differ
+    /// (`WorkingCopy::journal_pending_update`).
     pub(crate) fn make_room(&mut self, path: &[u8], dir: bool) -> Result<Vec<u64>> {
         let mut freed = Vec::new();
         let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();

@@ -297,15 +297,6 @@ pub(crate) struct Inner {
     pub(crate) provisional: bool,
 }
 
-impl Inner {
-    /// The parent is provisional: set inside an hg transaction under way, maybe a
-    /// changeset of it (read from its pending changelog). Not journaled until a parent
-    /// comes from outside a transaction (`rebase_journal`).
-    pub(crate) fn base_pending(&self) -> bool {
-        self.provisional
-    }
-}
-
 /// The mutable working copy of one mount.
 pub struct WorkingCopy {
     pub(crate) checkout_time: SystemTime,
@@ -502,9 +493,10 @@ impl WorkingCopy {
         self.read().repo.clone()
     }
 
-    /// Whether the working-copy parent is a changeset of an hg transaction under way.
-    pub fn base_pending(&self) -> bool {
-        self.read().base_pending()
+    /// Whether the working-copy parent is provisional: set inside an hg transaction that
+    /// may still be rolled back (not journaled nor saved until one comes from outside).
+    pub fn parent_provisional(&self) -> bool {
+        self.read().provisional
     }
 
     /// The handle to read `node` with: the current one (warm caches) when it knows it and

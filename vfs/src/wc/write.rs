@@ -232,6 +232,26 @@ impl WorkingCopy {
         Ok(freed)
     }
 
+    /// Writes revision `node` of `path` into new overlay file `id`; a copy cut short (a full
+    /// disk) is removed.
+    pub(crate) fn copy_to_overlay(
+        &self,
+        id: u64,
+        repo: &Repo,
+        path: &[u8],
+        node: &Node,
+    ) -> Result<()> {
+        let copied = self.store_text(repo, path, node).and_then(|t| {
+            self.overlay
+                .create_from(id, &mut t.reader())
+                .map_err(WcError::from)
+        });
+        if copied.is_err() {
+            let _ = self.overlay.remove(id);
+        }
+        copied
+    }
+
     /// Moves a store file into the overlay (copy-up) so that it can be written; returns its
     /// overlay id. `keep` = false starts it empty (truncation to zero). The content is
     /// copied without the working copy's lock (a big file takes a while, and its text may
@@ -257,11 +277,7 @@ impl WorkingCopy {
                 id
             };
             let copied = if keep {
-                self.store_text(&repo, &path, &node).and_then(|t| {
-                    self.overlay
-                        .create_from(id, &mut t.reader())
-                        .map_err(WcError::from)
-                })
+                self.copy_to_overlay(id, &repo, &path, &node)
             } else {
                 self.overlay
                     .create(id, &[])
