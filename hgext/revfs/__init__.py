@@ -61,7 +61,7 @@ minimumhgversion = b'6.3'
 
 REQUIREMENT = b'revfs-dirstate-v1'
 # The control protocol version this extension speaks (docs/FORMATS.md).
-PROTOCOL = 6
+PROTOCOL = 7
 # The daemon closes a connection idle for 30 s; reconnect well before.
 REUSE_IDLE = 20.0
 
@@ -126,6 +126,27 @@ def extsetup(ui):
     # hg debugdirstate reads the dirstate file's entries: the daemon's instead.
     extensions.wrapcommand(commands.table, b'debugstate', _debugstate)
     extensions.wrapfunction(scmutil, 'casecollisionauditor', _casecollisionauditor)
+    extensions.wrapfunction(mergestatemod.mergestate, '_restore_backup', _restorebackup)
+
+
+def _restorebackup(orig, self, fctx, localkey, flags):
+    """hg 6.3.2's mergestate._restore_backup writes the local side of a file back before
+    merging it (for `hg resolve` after an edit). A working file of a mount that holds those
+    bytes with those flags already, as before each file's first merge, is left as it is:
+    rewriting it costs an unlink, a create and a write through the filesystem, and leaves
+    the same file."""
+    if _inmount(self._repo):
+        try:
+            same = (
+                fctx.lexists()
+                and fctx.flags() == flags
+                and fctx.data() == self._repo.vfs.read(b'merge/' + localkey)
+            )
+        except (IOError, OSError):
+            same = False
+        if same:
+            return
+    return orig(self, fctx, localkey, flags)
 
 
 def _debugstate(orig, ui, repo, **opts):
@@ -711,6 +732,9 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs = client(
             self._ui, self._root, os.path.dirname(reporef().sharedpath)
         )
+        # Tracking changes were sent inside a transaction (the daemon journals them once
+        # told it is over: confirm_tracking). Kept across invalidate(): the daemon has them.
+        self._revfs_tentative = False
         self._revfs_reset()
 
     def _revfs_reset(self):
@@ -757,6 +781,18 @@ class revfsdirstate(dirstate.dirstate):
         self._revfs_changes = None
         self._dirty = True
 
+    def _revfs_intransaction(self):
+        repo = self._reporef()
+        tr = repo.currenttransaction() if repo is not None else None
+        return tr is not None and tr.running()
+
+    def _revfs_confirmtracking(self):
+        """The transaction inside which tracking changes were sent is over (closed, or
+        rolled back and the dirstate restored): the daemon journals them as they stand."""
+        if self._revfs_tentative and not self._revfs_intransaction():
+            self._revfs.request({'cmd': 'confirm_tracking'})
+            self._revfs_tentative = False
+
     def _revfs_transaction(self):
         """The transaction under way, its uncommitted changesets written where others can
         read them (hg's pending changelog, as for its pretxn hooks); None without one."""
@@ -802,6 +838,12 @@ class revfsdirstate(dirstate.dirstate):
             self._revfs_mark = 0
         else:
             pending, self._revfs_pending = self._revfs_pending, []
+        # Inside a transaction the daemon keeps them out of its journal until the
+        # transaction is over: a daemon killed meanwhile comes back with the tracking of
+        # before, as hg's rollback restores its dirstate backup.
+        txn = bool(pending) and self._revfs_intransaction()
+        if txn:
+            self._revfs_tentative = True
         i = 0
         while i < len(pending):
             op, _p, arg = pending[i]
@@ -813,7 +855,12 @@ class revfsdirstate(dirstate.dirstate):
             group = pending[i:j]
             if op == 'track':
                 self._revfs.request(
-                    {'cmd': 'track', 'paths': _paths(p for _o, p, _a in group), 'track': arg}
+                    {
+                        'cmd': 'track',
+                        'paths': _paths(p for _o, p, _a in group),
+                        'track': arg,
+                        'txn': txn,
+                    }
                 )
             else:
                 self._revfs.request(
@@ -823,6 +870,7 @@ class revfsdirstate(dirstate.dirstate):
                             [list(d), None if s is None else list(s)]
                             for _o, d, s in group
                         ],
+                        'txn': txn,
                     }
                 )
             i = j
@@ -880,9 +928,21 @@ class revfsdirstate(dirstate.dirstate):
 
     def _changes(self):
         """The tracked files that are not clean, and the copies (asked once)."""
-        if self._revfs_changes is None:
+        if self._revfs_changes is None or self._revfs_changes[0] is None:
             self._revfs_status()  # sets it
         return self._revfs_changes
+
+    def _copies(self):
+        """The copy sources, by destination: asked alone (protocol 7) when no status is
+        known (hg's setparents asks for them after an update's actions)."""
+        if self._revfs_changes is None:
+            self._revfs_flush()
+            resp = self._revfs.request({'cmd': 'copies'})
+            if resp.get('reply') != 'copies':
+                raise error.Abort(b'revfs: unexpected answer from the daemon')
+            copies = {_path(d): _path(s) for d, s in resp['copies']}
+            self._revfs_changes = (None, copies)
+        return self._revfs_changes[1]
 
     def _states(self, paths):
         self._revfs_flush()
@@ -958,10 +1018,10 @@ class revfsdirstate(dirstate.dirstate):
     iteritems = items
 
     def copied(self, file):
-        return self._changes()[1].get(file, None)
+        return self._copies().get(file, None)
 
     def copies(self):
-        return dict(self._changes()[1])
+        return dict(self._copies())
 
     def matches(self, match):
         files = [p for l, p in self._tracked()]
@@ -1327,6 +1387,9 @@ class revfsdirstate(dirstate.dirstate):
             else:
                 self._revfs_sendparent()
                 self._revfs_confirmparent()
+        if not tr:
+            # After a transaction closed (localrepository's releasefn writes with None).
+            self._revfs_confirmtracking()
         self._dirty = False
 
     # -- backups: what hg restores when a transaction or a dirstateguard fails ---------
@@ -1399,6 +1462,7 @@ class revfsdirstate(dirstate.dirstate):
                 s = copies_then.get(d)
                 self._revfs_pending.append(('copy', enc(d), None if s is None else enc(s)))
         self._revfs_flush(asking=False)
+        self._revfs_confirmtracking()
         self._opener.unlink(backupname)
         self.invalidate()
 

@@ -57,6 +57,12 @@ impl Default for RepoOptions {
 
 static PROCESS_DEFAULT: RwLock<RepoOptions> = RwLock::new(RepoOptions::DEFAULT);
 
+/// File sizes kept by [`Repo::file_size`]: 32,768 entries, about 2 MiB.
+const SIZE_CACHE_ENTRIES: NonZeroUsize = match NonZeroUsize::new(32 << 10) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
+
 /// Opens revlogs of one store: encodes their paths and gives each a slot in the shared cache.
 struct RevlogOpener {
     store: PathBuf,
@@ -106,6 +112,10 @@ pub struct Repo {
     changelog: Revlog,
     manifestlog: Revlog,
     filelogs: Mutex<LruCache<Vec<u8>, Arc<Filelog>>>,
+    /// File sizes by file node ([`Repo::file_size`]): a size the index does not give
+    /// (a text with a metadata header, or one whose start a delta chain rewrites) costs
+    /// decompressions that status would otherwise pay on every call.
+    sizes: Mutex<LruCache<Node, u64>>,
     /// Opened with a transaction's pending changelog ([`Repo::open_pending`]): the revisions
     /// from this one on are not committed yet.
     pending_from: Option<usize>,
@@ -213,6 +223,7 @@ impl Repo {
             changelog,
             manifestlog,
             filelogs: Mutex::new(LruCache::new(open_filelogs)),
+            sizes: Mutex::new(LruCache::new(SIZE_CACHE_ENTRIES)),
             pending_from: None,
         })
     }
@@ -311,6 +322,27 @@ impl Repo {
     /// The manifest of changelog revision `rev`.
     pub fn manifest_of(&self, rev: Rev) -> Result<Manifest> {
         self.manifest(&self.changeset(rev)?.manifest)
+    }
+
+    /// The content size of file revision `node` of `path` (metadata excluded), kept by node:
+    /// a node names one text, whatever the path.
+    pub fn file_size(&self, path: &[u8], node: &Node) -> Result<u64> {
+        let known = self
+            .sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .copied();
+        if let Some(size) = known {
+            return Ok(size);
+        }
+        let fl = self.filelog(path)?;
+        let size = fl.size(fl.rev_of(node)?)?;
+        self.sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(*node, size);
+        Ok(size)
     }
 
     /// Opens the filelog of `path` without keeping it open in the repository's set of open

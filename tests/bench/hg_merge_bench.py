@@ -47,6 +47,9 @@ def main():
     ap.add_argument('corpus')
     ap.add_argument('--scratch', default='/work/bench/scratch')
     ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--only', help='measure only the rows whose label contains this')
+    ap.add_argument('--keep', action='store_true',
+                    help='leave the mount and the scratch trees for a look afterwards')
     a = ap.parse_args()
     corpus = os.path.abspath(a.corpus)
     os.makedirs(a.scratch, exist_ok=True)
@@ -86,6 +89,12 @@ def main():
             hg(d, 'status', '-q', env=renv)
 
         def both(label, cmd, prepare=None):
+            if a.only and a.only not in label:
+                for _side, d in trees:
+                    for c in (prepare, cmd):
+                        if c:
+                            sh(c.replace('DIR', d), env=renv, stdout=subprocess.DEVNULL)
+                return
             r = {side: hyperfine(label, cmd.replace('DIR', d), a.runs, renv,
                                  prepare and prepare.replace('DIR', d))
                  for side, d in trees}
@@ -113,9 +122,12 @@ def main():
                  hg(d, 'diff', '--git', env=renv)) for _, d in trees]
         assert outs[0] == outs[1], 'the two sides differ'
     finally:
-        if mounted:
+        if a.keep:
+            print('kept: %s (mounted at %s, REVFS_STATE_DIR=%s)' % (work, mnt, state))
+        elif mounted:
             sh('%s unmount %s' % (REVFS, mnt), env=renv)
-        shutil.rmtree(work)
+        if not a.keep:
+            shutil.rmtree(work)
     print('| command | native checkout | mount | native / mount |')
     print('|---|---:|---:|---:|')
     for label, nat, m in rows:

@@ -874,15 +874,30 @@ fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn an_hg_update_over_local_changes_asks_the_daemon_its_status_once_before_merging() {
+fn an_hg_update_over_local_changes_asks_the_daemon_its_status_once() {
     // hg asks for status three times before its actions (its dirty check, the working
     // manifest, the split of the actions between hg and the daemon): one request answers
-    // them; the other is hg's after the merge.
+    // them. After the merge hg's setparents wants the copies only: no status for them.
     let s = sides();
     s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
     let asked = requests(&s, &["update", "0"]);
-    let statuses = asked.iter().filter(|c| *c == "status").count();
-    assert_eq!(statuses, 2, "{asked:?}");
+    let count = |cmd: &str| asked.iter().filter(|c| *c == cmd).count();
+    assert_eq!((count("status"), count("copies")), (1, 1), "{asked:?}");
+    let out = hg_cmd(&s.clone, &["update", "0"]);
+    assert!(out.status.success(), "{out:?}");
+    s.same_all(&[&["status", "-A"], &["diff"]]);
+}
+
+#[test]
+fn an_hg_update_merging_a_local_change_does_not_rewrite_the_file_before_merging_it() {
+    // hg writes the local side of each file back before merging it (for `hg resolve`
+    // after an edit): the same bytes, through an unlink, a create and a write. In a mount
+    // the file stays; hg's merge then writes it once.
+    let s = sides();
+    s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
+    let trace = strace_hg(&s, &["-e", "trace=unlink,unlinkat"], &["update", "0"]);
+    let unlinked = trace.lines().filter(|l| l.contains("/a\"")).count();
+    assert_eq!(unlinked, 1, "{trace}");
     let out = hg_cmd(&s.clone, &["update", "0"]);
     assert!(out.status.success(), "{out:?}");
     s.same_all(&[&["status", "-A"], &["diff"]]);
@@ -1855,5 +1870,103 @@ fn a_daemon_killed_during_a_rebase_or_an_unshelve_comes_back_where_hg_continues_
         s.same("", log);
     }
     s.same("", &["verify", "-q"]);
+    s.revfs_status_is_hgs();
+}
+
+#[test]
+fn a_daemon_killed_in_an_unshelve_or_a_shelve_that_change_tracking_comes_back_as_an_interrupted_clone(
+) {
+    // Unshelve and shelve change what is tracked inside a transaction they end by rolling
+    // back (keeping the dirstate they made). Interrupted before that end, hg rolls the
+    // transaction back and its dirstate backup with it: the tracking of before, the files
+    // as written. The daemon is killed in the mount at the update hook; the clone is
+    // interrupted at the same hook (a KeyboardInterrupt, which aborts the transaction).
+    let s = sides();
+    let repo = s._tmp.path().join("repo");
+    let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
+    let stop = s._tmp.path().join("stop.py");
+    std::fs::write(&stop, "def hook(**kwargs):\n    raise KeyboardInterrupt\n").unwrap();
+    let stop = format!("hooks.update.stop=python:{}:hook", stop.display());
+    let interrupted = |s: &Sides, args: &[&str]| {
+        let kill = format!("hooks.update.kill=kill -9 {}", s.mount.daemon_pid());
+        let mut full = vec!["--config", &kill];
+        full.extend(args);
+        let out = hg_cmd(&s.mount.dir, &full);
+        assert_eq!(out.status.code(), Some(255), "hg {full:?}: {out:?}");
+        let mut full = vec!["--config", &stop];
+        full.extend(args);
+        let out = hg_cmd(&s.clone, &full);
+        assert_eq!(out.status.code(), Some(255), "hg {full:?}: {out:?}");
+        s.mount.unmount();
+        s.mount.remount(&repo, None);
+        for args in [
+            &["status", "-A", "-C"][..],
+            &["diff", "--git"],
+            &["id"],
+            &["shelve", "-l", "-q"],
+            log,
+            &["verify", "-q"],
+        ] {
+            s.same("", args);
+        }
+        s.revfs_status_is_hgs();
+    };
+    // A shelve with an added file, a copy and a removal, unshelved over local changes
+    // with an added and a removed file of their own, after the parent moved.
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\na2\nshelved\n").unwrap();
+        std::fs::write(r.join("shelvednew"), "sn\n").unwrap();
+    });
+    s.same_all(&[
+        &["add", "shelvednew"],
+        &["rm", "gone"],
+        &["cp", "a", "acopy"],
+    ]);
+    s.same("", &["shelve", "--date", "20 0"]);
+    s.edit(|r| std::fs::write(r.join("b.c"), "int b2;\n").unwrap());
+    s.same("", &["commit", "-m", "moved", "-u", "test", "-d", "21 0"]);
+    s.edit(|r| {
+        std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap();
+        std::fs::write(r.join("localnew"), "ln\n").unwrap();
+    });
+    s.same_all(&[&["add", "localnew"], &["rm", "e/x"]]);
+    interrupted(&s, &["unshelve"]);
+    // hg goes on alike: the changes shelved again with their unknown files (-A), and
+    // that shelve interrupted at its update back to the parent.
+    s.same_all(&[&["status"], &["add", "acopy"]]);
+    interrupted(&s, &["shelve", "-A", "--date", "22 0"]);
+    s.same_all(&[
+        &["shelve", "-A", "--date", "23 0"],
+        &["status", "-A"],
+        &["shelve", "-l", "-q"],
+    ]);
+    // Tracking changed inside transactions that ended (the unshelve's, rolled back with
+    // its dirstate kept; a commit's) is journaled: a daemon killed afterwards keeps it.
+    s.same_all(&[&["unshelve"], &["status", "-A", "-C"]]);
+    // An extension's command adds a file inside a transaction that closes, asking status
+    // in between (which sends the change to the daemon inside the transaction).
+    let ext = s._tmp.path().join("txadd.py");
+    std::fs::write(
+        &ext,
+        "from mercurial import registrar\n\
+         cmdtable = {}\n\
+         command = registrar.command(cmdtable)\n\
+         @command(b'txadd', [], b'FILE')\n\
+         def txadd(ui, repo, f):\n\
+         \x20   with repo.wlock(), repo.lock(), repo.transaction(b'txadd'):\n\
+         \x20       repo[None].add([f])\n\
+         \x20       ui.write(b'%d\\n' % len(repo.status().added))\n",
+    )
+    .unwrap();
+    s.edit(|r| std::fs::write(r.join("txnew"), "t\n").unwrap());
+    let ext = format!("extensions.txadd={}", ext.display());
+    s.same_all(&[
+        &["--config", &ext, "txadd", "txnew"],
+        &["status", "-A", "-C"],
+    ]);
+    s.mount.kill_daemon();
+    s.mount.unmount();
+    s.mount.remount(&repo, None);
+    s.same_all(&[&["status", "-A", "-C"], &["diff", "--git"]]);
     s.revfs_status_is_hgs();
 }

@@ -51,15 +51,28 @@ pub enum Request {
     Track {
         paths: Vec<Vec<u8>>,
         track: Track,
+        /// Version 7: sent inside an hg transaction; journaled once it is over
+        /// ([`Request::ConfirmTracking`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        txn: bool,
     },
     /// Restores paths to the base revision's content (revert), dropping overlay copies.
     Restore {
         paths: Vec<Vec<u8>>,
     },
+    /// Version 7: the copy sources only (what hg's `dirstate.copies()` asks), without a
+    /// status.
+    Copies,
     /// Records (or clears, with `None`) copy sources: (destination, source).
     Copy {
         copies: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        /// Version 7: as `Track`'s.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        txn: bool,
     },
+    /// Version 7: the hg transaction inside which tracking changed is over (closed, or
+    /// rolled back and its dirstate restored): those changes are journaled as they stand.
+    ConfirmTracking,
     /// Commits the changes (all, or those of `paths`) and makes the new changeset the
     /// working-copy parent.
     Commit {
@@ -159,7 +172,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 fn protocol_one() -> u32 {
     1
@@ -208,6 +221,10 @@ pub enum Response {
         /// and their ancestors, outside `.hg` and nested repositories, sorted.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dirs: Vec<Vec<u8>>,
+    },
+    /// The copy sources (destination, source), by destination (version 7).
+    Copies {
+        copies: Vec<(Vec<u8>, Vec<u8>)>,
     },
     Done,
     Committed {

@@ -194,19 +194,34 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 dirs: if dirs { wc.changed_dirs()? } else { Vec::new() },
             }
         }
+        Request::Copies => Response::Copies {
+            copies: wc.copies().into_iter().collect(),
+        },
         Request::Lookup { paths } => Response::Lookup {
             entries: wc.path_states(&paths)?,
         },
-        Request::Track { paths, track } => {
+        Request::Track { paths, track, txn } => {
             for p in paths {
-                wc.set_tracking(&p, track)?;
+                if txn {
+                    wc.set_tracking_tentative(&p, track)?;
+                } else {
+                    wc.set_tracking(&p, track)?;
+                }
             }
             Response::Done
         }
-        Request::Copy { copies } => {
+        Request::Copy { copies, txn } => {
             for (dest, source) in copies {
-                wc.set_copy(&dest, source.as_deref())?;
+                if txn {
+                    wc.set_copy_tentative(&dest, source.as_deref())?;
+                } else {
+                    wc.set_copy(&dest, source.as_deref())?;
+                }
             }
+            Response::Done
+        }
+        Request::ConfirmTracking => {
+            wc.confirm_tracking()?;
             Response::Done
         }
         Request::Restore { paths } => {

@@ -52,6 +52,9 @@ enum Now {
     LocalLink(Box<[u8]>),
 }
 
+/// A path's entry in the base manifest: its file node and flag.
+type BaseEntry = Option<(Node, FileFlag)>;
+
 /// The order hg prints the groups in.
 const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
 
@@ -84,23 +87,30 @@ impl WorkingCopy {
     }
 
     /// The paths status must look at: everything the journal touched, expanded to the files
-    /// below touched directories (in the base manifest and in the working copy).
-    fn candidates(&self, inner: &mut Inner) -> Result<BTreeSet<Vec<u8>>> {
+    /// below touched directories (in the base manifest and in the working copy). Each comes
+    /// with its base entry when the search found it (`Some`: looked up, `None` inside it
+    /// when the base lacks it), so that status does not search the manifest again.
+    fn candidates(&self, inner: &mut Inner) -> Result<BTreeMap<Vec<u8>, Option<BaseEntry>>> {
         // Paths with a tracking override are always looked at: an added file that is gone
         // is missing (`!`).
-        let mut out: BTreeSet<Vec<u8>> = inner.tracking.keys().cloned().collect();
+        let mut out: BTreeMap<Vec<u8>, Option<BaseEntry>> =
+            inner.tracking.keys().map(|p| (p.clone(), None)).collect();
         // So are the files of a merge (modified whatever their content).
-        out.extend(inner.from_p2.iter().cloned());
+        out.extend(inner.from_p2.iter().map(|p| (p.clone(), None)));
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
         let base = inner.base.clone();
         for p in &dirty {
-            if base.find(p)?.is_some() {
-                out.insert(p.clone());
-            }
-            let mut prefix = p.clone();
-            prefix.push(b'/');
-            for e in base.iter_prefix(&prefix) {
-                out.insert(e?.path.to_vec());
+            if let Some(e) = base.find(p)? {
+                // A file of the base: no base file below it (a manifest never has both).
+                out.insert(p.clone(), Some(Some((e.node, e.flag))));
+            } else {
+                out.insert(p.clone(), Some(None));
+                let mut prefix = p.clone();
+                prefix.push(b'/');
+                for e in base.iter_prefix(&prefix) {
+                    let e = e?;
+                    out.insert(e.path.to_vec(), Some(Some((e.node, e.flag))));
+                }
             }
             match inner.resolve(p)? {
                 Some(ino) if ino == ROOT_INO => {}
@@ -110,12 +120,13 @@ impl WorkingCopy {
                         Some(Kind::Dir { .. })
                     ) =>
                 {
-                    self.paths_below(inner, ino, p, false, &mut out)?;
+                    let mut below = BTreeSet::new();
+                    self.paths_below(inner, ino, p, false, &mut below)?;
+                    for q in below {
+                        out.entry(q).or_insert(None);
+                    }
                 }
-                Some(_) => {
-                    out.insert(p.clone());
-                }
-                None => {}
+                _ => {}
             }
         }
         Ok(out)
@@ -128,9 +139,9 @@ impl WorkingCopy {
             let mut inner = self.write();
             let candidates = self.candidates(&mut inner)?;
             let mut captured = Vec::with_capacity(candidates.len());
-            for p in candidates {
+            for (p, known) in candidates {
                 let now = self.now_of(&mut inner, &p)?;
-                captured.push((p, now));
+                captured.push((p, known, now));
             }
             (
                 captured,
@@ -155,8 +166,11 @@ impl WorkingCopy {
         };
         let mut groups: BTreeMap<char, Vec<Vec<u8>>> = BTreeMap::new();
         let mut seen = BTreeSet::new();
-        for (path, now) in captured {
-            let base = base.find(&path)?.map(|e| (e.node, e.flag));
+        for (path, known, now) in captured {
+            let base = match known {
+                Some(entry) => entry,
+                None => base.find(&path)?.map(|e| (e.node, e.flag)),
+            };
             let track = tracking.get(&path).copied();
             let is_file = !matches!(now, Now::Absent | Now::Dir);
             let letter = match (base, track) {
@@ -321,9 +335,7 @@ impl WorkingCopy {
                 if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
                     true
                 } else {
-                    let fl = repo.filelog(path)?;
-                    let base_size = fl.size(fl.rev_of(&node)?)?;
-                    if self.overlay.size(*id)? != base_size {
+                    if self.overlay.size(*id)? != repo.file_size(path, &node)? {
                         true
                     } else {
                         let theirs = self.store_text(repo, path, &node)?;

@@ -348,6 +348,7 @@ impl<'a> Dirstate<'a> {
                     self.ws.request(&Request::Track {
                         paths,
                         track: *track,
+                        txn: false,
                     })?;
                 }
                 Op::Copy(..) => {
@@ -356,7 +357,7 @@ impl<'a> Dirstate<'a> {
                         copies.push((d.clone(), s.clone()));
                         i += 1;
                     }
-                    self.ws.request(&Request::Copy { copies })?;
+                    self.ws.request(&Request::Copy { copies, txn: false })?;
                 }
             }
         }

@@ -235,6 +235,7 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
         ws.request(&Request::Track {
             paths: untrack,
             track: Track::Default,
+            txn: false,
         })?;
     }
     if !restore.is_empty() {

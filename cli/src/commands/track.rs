@@ -294,7 +294,11 @@ impl Undo {
                 .map(|(p, _)| p.clone())
                 .collect();
             if !paths.is_empty() {
-                ws.request(&revfs_vfs::control::Request::Track { paths, track })?;
+                ws.request(&revfs_vfs::control::Request::Track {
+                    paths,
+                    track,
+                    txn: false,
+                })?;
             }
         }
         Ok(())

@@ -514,6 +514,8 @@ impl WorkingCopy {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(e.into());
         }
+        // The tracking is journaled whole: nothing tentative is left.
+        inner.tentative.clear();
         inner.dirty = records
             .iter()
             .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))

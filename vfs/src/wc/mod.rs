@@ -295,6 +295,12 @@ pub(crate) struct Inner {
     /// it `pending`: shelve, unshelve, a rebase in one transaction): the journal keeps the
     /// last parent set outside one (`rebase_journal`) until a parent comes from outside.
     pub(crate) provisional: bool,
+    /// Paths whose tracking or copy source hg changed inside a transaction it has not
+    /// closed yet (`set_tracking_tentative`): changed here, not journaled until hg says
+    /// the transaction is over (`confirm_tracking`) or the journal is rewritten, so that a
+    /// daemon killed before comes back with the tracking of before, as a clone whose
+    /// transaction was rolled back.
+    pub(crate) tentative: BTreeSet<Vec<u8>>,
 }
 
 /// The mutable working copy of one mount.
@@ -424,6 +430,7 @@ impl WorkingCopy {
                 repo,
                 op_time: None,
                 provisional: false,
+                tentative: BTreeSet::new(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),

@@ -15,15 +15,13 @@ impl WorkingCopy {
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
             Kind::Special { kind, .. } => (EntryType::Special(*kind), 0, mtime),
             Kind::Symlink(LinkData::Store { path, node }) => {
-                let fl = inner.repo.filelog(path)?;
-                (EntryType::Symlink, fl.size(fl.rev_of(node)?)?, mtime)
+                (EntryType::Symlink, inner.repo.file_size(path, node)?, mtime)
             }
             Kind::File(FileData::Store { path, node, size }) => {
                 let s = match size.get() {
                     Some(s) => *s,
                     None => {
-                        let fl = inner.repo.filelog(path)?;
-                        let s = fl.size(fl.rev_of(node)?)?;
+                        let s = inner.repo.file_size(path, node)?;
                         let _ = size.set(s);
                         s
                     }

@@ -35,6 +35,51 @@ impl WorkingCopy {
         )
     }
 
+    /// A tracking change made inside an hg transaction: applied, journaled only once the
+    /// transaction is over ([`Self::confirm_tracking`]).
+    pub fn set_tracking_tentative(&self, path: &[u8], track: Track) -> Result<()> {
+        let mut inner = self.write();
+        set_track(&mut inner, path, track);
+        inner.dirty.insert(path.to_vec());
+        inner.tentative.insert(path.to_vec());
+        Ok(())
+    }
+
+    /// A copy source set (or cleared) inside an hg transaction, as
+    /// [`Self::set_tracking_tentative`].
+    pub fn set_copy_tentative(&self, dest: &[u8], source: Option<&[u8]>) -> Result<()> {
+        let mut inner = self.write();
+        set_copy(&mut inner, dest, source.unwrap_or_default());
+        inner.dirty.insert(dest.to_vec());
+        inner.tentative.insert(dest.to_vec());
+        Ok(())
+    }
+
+    /// hg's transaction is over: the tentative tracking changes are journaled as they
+    /// stand now (each path's tracking, then its copy source).
+    pub fn confirm_tracking(&self) -> Result<()> {
+        if self.read().tentative.is_empty() {
+            return Ok(());
+        }
+        self.room()?;
+        let mut inner = self.write();
+        let paths = std::mem::take(&mut inner.tentative);
+        let mut records = Vec::with_capacity(2 * paths.len());
+        for path in paths {
+            let track = inner.tracking.get(&path).copied().unwrap_or(Track::Default);
+            let source = inner.copies.get(&path).cloned().unwrap_or_default();
+            records.push(Record::Track {
+                path: path.clone(),
+                track,
+            });
+            records.push(Record::Copy { dest: path, source });
+        }
+        for rec in records {
+            self.record(&mut inner, rec)?;
+        }
+        Ok(())
+    }
+
     /// hg's dirstate facts for `paths`: tracked in the parent, tracked in the working
     /// copy, a directory of tracked or removed files (`dirstate.hasdir`).
     pub fn path_states(&self, paths: &[Vec<u8>]) -> Result<Vec<crate::control::PathState>> {
