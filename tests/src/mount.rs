@@ -316,11 +316,16 @@ impl Drop for Mount {
     }
 }
 
-/// One entry of a tree snapshot: kind, exec bit, content or link target.
+/// One entry of a tree snapshot: kind, exec bit, content or link target; a file's link
+/// count (its names, hard links).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Snap {
     Dir,
-    File { exec: bool, data: Vec<u8> },
+    File {
+        exec: bool,
+        data: Vec<u8>,
+        links: u64,
+    },
     Link(Vec<u8>),
 }
 
@@ -361,6 +366,7 @@ pub fn snapshot(root: &Path) -> Vec<(PathBuf, Snap)> {
                     Snap::File {
                         exec: meta.permissions().mode() & 0o111 != 0,
                         data,
+                        links: std::os::unix::fs::MetadataExt::nlink(&meta),
                     },
                 ));
             }

@@ -74,7 +74,7 @@ fn mount_files(root: &Path) -> Expected {
             let p = p.to_string_lossy().into_owned();
             match snap {
                 Snap::Dir => None,
-                Snap::File { data, exec } => Some((p, (data, if exec { "x" } else { "" }))),
+                Snap::File { data, exec, .. } => Some((p, (data, if exec { "x" } else { "" }))),
                 Snap::Link(t) => Some((p, (t, "l"))),
             }
         })

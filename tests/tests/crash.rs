@@ -164,7 +164,7 @@ fn crash_once(round: u64) {
     for (p, s) in snapshot(&mount.dir) {
         match s {
             Snap::Dir => std::fs::create_dir_all(wc.join(&p)).unwrap(),
-            Snap::File { data, exec } => {
+            Snap::File { data, exec, .. } => {
                 std::fs::write(wc.join(&p), data).unwrap();
                 if exec {
                     use std::os::unix::fs::PermissionsExt;

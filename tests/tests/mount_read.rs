@@ -34,7 +34,7 @@ fn short(s: &Snap) -> String {
     match s {
         Snap::Dir => "dir".into(),
         Snap::Link(t) => format!("link -> {}", String::from_utf8_lossy(t)),
-        Snap::File { exec, data } => format!("file exec={exec} {} bytes", data.len()),
+        Snap::File { exec, data, .. } => format!("file exec={exec} {} bytes", data.len()),
     }
 }
 

@@ -161,7 +161,19 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
                 errno_of(c(b)),
             )
         }
-        73..=77 => {
+        76..=77 => {
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "noop".into();
+            };
+            let to = new_name(rng);
+            let c = |root: &Path| std::fs::hard_link(root.join(&f), root.join(&to));
+            (
+                format!("link {f:?} -> {to:?}"),
+                errno_of(c(a)),
+                errno_of(c(b)),
+            )
+        }
+        73..=75 => {
             let p = new_name(rng);
             let target = ["a.txt", "../x", "dangling target", "README.txt"][rng.below(4)];
             let c = |root: &Path| std::os::unix::fs::symlink(target, root.join(&p));

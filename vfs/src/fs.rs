@@ -530,14 +530,21 @@ impl Filesystem for RevFs {
     fn link(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        // Hard links have no meaning in a Mercurial working copy (docs/FORMATS.md).
-        reply.error(Errno::EPERM)
+        if Self::reserved(newparent, newname)
+            || self.control.target(ino.0).is_some()
+            || ino.0 == CONTROL_DIR_INO
+            || ino.0 == DOT_HG_INO
+        {
+            return reply.error(Errno::EPERM);
+        }
+        let result = self.wc.link(ino.0, newparent.0, newname.as_bytes());
+        self.reply_entry("link", result, reply)
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

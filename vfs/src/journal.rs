@@ -1,11 +1,11 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 5; versions 1 to 4, which lack some records, are still read and
-//! are marked version 5 when opened, before anything is appended),
+//! File format (version 7; versions 1 to 6, which lack some records, are still read and
+//! are marked version 7 when opened, before anything is appended),
 //! described in docs/FORMATS.md:
 //! ```text
-//! header:  b"RVFSJRNL" | version u32 BE = 1 | base node (20 bytes)
+//! header:  b"RVFSJRNL" | version u32 BE | base node (20 bytes)
 //! record:  payload length u32 BE | crc32 of payload u32 BE | payload
 //! payload: tag u8 | fields (paths and byte strings as u32 BE length + bytes; integers BE)
 //! ```
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 6;
+pub const JOURNAL_VERSION: u32 = 7;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
@@ -80,6 +80,12 @@ pub enum Record {
         from: Vec<u8>,
         to: Vec<u8>,
         flags: u32,
+    },
+    /// Version 7: a new name `to` for the file at `from` (link(2)): both names are one
+    /// inode, with one overlay file.
+    Link {
+        from: Vec<u8>,
+        to: Vec<u8>,
     },
     /// Permission bits (07777).
     SetMode {
@@ -285,6 +291,11 @@ impl Record {
                 put_bytes(&mut p, to);
                 p.extend_from_slice(&flags.to_be_bytes());
             }
+            Record::Link { from, to } => {
+                p.push(20);
+                put_bytes(&mut p, from);
+                put_bytes(&mut p, to);
+            }
             Record::SetMode { path, mode } => {
                 p.push(8);
                 put_bytes(&mut p, path);
@@ -457,6 +468,10 @@ impl Record {
                 path: r.bytes()?,
                 mode: r.u32()?,
             },
+            20 => Record::Link {
+                from: r.bytes()?,
+                to: r.bytes()?,
+            },
             9 => Record::SetMtime {
                 path: r.bytes()?,
                 secs: r.u64()? as i64,
@@ -576,6 +591,7 @@ impl Record {
             Record::Unlink { .. } => "unlink",
             Record::Rmdir { .. } => "rmdir",
             Record::Rename { .. } => "rename",
+            Record::Link { .. } => "link",
             Record::SetMode { .. } => "chmod",
             Record::SetMtime { .. } => "utimens",
             Record::SetAtime { .. } => "utimens (atime)",
@@ -635,7 +651,7 @@ impl Record {
             | Record::Restore { path }
             | Record::Copy { dest: path, .. }
             | Record::FromP2 { path, .. } => vec![path],
-            Record::Rename { from, to, .. } => vec![from, to],
+            Record::Rename { from, to, .. } | Record::Link { from, to } => vec![from, to],
         }
     }
 }
@@ -980,6 +996,10 @@ mod tests {
                 from: b"d".to_vec(),
                 to: b"\xc3\xa9".to_vec(),
                 flags: 1,
+            },
+            Record::Link {
+                from: b"x".to_vec(),
+                to: b"d/x2".to_vec(),
             },
             Record::SetMode {
                 path: b"x".to_vec(),

@@ -175,6 +175,11 @@ impl WorkingCopy {
             // The times stay what the user saw: an overlay file's are its content's (its
             // change time the later of the two); a file of the store keeps its own.
             let e = inner.entry(ino)?;
+            if e.nlink() > 1 {
+                // A file with hard links stays in the overlay, one inode for its names (its
+                // content is the committed one: status compares it and finds it clean).
+                continue;
+            }
             let overlay_mtime = match e.kind {
                 Kind::File(FileData::Overlay { id }) => {
                     Some(self.overlay.mtime(id).unwrap_or_else(|_| SystemTime::now()))

@@ -138,6 +138,18 @@ fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(move |(i, _)| &path[..i])
 }
 
+/// For a name of a file with hard links that is not its first, the path of the first
+/// (which a rewritten journal puts, then links the others to).
+fn other_name_of(inner: &mut Inner, path: &[u8]) -> Result<Option<Vec<u8>>> {
+    let Some(ino) = inner.resolve(path)? else {
+        return Ok(None);
+    };
+    if inner.entry(ino)?.links.is_none() {
+        return Ok(None);
+    }
+    Ok(inner.path_of(ino).filter(|first| first.as_slice() != path))
+}
+
 fn under_any(set: &BTreeSet<Vec<u8>>, path: &[u8]) -> bool {
     !set.is_empty() && ancestors(path).any(|a| set.contains(a))
 }
@@ -345,6 +357,8 @@ impl WorkingCopy {
         let mut done: BTreeSet<Vec<u8>> = BTreeSet::new();
         let mut fresh: BTreeSet<Vec<u8>> = BTreeSet::new();
         let mut put_paths: BTreeSet<Vec<u8>> = BTreeSet::new();
+        // The other names of files with hard links, made after everything is put.
+        let mut links: Vec<Record> = Vec::new();
         for p in cands {
             if under_any(&done, &p) {
                 continue;
@@ -354,6 +368,17 @@ impl WorkingCopy {
             } else {
                 target_at(&base, &p)?
             };
+            if let Some(from) = other_name_of(inner, &p)? {
+                if target != Target::Absent {
+                    records.push(Record::Remove { path: p.clone() });
+                }
+                links.push(Record::Link {
+                    from,
+                    to: p.clone(),
+                });
+                done.insert(p);
+                continue;
+            }
             match self.cur_at(inner, &p)? {
                 Cur::Absent => {
                     if target != Target::Absent {
@@ -411,6 +436,7 @@ impl WorkingCopy {
                 }
             }
         }
+        records.extend(links);
         // Attributes no record above carries, in one pass over the inodes: owners, access
         // times and extended attributes, then the times a replay of the records would not
         // rebuild (`Times`): every entry with a change time or (not an overlay file) a

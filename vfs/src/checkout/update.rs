@@ -296,7 +296,7 @@ impl WorkingCopy {
                         }
                         if let Some(file) = other {
                             // An untracked file where the target has a directory (--clean).
-                            freed.extend(inner.detach_tree(file));
+                            freed.extend(inner.detach_tree(file, dir, part));
                         }
                         let source = DirSource {
                             manifest: target.clone(),
@@ -324,7 +324,7 @@ impl WorkingCopy {
             match (c.new, existing) {
                 (None, Some(ino)) => {
                     if !inner.is_dir(ino) {
-                        freed.extend(inner.detach(ino));
+                        freed.extend(inner.detach(ino, dir, last));
                         out.invalidations.push(Invalidation::Entry {
                             parent: dir,
                             name: (*last).into(),
@@ -353,7 +353,7 @@ impl WorkingCopy {
                         // old file open goes on reading the old revision, whole, and never
                         // a mix of the two.
                         if let Some(ino) = existing {
-                            freed.extend(inner.detach_tree(ino));
+                            freed.extend(inner.detach_tree(ino, dir, last));
                         }
                         let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
                         inner.entry_mut(ino)?.mtime = Some(now);
@@ -378,7 +378,7 @@ impl WorkingCopy {
                     break;
                 };
                 let (parent, name) = (e.parent, e.name.clone());
-                freed.extend(inner.detach(dir));
+                freed.extend(inner.detach(dir, parent, &name));
                 out.invalidations.push(Invalidation::Entry { parent, name });
                 touched.insert(parent);
                 dir = parent;
@@ -461,7 +461,7 @@ impl WorkingCopy {
             source.manifest = target.clone();
         } else {
             let (parent, name) = (e.parent, e.name.clone());
-            let freed = inner.detach_tree(dir);
+            let freed = inner.detach_tree(dir, parent, &name);
             debug_assert!(freed.is_empty());
             out.invalidations.push(Invalidation::Entry { parent, name });
             out.invalidations.push(Invalidation::Inode(parent));

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The most names a file may have, as ext4's `EXT4_LINK_MAX`.
+pub(crate) const LINK_MAX: u32 = 65000;
+
 impl Inner {
     pub(crate) fn entry(&self, ino: u64) -> Result<&Entry> {
         self.entries.get(&ino).ok_or(WcError::NotFound)
@@ -29,6 +32,7 @@ impl Inner {
                 atime: None,
                 owner: None,
                 xattrs: None,
+                links: None,
             },
         );
         ino
@@ -234,35 +238,99 @@ impl Inner {
         Ok(ino)
     }
 
-    /// Detaches `ino` from its parent; frees it (and its overlay file) when the kernel
-    /// holds no reference. Returns an overlay id to delete, if any.
-    pub(crate) fn detach(&mut self, ino: u64) -> Option<u64> {
-        let (parent, name) = match self.entries.get(&ino) {
-            Some(e) => (e.parent, e.name.clone()),
-            None => return None,
-        };
+    /// Removes the name `name` in `parent` of `ino`; once it has no name left, frees it
+    /// (and its overlay file) when the kernel holds no reference. Returns an overlay id to
+    /// delete, if any. A file with other names (hard links) keeps them: if the name
+    /// removed is its first, the next one takes its place.
+    pub(crate) fn detach(&mut self, ino: u64, parent: u64, name: &[u8]) -> Option<u64> {
         if let Ok(children) = self.children_mut(parent) {
-            children.remove(&name);
+            if children.get(name) == Some(ino) {
+                children.remove(name);
+            }
         }
         self.touch_dir(parent);
         let now = Some(self.now());
         let e = self.entries.get_mut(&ino)?;
-        e.parent = 0;
         e.ctime = now;
+        if let Some(links) = e.links.as_mut() {
+            if e.parent == parent && *e.name == *name {
+                if !links.is_empty() {
+                    let (p, n) = links.remove(0);
+                    e.parent = p;
+                    e.name = n;
+                }
+            } else if let Some(i) = links.iter().position(|(p, n)| *p == parent && **n == *name) {
+                links.remove(i);
+            }
+            if links.is_empty() {
+                e.links = None;
+            }
+            if e.parent != parent || *e.name != *name {
+                return None;
+            }
+        }
+        e.parent = 0;
         if e.nlookup == 0 {
             return self.free(ino);
         }
         None
     }
 
-    /// Detaches `ino` and, for a loaded directory, everything below it; returns the overlay
-    /// ids to delete.
-    pub(crate) fn detach_tree(&mut self, ino: u64) -> Vec<u64> {
+    /// Adds the name `name` in directory `parent` to file `ino` (a hard link).
+    pub(crate) fn add_name(&mut self, ino: u64, parent: u64, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if self.is_dir(ino) {
+            return Err(WcError::NotPermitted);
+        }
+        if self.child(parent, name)?.is_some() {
+            return Err(WcError::Exists);
+        }
+        let e = self.entry(ino)?;
+        if e.parent == 0 {
+            return Err(WcError::NotFound);
+        }
+        if e.nlink() >= LINK_MAX {
+            return Err(WcError::TooManyLinks);
+        }
+        self.children_mut(parent)?.insert(name.into(), ino, false);
+        self.touch_dir(parent);
+        let now = Some(self.now());
+        let e = self.entry_mut(ino)?;
+        e.links
+            .get_or_insert_with(Default::default)
+            .push((parent, name.into()));
+        e.ctime = now;
+        Ok(())
+    }
+
+    /// Gives the name `name` in `parent` of `ino` a new place (a rename).
+    pub(crate) fn move_name(
+        &mut self,
+        ino: u64,
+        (parent, name): (u64, &[u8]),
+        (newparent, newname): (u64, &[u8]),
+    ) -> Result<()> {
+        let e = self.entry_mut(ino)?;
+        if e.parent == parent && *e.name == *name {
+            e.parent = newparent;
+            e.name = newname.into();
+        } else if let Some(l) = e
+            .links
+            .as_mut()
+            .and_then(|l| l.iter_mut().find(|(p, n)| *p == parent && **n == *name))
+        {
+            *l = (newparent, newname.into());
+        }
+        Ok(())
+    }
+
+    /// Detaches the name `name` in `parent` of `ino` and, for a loaded directory,
+    /// everything below it; returns the overlay ids to delete.
+    pub(crate) fn detach_tree(&mut self, ino: u64, parent: u64, name: &[u8]) -> Vec<u64> {
         let mut freed = Vec::new();
-        let mut stack = vec![ino];
+        let mut stack = vec![(ino, parent, Box::<[u8]>::from(name))];
         let mut order = Vec::new();
-        while let Some(i) = stack.pop() {
-            order.push(i);
+        while let Some((i, p, n)) = stack.pop() {
             if let Some(Entry {
                 kind: Kind::Dir {
                     children: Some(c), ..
@@ -270,12 +338,13 @@ impl Inner {
                 ..
             }) = self.entries.get(&i)
             {
-                stack.extend(c.inodes());
+                stack.extend(c.iter().map(|(cn, ci)| (ci, i, Box::<[u8]>::from(cn))));
             }
+            order.push((i, p, n));
         }
         // Children before their directories.
-        for i in order.into_iter().rev() {
-            freed.extend(self.detach(i));
+        for (i, p, n) in order.into_iter().rev() {
+            freed.extend(self.detach(i, p, &n));
         }
         freed
     }
@@ -298,7 +367,7 @@ impl Inner {
                 Some(ino) if self.is_dir(ino) => ino,
                 other => {
                     if let Some(ino) = other {
-                        freed.extend(self.detach_tree(ino));
+                        freed.extend(self.detach_tree(ino, parent, part));
                     }
                     let kind = Kind::Dir {
                         source: None,
@@ -310,7 +379,7 @@ impl Inner {
         }
         if let Some(ino) = self.child(parent, last)? {
             if self.is_dir(ino) != dir {
-                freed.extend(self.detach_tree(ino));
+                freed.extend(self.detach_tree(ino, parent, last));
             }
         }
         Ok(freed)
@@ -350,7 +419,13 @@ impl Inner {
         };
         let is_dir = matches!(entry, PutEntry::Dir);
         let mut freed = None;
-        match self.child(parent, name)? {
+        let mut existing = self.child(parent, name)?;
+        if let Some(ino) = existing.filter(|&i| self.entry(i).is_ok_and(|e| e.nlink() > 1)) {
+            // One name of a file with hard links: the others keep the file.
+            self.detach(ino, parent, name);
+            existing = None;
+        }
+        match existing {
             Some(ino) => {
                 let was_dir = self.is_dir(ino);
                 let e = self.entry_mut(ino)?;

@@ -57,6 +57,8 @@ pub enum WcError {
     NotSupported,
     #[error("operation not permitted")]
     NotPermitted,
+    #[error("too many links")]
+    TooManyLinks,
     #[error("no data or hole past the end of the file")]
     NoSuchOffset,
     #[error("no such attribute")]
@@ -109,6 +111,7 @@ impl WcError {
             WcError::NameTooLong => libc::ENAMETOOLONG,
             WcError::NotSupported => libc::EOPNOTSUPP,
             WcError::NotPermitted => libc::EPERM,
+            WcError::TooManyLinks => libc::EMLINK,
             WcError::NoSuchOffset => libc::ENXIO,
             WcError::NoAttr => libc::ENODATA,
             WcError::AttrNameTooLong => libc::ERANGE,
@@ -214,6 +217,19 @@ pub struct Entry {
     pub owner: Option<(u32, u32)>,
     /// Extended attributes (`user.` names only), when it has any.
     pub xattrs: Option<Box<Xattrs>>,
+    /// The other names of a file with hard links, (parent, name), besides `parent` and
+    /// `name` (which a removal of that name hands to the first of these).
+    pub links: Option<Box<Names>>,
+}
+
+/// Names of an entry: (parent, name) pairs.
+pub type Names = Vec<(u64, Box<[u8]>)>;
+
+impl Entry {
+    /// How many names the entry has (0 once unlinked).
+    pub fn nlink(&self) -> u32 {
+        u32::from(self.parent != 0) + self.links.as_ref().map_or(0, |l| l.len() as u32)
+    }
 }
 
 /// Extended attributes: full names (`user.x`) to values.
@@ -406,6 +422,7 @@ impl WorkingCopy {
                 atime: None,
                 owner: None,
                 xattrs: None,
+                links: None,
             },
         );
         let on_disk = overlay.ids()?;
@@ -645,9 +662,15 @@ impl WorkingCopy {
                     0o777,
                 )?;
             }
+            Record::Link { from, to } => {
+                let ino = inner.resolve(from)?.ok_or(WcError::NotFound)?;
+                let (parent, name) = inner.resolve_parent(to)?;
+                inner.add_name(ino, parent, name)?;
+            }
             Record::Unlink { path } | Record::Rmdir { path } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                if let Some(id) = inner.detach(ino) {
+                let (parent, name) = inner.resolve_parent(path)?;
+                let ino = inner.child(parent, name)?.ok_or(WcError::NotFound)?;
+                if let Some(id) = inner.detach(ino, parent, name) {
                     let _ = self.overlay.remove(id);
                 }
             }
@@ -730,7 +753,8 @@ impl WorkingCopy {
                     if ino == ROOT_INO {
                         return Err(WcError::Invalid);
                     }
-                    for id in inner.detach_tree(ino) {
+                    let (parent, name) = inner.resolve_parent(path)?;
+                    for id in inner.detach_tree(ino, parent, name) {
                         let _ = self.overlay.remove(id);
                     }
                 }

@@ -58,8 +58,8 @@ impl WorkingCopy {
                 };
                 2 + subdirs as u32
             }
-            _ if e.parent == 0 => 0,
-            _ => 1,
+            // Each name of a file (hard links), none once unlinked.
+            _ => e.nlink(),
         };
         Ok(Attr {
             ino,

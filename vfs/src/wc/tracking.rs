@@ -157,7 +157,7 @@ impl WorkingCopy {
                 Some(c) if inner.is_dir(c) => c,
                 other => {
                     if let Some(c) = other {
-                        freed = inner.detach(c).or(freed);
+                        freed = inner.detach(c, dir, part).or(freed);
                     }
                     let d = Kind::Dir {
                         source: None,
@@ -169,7 +169,14 @@ impl WorkingCopy {
         }
         let name = parts[parts.len() - 1];
         let kind = Kind::from_store(path, node, flag);
-        if let Some(existing) = inner.child(dir, name)? {
+        let mut existing = inner.child(dir, name)?;
+        if let Some(ino) = existing.filter(|&i| inner.entry(i).is_ok_and(|e| e.nlink() > 1)) {
+            // One name of a file with hard links: restored as a new file, as hg's revert
+            // writes one; the other names keep theirs.
+            inner.detach(ino, dir, name);
+            existing = None;
+        }
+        if let Some(existing) = existing {
             if inner.is_dir(existing) {
                 return Err(WcError::IsDir);
             }

@@ -129,10 +129,40 @@ impl WorkingCopy {
                 Record::Unlink { path }
             },
         )?;
-        if let Some(id) = inner.detach(ino) {
+        if let Some(id) = inner.detach(ino, parent, name) {
             let _ = self.overlay.remove(id);
         }
         Ok(())
+    }
+
+    /// A new name `name` in `parent` for file `ino` (link(2)). A store file is copied up
+    /// first, so that both names are one inode with one overlay file: a write through
+    /// either is seen through the other, and hg sees two files with the same content.
+    pub fn link(&self, ino: u64, parent: u64, name: &[u8]) -> Result<Attr> {
+        check_new_name(name)?;
+        loop {
+            if matches!(
+                self.read().entry(ino)?.kind,
+                Kind::File(FileData::Store { .. })
+            ) {
+                self.materialize(ino, true)?;
+            }
+            self.room()?;
+            let mut inner = self.write();
+            if matches!(inner.entry(ino)?.kind, Kind::File(FileData::Store { .. })) {
+                // Back in the store meanwhile (a commit): copied up again.
+                continue;
+            }
+            if !inner.is_dir(parent) {
+                return Err(WcError::NotDir);
+            }
+            let from = inner.path_of(ino).ok_or(WcError::NotFound)?;
+            let to = child_path(&inner, parent, name)?;
+            inner.add_name(ino, parent, name)?;
+            self.record(&mut inner, Record::Link { from, to })?;
+            inner.entry_mut(ino)?.nlookup += 1;
+            return self.attr_of(&inner, ino);
+        }
     }
 
     /// Renames; returns nothing, like rename(2). `flags` as renameat2.
@@ -198,9 +228,7 @@ impl WorkingCopy {
             inner
                 .children_mut(newparent)?
                 .insert(newname.into(), src, src_dir);
-            let e = inner.entry_mut(dst)?;
-            e.parent = parent;
-            e.name = name.into();
+            inner.move_name(dst, (newparent, newname), (parent, name))?;
         } else {
             if let Some(dst) = dst {
                 if flags & RENAME_NOREPLACE != 0 {
@@ -214,7 +242,7 @@ impl WorkingCopy {
                     }
                     _ => {}
                 }
-                freed = inner.detach(dst);
+                freed = inner.detach(dst, newparent, newname);
             }
             let src_dir = inner.is_dir(src);
             inner.children_mut(parent)?.remove(name);
@@ -223,10 +251,8 @@ impl WorkingCopy {
                 .insert(newname.into(), src, src_dir);
         }
         let now = Some(inner.now());
-        let e = inner.entry_mut(src)?;
-        e.parent = newparent;
-        e.name = newname.into();
-        e.ctime = now;
+        inner.move_name(src, (parent, name), (newparent, newname))?;
+        inner.entry_mut(src)?.ctime = now;
         inner.touch_dir(parent);
         inner.touch_dir(newparent);
         Ok(freed)
