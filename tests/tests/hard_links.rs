@@ -10,7 +10,9 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-const PATHS: &[&str] = &["a", "a2", "d/b", "e/b2", "e/b3", "n", "n2", "l", "l2", "x"];
+const PATHS: &[&str] = &[
+    "a", "a2", "d/b", "e/b2", "e/b3", "n", "n2", "l", "l2", "x", "x2",
+];
 
 /// A path's link count, the first path of `PATHS` with the same inode, and its content (a
 /// link's target); `None` when absent.
@@ -460,4 +462,54 @@ fn cp_al_rsync_link_dest_and_a_local_git_clone_work_in_a_mount_as_on_ext4() {
         &s.mount.dir.join("dst"),
         &["git", "fsck", "--strict", "--no-progress"],
     );
+}
+
+#[test]
+fn revfs_update_and_revert_give_the_name_they_change_a_file_of_its_own_as_hg_does() {
+    let tmp = revfs_tests::scratch_dir();
+    let repo = hg_repo(tmp.path(), &[("a", "a\n"), ("x", "x\n")]);
+    std::fs::write(repo.join("a"), "a1\n").unwrap();
+    assert!(hg_cmd(&repo, &["commit", "-qm", "a1", "-d", "1 0"])
+        .status
+        .success());
+    assert!(hg_cmd(tmp.path(), &["clone", "-q", "repo", "clone"])
+        .status
+        .success());
+    let s = Sides {
+        clone: tmp.path().join("clone"),
+        mount: Mount::new(&repo, None),
+        repo,
+        tmp,
+    };
+    let both_cmd = |revfs_args: &[&str], hg_args: &[&str]| {
+        let out = revfs_tests::revfs(&s.mount.dir, revfs_args);
+        assert!(out.status.success(), "revfs {revfs_args:?}: {out:?}");
+        let out = hg_cmd(&s.clone, hg_args);
+        assert!(out.status.success(), "hg {hg_args:?}: {out:?}");
+    };
+    // An update that changes a linked name: the other name keeps the old content.
+    s.both(|r| std::fs::hard_link(r.join("a"), r.join("a2")).unwrap());
+    both_cmd(&["update", "-q", "0"], &["update", "-q", "0"]);
+    s.same("after an update that changes one of two names");
+    assert_eq!(
+        std::fs::metadata(s.mount.dir.join("a2")).unwrap().nlink(),
+        1
+    );
+    // A revert of a name modified through another.
+    s.both(|r| {
+        std::fs::hard_link(r.join("x"), r.join("x2")).unwrap();
+        std::fs::write(r.join("x2"), "x through x2\n").unwrap();
+    });
+    both_cmd(&["revert", "-C", "x"], &["revert", "--no-backup", "x"]);
+    s.same("after a revert of one of two names");
+    assert_eq!(
+        std::fs::read(s.mount.dir.join("x2")).unwrap(),
+        b"x through x2\n"
+    );
+    let linked = view(&s.mount.dir);
+    s.mount.kill_daemon();
+    s.mount.unmount();
+    s.mount.remount(&s.repo, None);
+    assert_eq!(view(&s.mount.dir), linked, "after a kill -9 and a remount");
+    let _ = &s.tmp;
 }

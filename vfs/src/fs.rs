@@ -28,6 +28,17 @@ use std::time::{Duration, SystemTime};
 /// whenever it changes the tree behind the kernel's back, so this can be long.
 const TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// How long the kernel may keep an entry's attributes: as long as its name, but not at all
+/// for a file with hard links, whose link count an update or a revert of one of its names
+/// changes without the kernel's knowledge (the other names' inode is the same).
+fn attr_ttl(a: &Attr) -> Duration {
+    if a.kind != EntryType::Dir && a.nlink > 1 {
+        Duration::ZERO
+    } else {
+        TTL
+    }
+}
+
 /// Name of the hidden control directory at the root.
 pub const CONTROL_DIR: &str = ".revfs";
 const CONTROL_DIR_INO: u64 = 0xFFFF_FFFF_0000_0001;
@@ -144,7 +155,7 @@ impl RevFs {
     /// Answers a request that creates an entry (the kernel takes one reference to it).
     fn reply_entry(&self, op: &str, result: Result<Attr, WcError>, reply: ReplyEntry) {
         match result {
-            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry_with_ttls(&attr_ttl(&a), &TTL, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(op, &e)),
         }
     }
@@ -306,7 +317,9 @@ impl Filesystem for RevFs {
             };
         }
         match self.wc.lookup(parent, name.as_bytes()) {
-            Ok(Some(a)) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Ok(Some(a)) => {
+                reply.entry_with_ttls(&attr_ttl(&a), &TTL, &self.file_attr(&a), Generation(0))
+            }
             // A negative entry (inode 0) that the kernel may cache as long as a positive one.
             Ok(None) => {
                 let mut attr = self.file_attr(&Attr {
@@ -342,7 +355,7 @@ impl Filesystem for RevFs {
             return reply.attr(&TTL, &a);
         }
         match self.wc.getattr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
+            Ok(a) => reply.attr(&attr_ttl(&a), &self.file_attr(&a)),
             Err(e) => reply.error(errno("getattr", &e)),
         }
     }
@@ -388,7 +401,7 @@ impl Filesystem for RevFs {
             mtime: mtime.map(time_of),
         };
         match self.wc.setattr(ino.0, &change) {
-            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
+            Ok(a) => reply.attr(&attr_ttl(&a), &self.file_attr(&a)),
             Err(e) => reply.error(errno("setattr", &e)),
         }
     }
@@ -747,15 +760,15 @@ impl Filesystem for RevFs {
             .into_iter()
             .chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
         for (i, (child, name)) in all.enumerate().skip(offset as usize) {
-            let attr = match self.wc.getattr(child) {
-                Ok(a) => self.file_attr(&a),
+            let (attr, ttl) = match self.wc.getattr(child) {
+                Ok(a) => (self.file_attr(&a), attr_ttl(&a)),
                 Err(e) => return reply.error(errno("readdirplus", &e)),
             };
             if reply.add(
                 INodeNo(child),
                 i as u64 + 1,
                 OsStr::from_bytes(name),
-                &TTL,
+                &ttl,
                 &attr,
                 Generation(0),
             ) {
