@@ -37,6 +37,9 @@ pub enum Request {
     /// Is the daemon there? Answered without any lock of the working copy.
     Ping,
     Info,
+    /// Version 7: what the daemon holds in memory (for tests and benchmarks; it walks the
+    /// inode table, so it is not for every command).
+    Stats,
     /// Status of the working copy (M, A, R and ! always; the others on request).
     Status {
         clean: bool,
@@ -209,6 +212,13 @@ pub enum Response {
         busy: u32,
     },
     Info(MountInfo),
+    /// Entries of the inode table, the distinct manifests it holds (the base and those
+    /// directories not listed yet take their entries from) and their bytes.
+    Stats {
+        entries: u64,
+        manifests: u64,
+        manifest_bytes: u64,
+    },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {
         entries: Vec<(char, Vec<u8>)>,

@@ -172,6 +172,14 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             }
         }
         Request::Info => Response::Info(ctx.info()),
+        Request::Stats => {
+            let (entries, manifests, manifest_bytes) = wc.memory_stats();
+            Response::Stats {
+                entries,
+                manifests,
+                manifest_bytes,
+            }
+        }
         Request::Status {
             clean,
             ignored,

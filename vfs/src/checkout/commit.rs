@@ -199,10 +199,12 @@ impl WorkingCopy {
         tick(progress, "finishing", total, total);
         let t_finish = t0.elapsed();
         tick(progress, "saving", 0, 0);
-        inner.base = new_base;
+        let old = std::mem::replace(&mut inner.base, new_base);
+        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
+        inner.share_base(&old, &committed);
+        drop(old);
         inner.base_node = node;
         inner.repo = repo;
-        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
         // A commit of revfs's own is never inside an hg transaction.
         inner.provisional = false;
         self.rebase_journal(&mut inner, &committed)?;

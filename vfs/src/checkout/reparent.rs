@@ -43,11 +43,12 @@ impl WorkingCopy {
         // none) keep their tracking, as hg's dirstate keeps their entries: tracked files the
         // new parent lacks become added, untracked ones it has become removed.
         let listed: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
+        let mut changed: BTreeSet<Vec<u8>> = BTreeSet::new();
         for c in inner.base.diff(&base)? {
-            if listed.contains(c.path.as_slice()) {
-                continue;
+            if !listed.contains(c.path.as_slice()) {
+                keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
             }
-            keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
+            changed.insert(c.path);
         }
         for (path, tracked) in files {
             // Kept by rebase_journal only where it means something against the new parent;
@@ -79,7 +80,11 @@ impl WorkingCopy {
                 }
             }
         }
-        inner.base = base;
+        let old = std::mem::replace(&mut inner.base, base);
+        // The working copy keeps its files: a directory not listed yet below a path the
+        // parents differ on keeps the old entries.
+        inner.share_base(&old, &changed);
+        drop(old);
         inner.base_node = node;
         inner.repo = repo;
         self.rebase_journal(&mut inner, &BTreeSet::new())

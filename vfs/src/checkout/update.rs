@@ -389,7 +389,10 @@ impl WorkingCopy {
         out.updated = updated.len();
         out.reverted = reverted.into_iter().collect();
 
-        inner.base = target;
+        let old = std::mem::replace(&mut inner.base, target);
+        let changed: BTreeSet<Vec<u8>> = diff.iter().map(|c| c.path.clone()).collect();
+        inner.share_base(&old, &changed);
+        drop(old);
         inner.base_node = node;
         inner.repo = repo;
         // An update ends any merge (only --clean gets here during one).

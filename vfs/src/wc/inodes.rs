@@ -94,8 +94,15 @@ impl Inner {
                 children.insert(Box::from(name), child_ino, dir);
             }
         }
-        if let Kind::Dir { children: slot, .. } = &mut self.entry_mut(ino)?.kind {
+        if let Kind::Dir {
+            children: slot,
+            source,
+        } = &mut self.entry_mut(ino)?.kind
+        {
             *slot = Some(children);
+            // Listed: the manifest it came from is not needed any more (and is not kept
+            // alive by it once the base moves on).
+            *source = None;
         }
         Ok(())
     }
@@ -121,6 +128,58 @@ impl Inner {
             } => Ok(c),
             Kind::Dir { .. } => Err(WcError::Invalid),
             _ => Err(WcError::NotDir),
+        }
+    }
+
+    /// After the base moved from `old` (a commit, an update, a new parent): the directories
+    /// not listed yet that take their entries from `old`, at their own path, with nothing
+    /// `changed` at or below it (the paths old and new base differ on), take them from the
+    /// new base, which has the same entries there: an old manifest is then held by nothing
+    /// (one base manifest held, however many times it moved). A directory moved before it
+    /// was listed, or one below a changed path, keeps its own.
+    pub(crate) fn share_base(&mut self, old: &Arc<Manifest>, changed: &BTreeSet<Vec<u8>>) {
+        let new = self.base.clone();
+        if Arc::ptr_eq(old, &new) {
+            return;
+        }
+        let unlisted: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                matches!(&e.kind, Kind::Dir { source: Some(s), children: None }
+                    if Arc::ptr_eq(&s.manifest, old))
+            })
+            .map(|(ino, _)| *ino)
+            .collect();
+        for ino in unlisted {
+            let Some(path) = self.path_of(ino) else {
+                continue;
+            };
+            let mut below = path.clone();
+            if !below.is_empty() {
+                below.push(b'/');
+            }
+            let touched = changed.contains(&path)
+                || changed
+                    .range(below.clone()..)
+                    .next()
+                    .is_some_and(|c| c.starts_with(&below));
+            if touched {
+                continue;
+            }
+            if let Some(Entry {
+                kind:
+                    Kind::Dir {
+                        source: Some(source),
+                        ..
+                    },
+                ..
+            }) = self.entries.get_mut(&ino)
+            {
+                if *source.path == *path {
+                    source.manifest = new.clone();
+                }
+            }
         }
     }
 

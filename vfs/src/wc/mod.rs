@@ -585,6 +585,25 @@ impl WorkingCopy {
         self.read().entries.len()
     }
 
+    /// (entries, distinct manifests held, their bytes): the base and the manifests the
+    /// directories not listed yet take their entries from.
+    pub fn memory_stats(&self) -> (u64, u64, u64) {
+        let inner = self.read();
+        let mut held: Vec<&Arc<Manifest>> = vec![&inner.base];
+        for e in inner.entries.values() {
+            if let Kind::Dir {
+                source: Some(s), ..
+            } = &e.kind
+            {
+                if !held.iter().any(|m| Arc::ptr_eq(m, &s.manifest)) {
+                    held.push(&s.manifest);
+                }
+            }
+        }
+        let bytes = held.iter().map(|m| m.text().len() as u64).sum();
+        (inner.entries.len() as u64, held.len() as u64, bytes)
+    }
+
     /// Makes room in the journal for the record of a change about to be made, so that a
     /// full disk refuses the change (ENOSPC) instead of leaving it out of the journal.
     pub(crate) fn room(&self) -> Result<()> {
