@@ -863,9 +863,9 @@ fn strace_hg(s: &Sides, options: &[&str], args: &[&str]) -> String {
     std::fs::read_to_string(&trace).unwrap()
 }
 
-/// The control requests `hg ARGS` sends the daemon, by command, in order.
-fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
-    strace_hg(s, &["-e", "trace=sendto", "-s", "40"], args)
+/// The control requests in a trace of `sendto`s (strace `-s 40`), by command, in order.
+fn requested(trace: &str) -> Vec<String> {
+    trace
         .lines()
         .filter_map(|l| l.split("{\\\"cmd\\\": \\\"").nth(1))
         .filter_map(|rest| rest.split('\\').next())
@@ -874,28 +874,20 @@ fn requests(s: &Sides, args: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn an_hg_update_over_local_changes_asks_the_daemon_its_status_once() {
+fn an_hg_update_over_a_local_change_asks_status_once_and_writes_the_merged_file_once() {
     // hg asks for status three times before its actions (its dirty check, the working
     // manifest, the split of the actions between hg and the daemon): one request answers
     // them. After the merge hg's setparents wants the copies only: no status for them.
-    let s = sides();
-    s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
-    let asked = requests(&s, &["update", "0"]);
-    let count = |cmd: &str| asked.iter().filter(|c| *c == cmd).count();
-    assert_eq!((count("status"), count("copies")), (1, 1), "{asked:?}");
-    let out = hg_cmd(&s.clone, &["update", "0"]);
-    assert!(out.status.success(), "{out:?}");
-    s.same_all(&[&["status", "-A"], &["diff"]]);
-}
-
-#[test]
-fn an_hg_update_merging_a_local_change_does_not_rewrite_the_file_before_merging_it() {
     // hg writes the local side of each file back before merging it (for `hg resolve`
     // after an edit): the same bytes, through an unlink, a create and a write. In a mount
     // the file stays; hg's merge then writes it once.
     let s = sides();
     s.edit(|r| std::fs::write(r.join("a"), "local\na\na2\n").unwrap());
-    let trace = strace_hg(&s, &["-e", "trace=unlink,unlinkat"], &["update", "0"]);
+    let options = ["-e", "trace=sendto,unlink,unlinkat", "-s", "40"];
+    let trace = strace_hg(&s, &options, &["update", "0"]);
+    let asked = requested(&trace);
+    let count = |cmd: &str| asked.iter().filter(|c| *c == cmd).count();
+    assert_eq!((count("status"), count("copies")), (1, 1), "{asked:?}");
     let unlinked = trace.lines().filter(|l| l.contains("/a\"")).count();
     assert_eq!(unlinked, 1, "{trace}");
     let out = hg_cmd(&s.clone, &["update", "0"]);
