@@ -61,6 +61,23 @@ fn sides() -> Sides {
 }
 
 impl Sides {
+    /// The same status (with copies), diff, parent, shelves, history and `hg verify` on
+    /// both sides, and `revfs status` as hg's.
+    fn same_history_and_working_copy(&self) {
+        let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
+        for args in [
+            &["status", "-A", "-C"][..],
+            &["diff", "--git"],
+            &["id"],
+            &["shelve", "-l", "-q"],
+            log,
+            &["verify", "-q"],
+        ] {
+            self.same("", args);
+        }
+        self.revfs_status_is_hgs();
+    }
+
     fn roots(&self) -> [&Path; 2] {
         [&self.mount.dir, &self.clone]
     }
@@ -1706,19 +1723,7 @@ fn a_daemon_killed_while_its_parent_is_in_hgs_open_transaction_comes_back_as_a_r
     let s = sides();
     let repo = s._tmp.path().join("repo");
     let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
-    let compare = |s: &Sides| {
-        for args in [
-            &["status", "-A"][..],
-            &["diff", "--git"],
-            &["id"],
-            &["shelve", "-l", "-q"],
-            log,
-            &["verify", "-q"],
-        ] {
-            s.same("", args);
-        }
-        s.revfs_status_is_hgs();
-    };
+    let compare = |s: &Sides| s.same_history_and_working_copy();
     let hg_exit = |dir: &Path, args: &[&str]| {
         let out = hg_cmd(dir, args);
         assert_eq!(out.status.code(), Some(255), "hg {args:?}: {out:?}");
@@ -1875,7 +1880,6 @@ fn a_daemon_killed_in_an_unshelve_or_a_shelve_that_change_tracking_comes_back_as
     // interrupted at the same hook (a KeyboardInterrupt, which aborts the transaction).
     let s = sides();
     let repo = s._tmp.path().join("repo");
-    let log = &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"][..];
     let stop = s._tmp.path().join("stop.py");
     std::fs::write(&stop, "def hook(**kwargs):\n    raise KeyboardInterrupt\n").unwrap();
     let stop = format!("hooks.update.stop=python:{}:hook", stop.display());
@@ -1891,17 +1895,7 @@ fn a_daemon_killed_in_an_unshelve_or_a_shelve_that_change_tracking_comes_back_as
         assert_eq!(out.status.code(), Some(255), "hg {full:?}: {out:?}");
         s.mount.unmount();
         s.mount.remount(&repo, None);
-        for args in [
-            &["status", "-A", "-C"][..],
-            &["diff", "--git"],
-            &["id"],
-            &["shelve", "-l", "-q"],
-            log,
-            &["verify", "-q"],
-        ] {
-            s.same("", args);
-        }
-        s.revfs_status_is_hgs();
+        s.same_history_and_working_copy();
     };
     // A shelve with an added file, a copy and a removal, unshelved over local changes
     // with an added and a removed file of their own, after the parent moved.
