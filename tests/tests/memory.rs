@@ -1,18 +1,33 @@
-//! What the daemon holds in memory as a working copy moves between revisions: one base
-//! manifest, however many commits, updates and new parents came, while the directories
-//! not listed yet still list the files of the revision they belong to.
+//! What the daemon holds in memory: one base manifest as a working copy moves between
+//! revisions, while the directories not listed yet still list the files of the revision
+//! they belong to; files with no entry until something looks them up, and none again once
+//! the kernel forgets them, with the same inode numbers and times.
 
-use revfs_tests::mount::{snapshot, Mount, Snap};
+use revfs_tests::mount::{drop_kernel_caches, snapshot, Mount, Snap};
 use revfs_tests::{hg_cmd, hg_repo, revfs};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// (entries, manifests, manifest bytes) from the daemon's `stats`.
 fn stats(m: &Mount) -> (u64, u64, u64) {
+    let (entries, _, manifests, bytes) = full_stats(m);
+    (entries, manifests, bytes)
+}
+
+/// (entries, frozen files, manifests, manifest bytes) from the daemon's `stats`.
+fn full_stats(m: &Mount) -> (u64, u64, u64, u64) {
     let answer = m.control("{\"cmd\":\"stats\"}");
     let v: serde_json::Value = serde_json::from_str(answer.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{answer}: {e}"));
     let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {answer}"));
-    (n("entries"), n("manifests"), n("manifest_bytes"))
+    (
+        n("entries"),
+        n("frozen"),
+        n("manifests"),
+        n("manifest_bytes"),
+    )
 }
 
 fn ok(out: std::process::Output) {
@@ -108,4 +123,206 @@ fn one_base_manifest_is_held_across_commits_updates_and_new_parents() {
     ));
     assert_eq!(std::fs::read(mnt.join("d3moved/e/f")).unwrap(), b"f\n");
     assert!(stats(&m).1 <= 2);
+}
+
+/// What lstat says of a path: inode, mtime (s, ns), ctime (s, ns), mode, size, links.
+type Stat = (u64, i64, i64, i64, i64, u32, u64, u64);
+
+/// Every path below `root` with what lstat says of it.
+fn inodes(root: &Path) -> BTreeMap<PathBuf, Stat> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            let key = (
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.mode(),
+                m.size(),
+                m.nlink(),
+            );
+            out.insert(p.strip_prefix(root).unwrap().to_path_buf(), key);
+        }
+    }
+    out
+}
+
+/// Drops the kernel's dentries and inodes and waits until the daemon has frozen `want`
+/// files (the FORGETs arrive on their own).
+fn drop_and_wait_frozen(m: &Mount, want: u64) {
+    drop_kernel_caches();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, frozen, _, _) = full_stats(m);
+        if frozen == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{frozen} files frozen after the kernel forgot them, expected {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
+    let tmp = revfs_tests::scratch_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in 0..4 {
+        for f in 0..25 {
+            files.push((format!("d{d}/sub/f{f}"), format!("{d} {f}\n")));
+        }
+        files.push((format!("d{d}/top"), format!("top {d}\n")));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &refs);
+    std::os::unix::fs::symlink("d0/top", repo.join("link")).unwrap();
+    std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        repo.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    ok(hg_cmd(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]));
+    let nfiles = files.len() as u64 + 2;
+    let m = Mount::new(&repo, None);
+    let mnt = &m.dir;
+
+    // A listing (as `find -type f` does: readdir's types, no stat) loads no file.
+    let out = std::process::Command::new("find")
+        .args([".", "-type", "f"])
+        .current_dir(mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        out.stdout.iter().filter(|&&b| b == b'\n').count(),
+        files.len() + 1
+    );
+    let (entries, frozen, _, _) = full_stats(&m);
+    assert_eq!(frozen, nfiles, "after find");
+    assert_eq!(
+        entries,
+        1 + 4 * 2,
+        "after find: the root and the directories only"
+    );
+
+    // stat of everything loads every file; the kernel forgetting them freezes them again,
+    // and they come back with the same inode numbers, times, modes, sizes and links.
+    let before = inodes(mnt);
+    assert_eq!(full_stats(&m).1, 0, "after stat of every file");
+    drop_and_wait_frozen(&m, nfiles);
+    let after = inodes(mnt);
+    assert_eq!(before, after);
+    assert_eq!(
+        std::fs::read_link(mnt.join("link")).unwrap(),
+        Path::new("d0/top")
+    );
+    assert_eq!(std::fs::read(mnt.join("d2/sub/f7")).unwrap(), b"2 7\n");
+
+    // What changed stays loaded; what did not goes again. Every change then works on a
+    // file that came back: a write, a rename, an unlink, a chmod, a directory renamed with
+    // frozen files in it (their contents come from where they were).
+    drop_and_wait_frozen(&m, nfiles);
+    std::fs::write(mnt.join("d0/sub/f1"), "changed\n").unwrap();
+    std::fs::rename(mnt.join("d0/sub/f2"), mnt.join("d0/f2-moved")).unwrap();
+    std::fs::remove_file(mnt.join("d0/sub/f3")).unwrap();
+    std::fs::set_permissions(
+        mnt.join("d0/sub/f4"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let ino_f5 = std::fs::metadata(mnt.join("d1/sub/f5")).unwrap().ino();
+    drop_and_wait_frozen(&m, nfiles - 4);
+    std::fs::rename(mnt.join("d1/sub"), mnt.join("d1/moved")).unwrap();
+    assert_eq!(std::fs::read(mnt.join("d1/moved/f5")).unwrap(), b"1 5\n");
+    assert_eq!(
+        std::fs::metadata(mnt.join("d1/moved/f5")).unwrap().ino(),
+        ino_f5
+    );
+    // A file in the moved directory is not frozen again (its filelog is not at its
+    // directory's path any more, but the directory knows where it was listed from).
+    drop_and_wait_frozen(&m, nfiles - 4);
+    assert_eq!(std::fs::read(mnt.join("d1/moved/f6")).unwrap(), b"1 6\n");
+    let m4 = std::fs::metadata(mnt.join("d0/sub/f4")).unwrap();
+    assert_eq!(m4.mode() & 0o777, 0o600);
+
+    // The same as a clone where the same was done.
+    let wc = tmp.path().join("wc");
+    ok(hg_cmd(
+        tmp.path(),
+        &["clone", "-q", repo.to_str().unwrap(), "wc"],
+    ));
+    std::fs::write(wc.join("d0/sub/f1"), "changed\n").unwrap();
+    std::fs::rename(wc.join("d0/sub/f2"), wc.join("d0/f2-moved")).unwrap();
+    std::fs::remove_file(wc.join("d0/sub/f3")).unwrap();
+    std::fs::set_permissions(
+        wc.join("d0/sub/f4"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::rename(wc.join("d1/sub"), wc.join("d1/moved")).unwrap();
+    let ours = revfs(mnt, &["status"]);
+    let theirs = hg_cmd(&wc, &["status"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    assert_eq!(files_on_disk(mnt), files_on_disk(&wc));
+}
+
+#[test]
+fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
+    let tmp = revfs_tests::scratch_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in 0..3 {
+        for f in 0..40 {
+            files.push((format!("d{d}/e{}/f{f}", f % 4), format!("{d} {f}\n")));
+        }
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &refs);
+    let m = Mount::new(&repo, None);
+    for _ in 0..2 {
+        let out = std::process::Command::new("tar")
+            .args(["cf", "/dev/null", "."])
+            .current_dir(&m.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // GNU tar special-cases /dev/null (reads nothing): a real archive reads every byte.
+        let out = std::process::Command::new("tar")
+            .args(["cf", "-", "."])
+            .current_dir(&m.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stdout.len() > 120 * 512);
+        let status = revfs(&m.dir, &["status", "-A"]);
+        ok(status.clone());
+        let text = String::from_utf8_lossy(&status.stdout);
+        assert_eq!(text.lines().count(), files.len(), "{text}");
+        assert!(text.lines().all(|l| l.starts_with("C ")), "{text}");
+        let overlay = m.state_dir().join("overlay");
+        let kept: Vec<_> = std::fs::read_dir(&overlay)
+            .unwrap_or_else(|e| panic!("{}: {e}", overlay.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(kept.is_empty(), "overlay files after a tar: {kept:?}");
+        drop_and_wait_frozen(&m, files.len() as u64);
+    }
 }

@@ -4,7 +4,7 @@
 //! hold the same bytes. A failing seed is printed with its operations, to be replayed with
 //! `REVFS_SEED=<seed> cargo test -p revfs-tests --test status_vs_hg`.
 
-use revfs_tests::mount::{snapshot, Mount};
+use revfs_tests::mount::{drop_kernel_caches, snapshot, Mount};
 use revfs_tests::Rng;
 use revfs_tests::{fixtures, hg_cmd, revfs};
 use std::os::unix::fs::PermissionsExt;
@@ -316,7 +316,58 @@ fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     (tmp, wc, originals, mount)
 }
 
-fn run_seed(seed: u64, ops: usize, remount_every: usize) {
+/// Every path below `root` with its inode number and times (lstat).
+fn inode_numbers(root: &Path) -> Vec<(PathBuf, u64, i64, i64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push((
+                p,
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Makes the kernel forget what nothing holds (the daemon then drops the entries it can)
+/// and waits a little for its FORGETs.
+fn forget_everything(mount: &Mount) {
+    drop_kernel_caches();
+    let frozen = || mount.control("{\"cmd\":\"stats\"}");
+    let mut last = frozen();
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let now = frozen();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let v: serde_json::Value = serde_json::from_str(last.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{last}: {e}"));
+    assert!(
+        v["frozen"].as_u64().is_some_and(|n| n > 0),
+        "no file left the inode table when the kernel forgot them: {last}"
+    );
+}
+
+/// `remount_every`: unmount and mount again after that many operations; `forget_every`:
+/// make the kernel forget every inode after that many, checking that every path keeps its
+/// inode number and times (0: never).
+fn run_seed(seed: u64, ops: usize, remount_every: usize, forget_every: usize) {
     let repo = fixtures().join("history");
     let (_tmp, wc, originals, mount) = sides();
     let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -327,6 +378,18 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize) {
             mount.unmount();
             mount.remount(&repo, Some("tip"));
             log.push("(remount)".into());
+        }
+        if forget_every > 0 && (i + 1) % forget_every == 0 {
+            let before = inode_numbers(&mount.dir);
+            forget_everything(&mount);
+            log.push("(kernel forgets every inode)".into());
+            let after = inode_numbers(&mount.dir);
+            assert!(
+                before == after,
+                "seed {seed}: inode numbers or times changed when the kernel forgot them\n\
+                 replay with REVFS_SEED={seed}\noperations:\n  {}\nbefore: {before:?}\nafter: {after:?}",
+                log.join("\n  ")
+            );
         }
     }
     let report = |what: &str| {
@@ -420,14 +483,21 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
 fn status_and_bytes_match_hg_after_random_operations() {
     // 100 seeds x 100 operations = 10,000 operations.
     for seed in seeds(0..100) {
-        run_seed(seed, 100, 0);
+        run_seed(seed, 100, 0, 0);
+    }
+}
+
+#[test]
+fn the_kernel_forgetting_inodes_between_operations_changes_nothing() {
+    for seed in seeds(2000..2020) {
+        run_seed(seed, 60, 0, 6);
     }
 }
 
 #[test]
 fn the_journal_survives_remounts_in_the_middle_of_a_sequence() {
     for seed in seeds(1000..1010) {
-        run_seed(seed, 60, 17);
+        run_seed(seed, 60, 17, 0);
     }
 }
 

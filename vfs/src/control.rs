@@ -216,6 +216,7 @@ pub enum Response {
     /// directories not listed yet take their entries from) and their bytes.
     Stats {
         entries: u64,
+        frozen: u64,
         manifests: u64,
         manifest_bytes: u64,
     },

@@ -173,11 +173,12 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
         }
         Request::Info => Response::Info(ctx.info()),
         Request::Stats => {
-            let (entries, manifests, manifest_bytes) = wc.memory_stats();
+            let s = wc.memory_stats();
             Response::Stats {
-                entries,
-                manifests,
-                manifest_bytes,
+                entries: s.entries,
+                frozen: s.frozen,
+                manifests: s.manifests,
+                manifest_bytes: s.manifest_bytes,
             }
         }
         Request::Status {

@@ -750,7 +750,8 @@ impl Filesystem for RevFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _busy = self.busy.enter();
-        // Not requested from the kernel (plain readdir keeps `find` cheap), but correct.
+        // Not requested from the kernel (plain readdir keeps `find` cheap), but correct: each
+        // entry but the dots is a lookup (the kernel counts it as one).
         let (parent, children) = match self.wc.readdir(ino.0) {
             Ok(x) => x,
             Err(e) => return reply.error(errno("readdirplus", &e)),
@@ -760,18 +761,29 @@ impl Filesystem for RevFs {
             .into_iter()
             .chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
         for (i, (child, name)) in all.enumerate().skip(offset as usize) {
-            let (attr, ttl) = match self.wc.getattr(child) {
-                Ok(a) => (self.file_attr(&a), attr_ttl(&a)),
+            let dot = i < 2;
+            let found = if dot {
+                self.wc.getattr(child).map(Some)
+            } else {
+                self.wc.lookup(ino.0, name)
+            };
+            let a = match found {
+                Ok(Some(a)) => a,
+                // Gone since the listing.
+                Ok(None) => continue,
                 Err(e) => return reply.error(errno("readdirplus", &e)),
             };
             if reply.add(
-                INodeNo(child),
+                INodeNo(a.ino),
                 i as u64 + 1,
                 OsStr::from_bytes(name),
-                &ttl,
-                &attr,
+                &attr_ttl(&a),
+                &self.file_attr(&a),
                 Generation(0),
             ) {
+                if !dot {
+                    self.wc.forget(a.ino, 1);
+                }
                 break;
             }
         }

@@ -50,7 +50,10 @@ impl Inner {
             } => source.clone(),
             _ => return Err(WcError::NotDir),
         };
-        let mut children = Children::new();
+        let mut children = match &source {
+            Some(s) => Children::listed_from(&s.path),
+            None => Children::new(),
+        };
         if let Some(DirSource {
             manifest,
             path: source,
@@ -68,30 +71,30 @@ impl Inner {
                     tracing::warn!(name = %String::from_utf8_lossy(name), "manifest names both a file and a directory; serving the first");
                     continue;
                 }
-                let mut path = source.to_vec();
-                if !path.is_empty() {
-                    path.push(b'/');
-                }
-                path.extend_from_slice(name);
-                let (kind, mode) = match child {
-                    Child::File { entry, .. } => (
-                        Kind::from_store(&path, entry.node, entry.flag),
-                        perm_of_flag(entry.flag),
-                    ),
-                    Child::Dir { .. } => (
-                        Kind::Dir {
+                match child {
+                    // Files start frozen: an inode number and no entry until looked up.
+                    Child::File { entry, .. } => {
+                        let child_ino = self.next_ino;
+                        self.next_ino += 1;
+                        children.insert_frozen(Box::from(name), child_ino, entry.node, entry.flag);
+                    }
+                    Child::Dir { .. } => {
+                        let mut path = source.to_vec();
+                        if !path.is_empty() {
+                            path.push(b'/');
+                        }
+                        path.extend_from_slice(name);
+                        let kind = Kind::Dir {
                             source: Some(DirSource {
                                 manifest: manifest.clone(),
                                 path: path.into(),
                             }),
                             children: None,
-                        },
-                        0o755,
-                    ),
-                };
-                let dir = matches!(kind, Kind::Dir { .. });
-                let child_ino = self.alloc(ino, name, kind, mode);
-                children.insert(Box::from(name), child_ino, dir);
+                        };
+                        let child_ino = self.alloc(ino, name, kind, 0o755);
+                        children.insert(Box::from(name), child_ino, true);
+                    }
+                }
             }
         }
         if let Kind::Dir {
@@ -117,8 +120,89 @@ impl Inner {
         }
     }
 
+    /// The inode named `name` in directory `parent` (loading the directory and thawing the
+    /// file).
     pub(crate) fn child(&mut self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
-        Ok(self.children(parent)?.get(name))
+        self.load(parent)?;
+        let children = self.children_mut(parent)?;
+        let Some((ino, frozen)) = children.get_full(name) else {
+            return Ok(None);
+        };
+        if frozen.is_some() {
+            let path = children.store_path(name).ok_or(WcError::Invalid)?;
+            let (node, flag) = children.thaw(name).ok_or(WcError::Invalid)?;
+            self.entries.insert(
+                ino,
+                Entry {
+                    parent,
+                    name: name.into(),
+                    nlookup: 0,
+                    kind: Kind::from_store(&path, node, flag),
+                    mode: perm_of_flag(flag),
+                    mtime: None,
+                    ctime: None,
+                    atime: None,
+                    owner: None,
+                    xattrs: None,
+                    links: None,
+                },
+            );
+        }
+        Ok(Some(ino))
+    }
+
+    /// Freezes file `ino` (see [`Children`]) if nothing but its directory needs its entry:
+    /// no kernel reference, an unchanged store file at its directory's origin path, with
+    /// the default mode, one name and no time, owner or attribute of its own. The entry
+    /// built when it is next looked up is the same, inode number included.
+    pub(crate) fn freeze(&mut self, ino: u64) -> bool {
+        let Some(e) = self.entries.get(&ino) else {
+            return false;
+        };
+        let (node, flag, store_path) = match &e.kind {
+            Kind::File(FileData::Store { path, node, .. }) => match e.mode {
+                0o644 => (*node, FileFlag::Regular, path),
+                0o755 => (*node, FileFlag::Executable, path),
+                _ => return false,
+            },
+            Kind::Symlink(LinkData::Store { path, node }) if e.mode == 0o777 => {
+                (*node, FileFlag::Symlink, path)
+            }
+            _ => return false,
+        };
+        if e.nlookup != 0
+            || e.parent == 0
+            || e.mtime.is_some()
+            || e.ctime.is_some()
+            || e.atime.is_some()
+            || e.owner.is_some()
+            || e.xattrs.is_some()
+            || e.links.is_some()
+        {
+            return false;
+        }
+        let parent = e.parent;
+        let name = e.name.clone();
+        let store_path: Box<[u8]> = store_path.clone();
+        let Some(Entry {
+            kind:
+                Kind::Dir {
+                    children: Some(children),
+                    ..
+                },
+            ..
+        }) = self.entries.get_mut(&parent)
+        else {
+            return false;
+        };
+        if children.get(&name) != Some(ino)
+            || !children.is_store_path(&name, &store_path)
+            || !children.freeze(&name, node, flag)
+        {
+            return false;
+        }
+        self.entries.remove(&ino);
+        true
     }
 
     pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut Children> {

@@ -232,6 +232,19 @@ impl Entry {
     }
 }
 
+/// What a working copy holds in memory ([`WorkingCopy::memory_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Entries in the inode table.
+    pub entries: u64,
+    /// Files with an inode number and no entry (see [`crate::children`]).
+    pub frozen: u64,
+    /// Distinct manifests held: the base's, and those directories not listed yet take
+    /// their entries from.
+    pub manifests: u64,
+    pub manifest_bytes: u64,
+}
+
 /// Extended attributes: full names (`user.x`) to values.
 pub type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
@@ -585,23 +598,28 @@ impl WorkingCopy {
         self.read().entries.len()
     }
 
-    /// (entries, distinct manifests held, their bytes): the base and the manifests the
-    /// directories not listed yet take their entries from.
-    pub fn memory_stats(&self) -> (u64, u64, u64) {
+    /// What the working copy holds (walks the inode table).
+    pub fn memory_stats(&self) -> MemoryStats {
         let inner = self.read();
         let mut held: Vec<&Arc<Manifest>> = vec![&inner.base];
+        let mut frozen = 0;
         for e in inner.entries.values() {
-            if let Kind::Dir {
-                source: Some(s), ..
-            } = &e.kind
-            {
-                if !held.iter().any(|m| Arc::ptr_eq(m, &s.manifest)) {
-                    held.push(&s.manifest);
-                }
+            match &e.kind {
+                Kind::Dir {
+                    source: Some(s), ..
+                } if !held.iter().any(|m| Arc::ptr_eq(m, &s.manifest)) => held.push(&s.manifest),
+                Kind::Dir {
+                    children: Some(c), ..
+                } => frozen += u64::from(c.frozen()),
+                _ => {}
             }
         }
-        let bytes = held.iter().map(|m| m.text().len() as u64).sum();
-        (inner.entries.len() as u64, held.len() as u64, bytes)
+        MemoryStats {
+            entries: inner.entries.len() as u64,
+            frozen,
+            manifests: held.len() as u64,
+            manifest_bytes: held.iter().map(|m| m.text().len() as u64).sum(),
+        }
     }
 
     /// Makes room in the journal for the record of a change about to be made, so that a

@@ -109,9 +109,13 @@ impl WorkingCopy {
             return;
         };
         e.nlookup = e.nlookup.saturating_sub(n);
-        if e.nlookup == 0 && e.parent == 0 && ino != ROOT_INO {
-            if let Some(id) = inner.free(ino) {
-                let _ = self.overlay.remove(id);
+        if e.nlookup == 0 && ino != ROOT_INO {
+            if e.parent == 0 {
+                if let Some(id) = inner.free(ino) {
+                    let _ = self.overlay.remove(id);
+                }
+            } else {
+                inner.freeze(ino);
             }
         }
     }
@@ -123,21 +127,29 @@ impl WorkingCopy {
 
     /// [`WorkingCopy::readdir`] with the lock already held.
     pub(crate) fn readdir_locked(&self, inner: &mut Inner, ino: u64) -> Result<Listing> {
-        let children: Vec<(Box<[u8]>, u64)> = inner
-            .children(ino)?
-            .iter()
-            .map(|(n, i)| (Box::from(n), i))
-            .collect();
+        inner.load(ino)?;
+        let inner = &*inner;
+        let Kind::Dir {
+            children: Some(children),
+            ..
+        } = &inner.entry(ino)?.kind
+        else {
+            return Err(WcError::NotDir);
+        };
         let out = children
-            .into_iter()
-            .map(|(n, i)| {
-                let t = match inner.entries.get(&i).map(|e| &e.kind) {
-                    Some(Kind::Dir { .. }) => EntryType::Dir,
-                    Some(Kind::Symlink(_)) => EntryType::Symlink,
-                    Some(Kind::Special { kind, .. }) => EntryType::Special(*kind),
-                    _ => EntryType::File,
+            .iter_full()
+            .map(|(n, i, frozen)| {
+                let t = match frozen {
+                    Some(FileFlag::Symlink) => EntryType::Symlink,
+                    Some(_) => EntryType::File,
+                    None => match inner.entries.get(&i).map(|e| &e.kind) {
+                        Some(Kind::Dir { .. }) => EntryType::Dir,
+                        Some(Kind::Symlink(_)) => EntryType::Symlink,
+                        Some(Kind::Special { kind, .. }) => EntryType::Special(*kind),
+                        _ => EntryType::File,
+                    },
                 };
-                (n, i, t)
+                (Box::from(n), i, t)
             })
             .collect();
         Ok((inner.entry(ino)?.parent, out))
