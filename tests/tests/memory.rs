@@ -326,3 +326,71 @@ fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
         drop_and_wait_frozen(&m, files.len() as u64);
     }
 }
+
+#[test]
+fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_files() {
+    let tmp = revfs_tests::scratch_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in 0..5 {
+        for f in 0..60 {
+            files.push((format!("d{d}/f{f}"), format!("{d} {f}\n")));
+        }
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &refs);
+    let limit = 64;
+    let m = Mount::with_config(&repo, &format!("[mount]\nloaded_files = {limit}\n"));
+    let mnt = &m.dir;
+    // Changed files are never dropped: 20 of them, kept open too.
+    let mut open = Vec::new();
+    for f in 0..20 {
+        let p = mnt.join(format!("d0/f{f}"));
+        std::fs::write(&p, format!("changed {f}\n")).unwrap();
+        open.push(std::fs::File::open(&p).unwrap());
+    }
+    // stat of every file: the kernel holds them all (nothing makes it forget), and the
+    // daemon keeps near its limit by asking it to drop the oldest.
+    let before = inodes(mnt);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let entries = loop {
+        let (entries, frozen, _, _) = full_stats(&m);
+        if entries <= limit as u64 + 8 {
+            assert!(frozen >= 200, "{frozen} frozen");
+            break entries;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{entries} entries loaded with mount.loaded_files = {limit}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        entries >= 20 + 6,
+        "the changed files and the directories stay: {entries}"
+    );
+    // Invisible to programs: the same inode numbers and times, the same bytes, and the
+    // changes kept.
+    assert_eq!(inodes(mnt), before);
+    for (path, data) in &files {
+        let want = match path
+            .strip_prefix("d0/f")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            Some(n) if n < 20 => format!("changed {n}\n"),
+            _ => data.clone(),
+        };
+        assert_eq!(
+            std::fs::read_to_string(mnt.join(path)).unwrap(),
+            want,
+            "{path}"
+        );
+    }
+    let status = revfs(mnt, &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(text.lines().count(), 20, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("M d0/f")), "{text}");
+    drop(open);
+}

@@ -22,6 +22,7 @@
 //! threads = 8                  # FUSE request threads (`revfs mount --threads` wins)
 //! allow_other = false          # let other users in (`--allow-other`/`--no-allow-other` win)
 //! open_files = 256             # overlay files a daemon keeps open
+//! loaded_files = 200000        # files with an entry kept while the kernel holds them
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -132,6 +133,9 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// Overlay files (files written through the mount) a daemon keeps open at once.
     pub open_files: usize,
+    /// Unchanged files whose entries a daemon keeps while the kernel still holds them;
+    /// past it, the oldest are dropped from the kernel's cache (and then frozen).
+    pub loaded_files: usize,
 }
 
 /// `[log]`: the daemon's log.
@@ -176,6 +180,7 @@ impl Default for Config {
                 threads: DEFAULT_THREADS,
                 allow_other: false,
                 open_files: crate::overlay::DEFAULT_OPEN_FILES,
+                loaded_files: crate::wc::DEFAULT_LOADED_FILES,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -331,6 +336,9 @@ impl Config {
                     ("mount", "open_files") => {
                         config.mount.open_files = checker.int(&full, v, 16, 1 << 20)?
                     }
+                    ("mount", "loaded_files") => {
+                        config.mount.loaded_files = checker.int(&full, v, 16, 1 << 30)?
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = v.as_bool().ok_or_else(|| {
                             checker.value(
@@ -358,7 +366,7 @@ impl Config {
                     _ => {
                         let known = match section.as_str() {
                             "store" => "text_cache_size, open_filelogs, big_text_cache_size",
-                            "mount" => "threads, allow_other, open_files",
+                            "mount" => "threads, allow_other, open_files, loaded_files",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -557,7 +565,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files)"
             )
         );
         assert_eq!(

@@ -97,7 +97,7 @@ pub fn prepare_state(state_dir: &StateDir, req: &MountRequest) -> Result<MountSt
 /// What the control handler works with.
 struct Ctx {
     wc: Arc<WorkingCopy>,
-    invalidator: Invalidator,
+    invalidator: Arc<Invalidator>,
     busy: Arc<Busy>,
     pid_file: PathBuf,
     state_dir: StateDir,
@@ -509,6 +509,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         text_cache_size = options.text_cache_bytes,
         open_filelogs = options.open_filelogs,
         open_files = req.config.mount.open_files,
+        loaded_files = req.config.mount.loaded_files,
         log = %log_filter,
         "settings"
     );
@@ -549,6 +550,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         req.config.mount.open_files,
     )?);
     wc.set_root_path(req.mountpoint.clone());
+    wc.set_loaded_files(req.config.mount.loaded_files);
     if kept_parent.is_some() {
         if repo.changelog().rev_of(&req.node).is_none() && !req.node.is_null() {
             return Err(DaemonError::UnknownNode(req.node.to_hex()));
@@ -616,14 +618,24 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let busy = fs.busy();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let mut unmounter = session.unmount_callable();
-    let invalidator = Invalidator::start(session.notifier()).map_err(|source| DaemonError::Io {
-        path: req.mountpoint.clone(),
-        source,
-    })?;
+    let invalidator =
+        Arc::new(
+            Invalidator::start(session.notifier()).map_err(|source| DaemonError::Io {
+                path: req.mountpoint.clone(),
+                source,
+            })?,
+        );
+    let sweeping = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    {
+        let (wc, invalidator, sweeping) = (wc.clone(), invalidator.clone(), sweeping.clone());
+        let _ = std::thread::Builder::new()
+            .name("revfs-sweep".into())
+            .spawn(move || sweep_loop(&wc, &invalidator, &sweeping));
+    }
     {
         let ctx = Ctx {
             wc: wc.clone(),
-            invalidator,
+            invalidator: invalidator.clone(),
             busy,
             pid_file: pid_file.clone(),
             state_dir: state_dir.clone(),
@@ -669,10 +681,36 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     tracing::info!(repo = %req.repo.display(), mountpoint = %req.mountpoint.display(), node = %state.node, "mounted");
     let result = session.run().map_err(mount_err);
     tracing::info!("session ended");
+    sweeping.store(false, std::sync::atomic::Ordering::Relaxed);
     if let Err(e) = wc.sync_journal() {
         tracing::error!("final journal sync: {e}");
     }
     let _ = std::fs::remove_file(&pid_file);
     let _ = std::fs::remove_file(state_dir.socket());
     result
+}
+
+/// Keeps the loaded entries near `mount.loaded_files`: every 100 ms (at once after a full
+/// batch), asks the working copy which unchanged files the kernel should forget and tells
+/// the kernel, from this thread (it holds no lock and serves no request).
+fn sweep_loop(
+    wc: &WorkingCopy,
+    invalidator: &Invalidator,
+    running: &std::sync::atomic::AtomicBool,
+) {
+    const BATCH: usize = 4096;
+    while running.load(std::sync::atomic::Ordering::Relaxed) {
+        let items = wc.sweep(BATCH);
+        let full = items.len() == BATCH;
+        if !items.is_empty() {
+            tracing::debug!(
+                entries = items.len(),
+                "asking the kernel to forget unchanged files"
+            );
+            invalidator.send_all(items, &|_, _| {});
+        }
+        if !full {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

@@ -147,62 +147,9 @@ impl Inner {
                     links: None,
                 },
             );
+            self.thawed.push_back(ino);
         }
         Ok(Some(ino))
-    }
-
-    /// Freezes file `ino` (see [`Children`]) if nothing but its directory needs its entry:
-    /// no kernel reference, an unchanged store file at its directory's origin path, with
-    /// the default mode, one name and no time, owner or attribute of its own. The entry
-    /// built when it is next looked up is the same, inode number included.
-    pub(crate) fn freeze(&mut self, ino: u64) -> bool {
-        let Some(e) = self.entries.get(&ino) else {
-            return false;
-        };
-        let (node, flag, store_path) = match &e.kind {
-            Kind::File(FileData::Store { path, node, .. }) => match e.mode {
-                0o644 => (*node, FileFlag::Regular, path),
-                0o755 => (*node, FileFlag::Executable, path),
-                _ => return false,
-            },
-            Kind::Symlink(LinkData::Store { path, node }) if e.mode == 0o777 => {
-                (*node, FileFlag::Symlink, path)
-            }
-            _ => return false,
-        };
-        if e.nlookup != 0
-            || e.parent == 0
-            || e.mtime.is_some()
-            || e.ctime.is_some()
-            || e.atime.is_some()
-            || e.owner.is_some()
-            || e.xattrs.is_some()
-            || e.links.is_some()
-        {
-            return false;
-        }
-        let parent = e.parent;
-        let name = e.name.clone();
-        let store_path: Box<[u8]> = store_path.clone();
-        let Some(Entry {
-            kind:
-                Kind::Dir {
-                    children: Some(children),
-                    ..
-                },
-            ..
-        }) = self.entries.get_mut(&parent)
-        else {
-            return false;
-        };
-        if children.get(&name) != Some(ino)
-            || !children.is_store_path(&name, &store_path)
-            || !children.freeze(&name, node, flag)
-        {
-            return false;
-        }
-        self.entries.remove(&ino);
-        true
     }
 
     pub(crate) fn children_mut(&mut self, ino: u64) -> Result<&mut Children> {

@@ -15,11 +15,13 @@
 mod inodes;
 mod read;
 mod tracking;
+mod unload;
 mod write;
 mod xattr;
 
 pub use tracking::fold_case;
 use tracking::{set_copy, set_track};
+pub use unload::DEFAULT_LOADED_FILES;
 
 use crate::children::Children;
 use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
@@ -330,6 +332,9 @@ pub(crate) struct Inner {
     /// daemon killed before comes back with the tracking of before, as a clone whose
     /// transaction was rolled back.
     pub(crate) tentative: BTreeSet<Vec<u8>>,
+    /// Files thawed, oldest first (some frozen or freed since): where a sweep
+    /// (`unload.rs`) looks for entries to drop.
+    pub(crate) thawed: std::collections::VecDeque<u64>,
 }
 
 /// The mutable working copy of one mount.
@@ -354,6 +359,8 @@ pub struct WorkingCopy {
     /// memory is ahead of the journal on disk, so no further change is accepted (the journal
     /// still describes the working copy as it was before, which a remount restores).
     pub(crate) journal_stale: std::sync::atomic::AtomicBool,
+    /// `mount.loaded_files`.
+    loaded_files: std::sync::atomic::AtomicUsize,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -461,12 +468,14 @@ impl WorkingCopy {
                 op_time: None,
                 provisional: false,
                 tentative: BTreeSet::new(),
+                thawed: Default::default(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
             root_path: std::sync::OnceLock::new(),
             transition: Mutex::new(()),
             journal_stale: std::sync::atomic::AtomicBool::new(false),
+            loaded_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LOADED_FILES),
         };
         {
             let mut inner = wc.write();
