@@ -134,6 +134,12 @@ impl Children {
         Some(p)
     }
 
+    /// The manifest directory the directory was listed from (`None`: made through the
+    /// mount).
+    pub fn origin(&self) -> Option<&[u8]> {
+        self.origin.as_deref()
+    }
+
     /// Whether `path` is the path [`Children::store_path`] gives `name`.
     pub fn is_store_path(&self, name: &[u8], path: &[u8]) -> bool {
         let Some(origin) = self.origin.as_deref() else {

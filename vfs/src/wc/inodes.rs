@@ -9,19 +9,31 @@ pub(crate) const LINK_MAX: u32 = 65000;
 
 impl Inner {
     pub(crate) fn entry(&self, ino: u64) -> Result<&Entry> {
-        self.entries.get(&ino).ok_or(WcError::NotFound)
+        self.entries
+            .get(&ino)
+            .map(|e| &**e)
+            .ok_or(WcError::NotFound)
     }
 
     pub(crate) fn entry_mut(&mut self, ino: u64) -> Result<&mut Entry> {
-        self.entries.get_mut(&ino).ok_or(WcError::NotFound)
+        self.entries
+            .get_mut(&ino)
+            .map(|e| &mut **e)
+            .ok_or(WcError::NotFound)
     }
 
     pub(crate) fn alloc(&mut self, parent: u64, name: &[u8], kind: Kind, mode: u32) -> u64 {
         let ino = self.next_ino;
         self.next_ino += 1;
+        self.insert_entry(ino, parent, name, kind, mode);
+        ino
+    }
+
+    /// A new entry `ino`, with no kernel reference and nothing of its own.
+    fn insert_entry(&mut self, ino: u64, parent: u64, name: &[u8], kind: Kind, mode: u32) {
         self.entries.insert(
             ino,
-            Entry {
+            Box::new(Entry {
                 parent,
                 name: name.into(),
                 nlookup: 0,
@@ -33,9 +45,8 @@ impl Inner {
                 owner: None,
                 xattrs: None,
                 links: None,
-            },
+            }),
         );
-        ino
     }
 
     /// Loads the children of directory `ino` from the base manifest if not done yet.
@@ -59,7 +70,20 @@ impl Inner {
             path: source,
         }) = source
         {
-            for child in manifest.children(&source)? {
+            let listing = manifest.children(&source)?;
+            // The listing's inode numbers: a block, the same each time the directory is
+            // listed again after its listing was dropped (`unload.rs`).
+            let first = match self.firsts.get(&ino) {
+                Some(f) => *f,
+                None => {
+                    let f = self.next_ino;
+                    self.next_ino += listing.len() as u64;
+                    self.firsts.insert(ino, f);
+                    f
+                }
+            };
+            for (i, child) in listing.into_iter().enumerate() {
+                let child_ino = first + i as u64;
                 let name = match child {
                     Child::File { name, .. } | Child::Dir { name } => name,
                 };
@@ -74,8 +98,6 @@ impl Inner {
                 match child {
                     // Files start frozen: an inode number and no entry until looked up.
                     Child::File { entry, .. } => {
-                        let child_ino = self.next_ino;
-                        self.next_ino += 1;
                         children.insert_frozen(Box::from(name), child_ino, entry.node, entry.flag);
                     }
                     Child::Dir { .. } => {
@@ -91,7 +113,7 @@ impl Inner {
                             }),
                             children: None,
                         };
-                        let child_ino = self.alloc(ino, name, kind, 0o755);
+                        self.insert_entry(child_ino, ino, name, kind, 0o755);
                         children.insert(Box::from(name), child_ino, true);
                     }
                 }
@@ -133,7 +155,7 @@ impl Inner {
             let (node, flag) = children.thaw(name).ok_or(WcError::Invalid)?;
             self.entries.insert(
                 ino,
-                Entry {
+                Box::new(Entry {
                     parent,
                     name: name.into(),
                     nlookup: 0,
@@ -145,7 +167,7 @@ impl Inner {
                     owner: None,
                     xattrs: None,
                     links: None,
-                },
+                }),
             );
             self.thawed.push_back(ino);
         }
@@ -205,7 +227,7 @@ impl Inner {
                         ..
                     },
                 ..
-            }) = self.entries.get_mut(&ino)
+            }) = self.entries.get_mut(&ino).map(|e| &mut **e)
             {
                 if *source.path == *path {
                     source.manifest = new.clone();
@@ -426,7 +448,7 @@ impl Inner {
                     children: Some(c), ..
                 },
                 ..
-            }) = self.entries.get(&i)
+            }) = self.entries.get(&i).map(|e| &**e)
             {
                 stack.extend(c.iter().map(|(cn, ci)| (ci, i, Box::<[u8]>::from(cn))));
             }
@@ -546,6 +568,7 @@ impl Inner {
     /// Frees an unlinked inode with no kernel references.
     pub(crate) fn free(&mut self, ino: u64) -> Option<u64> {
         let e = self.entries.remove(&ino)?;
+        self.firsts.remove(&ino);
         match e.kind {
             Kind::File(FileData::Overlay { id }) => Some(id),
             Kind::Dir {

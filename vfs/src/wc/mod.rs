@@ -5,12 +5,15 @@
 //! remount (even after the daemon was killed) finds the working copy as it was.
 //!
 //! Inode numbers are handed out the first time an entry is seen and never reused while the
-//! daemon runs. Entries come from the manifest only when their directory is first listed
-//! or looked up in. Every path a change touches goes to the dirty set that `status` reads.
+//! daemon runs: a directory's listing from the manifest gets a block of them, the same each
+//! time it is listed again. Entries come from the manifest only when their directory is
+//! first listed or looked up in, and files only when looked up; what the kernel forgets and
+//! a listing would give again leaves the table (`unload.rs`). Every path a change touches
+//! goes to the dirty set that `status` reads.
 //!
 //! This file holds the types and opening, replay and journaling; the inode table is
-//! `inodes.rs`, reading `read.rs`, changes `write.rs`, extended attributes `xattr.rs`,
-//! tracking and copies `tracking.rs`.
+//! `inodes.rs`, what leaves it `unload.rs`, reading `read.rs`, changes `write.rs`, extended
+//! attributes `xattr.rs`, tracking and copies `tracking.rs`.
 
 mod inodes;
 mod read;
@@ -300,7 +303,9 @@ pub struct SetAttr {
 }
 
 pub(crate) struct Inner {
-    pub(crate) entries: HashMap<u64, Entry>,
+    /// Boxed: the table's slots stay small (its growth doubles them, and most entries are
+    /// files that come and go as the kernel looks them up and forgets them).
+    pub(crate) entries: HashMap<u64, Box<Entry>>,
     next_ino: u64,
     pub(crate) next_id: u64,
     /// Paths touched since the base revision (files or directories).
@@ -335,6 +340,10 @@ pub(crate) struct Inner {
     /// Files thawed, oldest first (some frozen or freed since): where a sweep
     /// (`unload.rs`) looks for entries to drop.
     pub(crate) thawed: std::collections::VecDeque<u64>,
+    /// The first inode number of the block a directory's listing from the manifest got
+    /// (child i of the manifest directory is first + i), kept while the directory lives:
+    /// a listing dropped and made again gives the same numbers.
+    pub(crate) firsts: HashMap<u64, u64>,
 }
 
 /// The mutable working copy of one mount.
@@ -425,7 +434,7 @@ impl WorkingCopy {
         let mut entries = HashMap::new();
         entries.insert(
             ROOT_INO,
-            Entry {
+            Box::new(Entry {
                 parent: ROOT_INO,
                 name: Box::from(&b""[..]),
                 nlookup: 1,
@@ -443,7 +452,7 @@ impl WorkingCopy {
                 owner: None,
                 xattrs: None,
                 links: None,
-            },
+            }),
         );
         let on_disk = overlay.ids()?;
         let wc = WorkingCopy {
@@ -469,6 +478,7 @@ impl WorkingCopy {
                 provisional: false,
                 tentative: BTreeSet::new(),
                 thawed: Default::default(),
+                firsts: HashMap::new(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),

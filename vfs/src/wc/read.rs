@@ -110,12 +110,17 @@ impl WorkingCopy {
         };
         e.nlookup = e.nlookup.saturating_sub(n);
         if e.nlookup == 0 && ino != ROOT_INO {
-            if e.parent == 0 {
+            let (parent, dir) = (e.parent, matches!(e.kind, Kind::Dir { .. }));
+            if parent == 0 {
                 if let Some(id) = inner.free(ino) {
                     let _ = self.overlay.remove(id);
                 }
-            } else {
-                inner.freeze(ino);
+            } else if dir {
+                inner.unload_upwards(ino);
+            } else if inner.freeze(ino)
+                && inner.entries.get(&parent).is_some_and(|p| p.nlookup == 0)
+            {
+                inner.unload_upwards(parent);
             }
         }
     }

@@ -1,5 +1,7 @@
 //! What leaves the inode table: files frozen back into their directory's listing when
-//! nothing needs their entry (see [`crate::children`]), and, past `mount.loaded_files`
+//! nothing needs their entry (see [`crate::children`]); the listings of directories the
+//! kernel forgot, when they hold nothing but what the base manifest gives them (their
+//! subdirectories' entries go with them); and, past `mount.loaded_files`
 //! entries, the oldest files the kernel still holds named for it to drop, so that it forgets
 //! them and they can be frozen: the daemon's memory follows what is in use, not what was
 //! ever read.
@@ -40,7 +42,7 @@ impl Inner {
                     ..
                 },
             ..
-        }) = self.entries.get_mut(&parent)
+        }) = self.entries.get_mut(&parent).map(|e| &mut **e)
         else {
             return false;
         };
@@ -51,6 +53,106 @@ impl Inner {
             return false;
         }
         self.entries.remove(&ino);
+        true
+    }
+
+    /// After the kernel forgot `dir` or something in it: drops the listing of `dir`, then of
+    /// each directory above it, while they can be (see [`Inner::unload_listing`]).
+    pub(crate) fn unload_upwards(&mut self, mut dir: u64) {
+        while dir != ROOT_INO && self.unload_listing(dir) {
+            match self.entries.get(&dir) {
+                Some(e) if e.parent != 0 => dir = e.parent,
+                _ => return,
+            }
+        }
+    }
+
+    /// Drops the listing of directory `dir` if listing it again gives the same entries:
+    /// the kernel holds no reference to it, it has nothing of its own (mode, times, owner,
+    /// attributes), and each child is what the base manifest has at the path it was listed
+    /// from, under the inode number it got then (a frozen file with the same node and flag,
+    /// or a directory not listed, with nothing of its own either, taking its entries from
+    /// the base). The directory then takes its entries from the base again, and its
+    /// subdirectories' entries are dropped: the next listing makes them again, with the
+    /// same numbers (`Inner::firsts`).
+    pub(crate) fn unload_listing(&mut self, dir: u64) -> bool {
+        let Some(e) = self.entries.get(&dir) else {
+            return false;
+        };
+        let Kind::Dir {
+            children: Some(children),
+            source: None,
+        } = &e.kind
+        else {
+            return false;
+        };
+        if e.nlookup != 0 || !plain_dir(e) {
+            return false;
+        }
+        let Some(origin) = children.origin().map(<[u8]>::to_vec) else {
+            return false;
+        };
+        if children.frozen() + children.subdirs() != children.len() as u32 {
+            return false;
+        }
+        let Some(&first) = self.firsts.get(&dir) else {
+            return false;
+        };
+        let base = self.base.clone();
+        let Ok(listing) = base.children(&origin) else {
+            return false;
+        };
+        let mut count = 0;
+        let mut subdirs = Vec::new();
+        for (i, child) in listing.iter().enumerate() {
+            let ino = first + i as u64;
+            match child {
+                Child::File { name, entry } => {
+                    if unsafe_manifest_name(name).is_some() {
+                        continue;
+                    }
+                    if children.get_full(name) != Some((ino, Some((entry.node, entry.flag)))) {
+                        return false;
+                    }
+                }
+                Child::Dir { name } => {
+                    if unsafe_manifest_name(name).is_some() {
+                        continue;
+                    }
+                    if children.get_full(name) != Some((ino, None)) {
+                        return false;
+                    }
+                    let Some(sub) = self.entries.get(&ino) else {
+                        return false;
+                    };
+                    let unlisted_from_base = matches!(&sub.kind, Kind::Dir {
+                            children: None,
+                            source: Some(s),
+                        } if Arc::ptr_eq(&s.manifest, &base)
+                            && children.is_store_path(name, &s.path));
+                    if !unlisted_from_base || sub.nlookup != 0 || !plain_dir(sub) {
+                        return false;
+                    }
+                    subdirs.push(ino);
+                }
+            }
+            count += 1;
+        }
+        if count != children.len() {
+            return false;
+        }
+        for ino in subdirs {
+            self.entries.remove(&ino);
+        }
+        if let Some(e) = self.entries.get_mut(&dir) {
+            e.kind = Kind::Dir {
+                source: Some(DirSource {
+                    manifest: base,
+                    path: origin.into(),
+                }),
+                children: None,
+            };
+        }
         true
     }
 
@@ -95,6 +197,17 @@ impl Inner {
         }
         out
     }
+}
+
+/// Whether directory entry `e` has nothing of its own that a listing would not give it.
+fn plain_dir(e: &Entry) -> bool {
+    e.parent != 0
+        && e.mode == 0o755
+        && e.mtime.is_none()
+        && e.ctime.is_none()
+        && e.atime.is_none()
+        && e.owner.is_none()
+        && e.xattrs.is_none()
 }
 
 /// The node and flag file entry `e` freezes to, if its entry can be rebuilt from them
