@@ -237,9 +237,14 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             let mut items = Vec::new();
             let mut result = Ok(());
             for p in &paths {
-                if let Err(e) = wc.restore(p) {
-                    result = Err(e);
-                    break;
+                match wc.restore(p) {
+                    Ok((_, linked)) => {
+                        items.extend(linked.map(crate::checkout::Invalidation::Inode))
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
                 path_invalidations(wc, p, &mut items);
             }

@@ -28,17 +28,6 @@ use std::time::{Duration, SystemTime};
 /// whenever it changes the tree behind the kernel's back, so this can be long.
 const TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// How long the kernel may keep an entry's attributes: as long as its name, but not at all
-/// for a file with hard links, whose link count an update or a revert of one of its names
-/// changes without the kernel's knowledge (the other names' inode is the same).
-fn attr_ttl(a: &Attr) -> Duration {
-    if a.kind != EntryType::Dir && a.nlink > 1 {
-        Duration::ZERO
-    } else {
-        TTL
-    }
-}
-
 /// Name of the hidden control directory at the root.
 pub const CONTROL_DIR: &str = ".revfs";
 const CONTROL_DIR_INO: u64 = 0xFFFF_FFFF_0000_0001;
@@ -155,7 +144,7 @@ impl RevFs {
     /// Answers a request that creates an entry (the kernel takes one reference to it).
     fn reply_entry(&self, op: &str, result: Result<Attr, WcError>, reply: ReplyEntry) {
         match result {
-            Ok(a) => reply.entry_with_ttls(&attr_ttl(&a), &TTL, &self.file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry_with_ttls(&TTL, &TTL, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(op, &e)),
         }
     }
@@ -317,9 +306,7 @@ impl Filesystem for RevFs {
             };
         }
         match self.wc.lookup(parent, name.as_bytes()) {
-            Ok(Some(a)) => {
-                reply.entry_with_ttls(&attr_ttl(&a), &TTL, &self.file_attr(&a), Generation(0))
-            }
+            Ok(Some(a)) => reply.entry_with_ttls(&TTL, &TTL, &self.file_attr(&a), Generation(0)),
             // A negative entry (inode 0) that the kernel may cache as long as a positive one.
             Ok(None) => {
                 let mut attr = self.file_attr(&Attr {
@@ -355,7 +342,7 @@ impl Filesystem for RevFs {
             return reply.attr(&TTL, &a);
         }
         match self.wc.getattr(ino.0) {
-            Ok(a) => reply.attr(&attr_ttl(&a), &self.file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
             Err(e) => reply.error(errno("getattr", &e)),
         }
     }
@@ -401,7 +388,7 @@ impl Filesystem for RevFs {
             mtime: mtime.map(time_of),
         };
         match self.wc.setattr(ino.0, &change) {
-            Ok(a) => reply.attr(&attr_ttl(&a), &self.file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
             Err(e) => reply.error(errno("setattr", &e)),
         }
     }
@@ -777,7 +764,7 @@ impl Filesystem for RevFs {
                 INodeNo(a.ino),
                 i as u64 + 1,
                 OsStr::from_bytes(name),
-                &attr_ttl(&a),
+                &TTL,
                 &self.file_attr(&a),
                 Generation(0),
             ) {

@@ -96,6 +96,9 @@ impl WorkingCopy {
             ..UpdateOutcome::default()
         };
         let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
+        // Files with hard links whose name here was reverted: their other names' inode
+        // lost a link.
+        let mut relinked: Vec<u64> = Vec::new();
         // Tracked files already gone (R, !): hg's working manifest does not have them, so
         // an update that removes them too neither touches nor counts them.
         let mut gone: BTreeSet<Vec<u8>> = BTreeSet::new();
@@ -156,7 +159,9 @@ impl WorkingCopy {
                                 continue;
                             }
                         }
-                        self.restore(&e.path)?;
+                        if let (_, Some(ino)) = self.restore(&e.path)? {
+                            relinked.push(ino);
+                        }
                         reverted.insert(e.path);
                     }
                 }
@@ -325,6 +330,7 @@ impl WorkingCopy {
                 (None, Some(ino)) => {
                     if !inner.is_dir(ino) {
                         freed.extend(inner.detach(ino, dir, last));
+                        relinked.extend(still_named(&inner, ino));
                         out.invalidations.push(Invalidation::Entry {
                             parent: dir,
                             name: (*last).into(),
@@ -354,6 +360,7 @@ impl WorkingCopy {
                         // a mix of the two.
                         if let Some(ino) = existing {
                             freed.extend(inner.detach_tree(ino, dir, last));
+                            relinked.extend(still_named(&inner, ino));
                         }
                         let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
                         inner.entry_mut(ino)?.mtime = Some(now);
@@ -388,6 +395,8 @@ impl WorkingCopy {
             .extend(touched.into_iter().map(Invalidation::Inode));
         out.updated = updated.len();
         out.reverted = reverted.into_iter().collect();
+        out.invalidations
+            .extend(relinked.into_iter().map(Invalidation::Inode));
 
         let old = std::mem::replace(&mut inner.base, target);
         let changed: BTreeSet<Vec<u8>> = diff.iter().map(|c| c.path.clone()).collect();
@@ -540,4 +549,14 @@ impl WorkingCopy {
         }
         Ok(inner.is_dir(ino))
     }
+}
+
+/// `ino` if it still has a name after one of its names went (a file with hard links): the
+/// kernel's attributes for it (its link count) must go.
+fn still_named(inner: &Inner, ino: u64) -> Option<u64> {
+    inner
+        .entries
+        .get(&ino)
+        .filter(|e| e.parent != 0)
+        .map(|_| ino)
 }

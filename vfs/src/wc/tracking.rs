@@ -124,13 +124,18 @@ impl WorkingCopy {
         self.read().copies.clone()
     }
 
-    /// Restores `path` to the base revision's content and mode; returns whether it did.
-    pub fn restore(&self, path: &[u8]) -> Result<bool> {
+    /// Restores `path` to the base revision's content and mode; returns whether it did,
+    /// and the inode that had the name before and keeps others (a file with hard links: its
+    /// link count changed behind the kernel's back).
+    pub fn restore(&self, path: &[u8]) -> Result<(bool, Option<u64>)> {
         self.room()?;
         let mut inner = self.write();
         if inner.base.find(path)?.is_none() {
-            return Ok(false);
+            return Ok((false, None));
         }
+        let linked = inner
+            .resolve(path)?
+            .filter(|&i| inner.entry(i).is_ok_and(|e| e.nlink() > 1));
         if let Some(id) = self.do_restore(&mut inner, path)? {
             let _ = self.overlay.remove(id);
         }
@@ -140,7 +145,7 @@ impl WorkingCopy {
                 path: path.to_vec(),
             },
         )?;
-        Ok(true)
+        Ok((true, linked))
     }
 
     pub(super) fn do_restore(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<u64>> {
