@@ -4,6 +4,7 @@
 //! deadline, with the daemon's log and stacks, instead of hanging the run.
 
 use crate::watchdog::{self, Watchdog};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Mutex;
@@ -330,6 +331,37 @@ pub enum Snap {
 }
 
 /// Every path under `root` (except `.hg`) with what it is, sorted by path.
+/// What lstat says of a path: inode, mtime (s, ns), ctime (s, ns), mode, size, links.
+pub type Stat = (u64, i64, i64, i64, i64, u32, u64, u64);
+
+/// Every path below `root` with what lstat says of it.
+pub fn lstat_tree(root: &Path) -> BTreeMap<PathBuf, Stat> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            use std::os::unix::fs::MetadataExt;
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            let key = (
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.mode(),
+                m.size(),
+                m.nlink(),
+            );
+            out.insert(p.strip_prefix(root).unwrap().to_path_buf(), key);
+        }
+    }
+    out
+}
+
 /// Makes the kernel drop every unused dentry and inode (`echo 2 > drop_caches`): each
 /// mount gets a FORGET for every inode nothing holds any more. Needs root.
 pub fn drop_kernel_caches() {

@@ -3,9 +3,8 @@
 //! they belong to; files with no entry until something looks them up, and none again once
 //! the kernel forgets them, with the same inode numbers and times.
 
-use revfs_tests::mount::{drop_kernel_caches, snapshot, Mount, Snap};
+use revfs_tests::mount::{drop_kernel_caches, lstat_tree, snapshot, Mount, Snap};
 use revfs_tests::{hg_cmd, hg_repo, revfs};
-use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -125,36 +124,6 @@ fn one_base_manifest_is_held_across_commits_updates_and_new_parents() {
     assert!(stats(&m).1 <= 2);
 }
 
-/// What lstat says of a path: inode, mtime (s, ns), ctime (s, ns), mode, size, links.
-type Stat = (u64, i64, i64, i64, i64, u32, u64, u64);
-
-/// Every path below `root` with what lstat says of it.
-fn inodes(root: &Path) -> BTreeMap<PathBuf, Stat> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            if m.is_dir() {
-                stack.push(p.clone());
-            }
-            let key = (
-                m.ino(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-                m.mode(),
-                m.size(),
-                m.nlink(),
-            );
-            out.insert(p.strip_prefix(root).unwrap().to_path_buf(), key);
-        }
-    }
-    out
-}
-
 /// Drops the kernel's dentries and inodes, waits until the daemon's FORGETs are done (its
 /// stats unchanged for a while), and returns (entries, frozen files).
 fn drop_and_settle(m: &Mount) -> (u64, u64) {
@@ -223,13 +192,13 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
 
     // stat of everything loads every file; the kernel forgetting them freezes them again,
     // and they come back with the same inode numbers, times, modes, sizes and links.
-    let before = inodes(mnt);
+    let before = lstat_tree(mnt);
     assert_eq!(full_stats(&m).1, 0, "after stat of every file");
     // Everything forgotten: the files are frozen and the directories' listings dropped
     // (the root's stays: the kernel never forgets the root), so the table holds the root
     // and its four subdirectories, not listed, and the root's two files are frozen.
     assert_eq!(drop_and_settle(&m), (1 + 4, 2));
-    let after = inodes(mnt);
+    let after = lstat_tree(mnt);
     assert_eq!(before, after);
     assert_eq!(
         std::fs::read_link(mnt.join("link")).unwrap(),
@@ -241,14 +210,17 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     // file that came back: a write, a rename, an unlink, a chmod, a directory renamed with
     // frozen files in it (their contents come from where they were).
     assert_eq!(drop_and_settle(&m), (1 + 4, 2));
-    std::fs::write(mnt.join("d0/sub/f1"), "changed\n").unwrap();
-    std::fs::rename(mnt.join("d0/sub/f2"), mnt.join("d0/f2-moved")).unwrap();
-    std::fs::remove_file(mnt.join("d0/sub/f3")).unwrap();
-    std::fs::set_permissions(
-        mnt.join("d0/sub/f4"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    let change = |root: &Path| {
+        std::fs::write(root.join("d0/sub/f1"), "changed\n").unwrap();
+        std::fs::rename(root.join("d0/sub/f2"), root.join("d0/f2-moved")).unwrap();
+        std::fs::remove_file(root.join("d0/sub/f3")).unwrap();
+        std::fs::set_permissions(
+            root.join("d0/sub/f4"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+    };
+    change(mnt);
     let ino_f5 = std::fs::metadata(mnt.join("d1/sub/f5")).unwrap().ino();
     // d0 and d0/sub keep their listings (changed files in them) and the changed files
     // their entries (f1, f2-moved, f4); the rest goes.
@@ -278,14 +250,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
         tmp.path(),
         &["clone", "-q", repo.to_str().unwrap(), "wc"],
     ));
-    std::fs::write(wc.join("d0/sub/f1"), "changed\n").unwrap();
-    std::fs::rename(wc.join("d0/sub/f2"), wc.join("d0/f2-moved")).unwrap();
-    std::fs::remove_file(wc.join("d0/sub/f3")).unwrap();
-    std::fs::set_permissions(
-        wc.join("d0/sub/f4"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    change(&wc);
     std::fs::rename(wc.join("d1/sub"), wc.join("d1/moved")).unwrap();
     let ours = revfs(mnt, &["status"]);
     let theirs = hg_cmd(&wc, &["status"]);
@@ -367,7 +332,7 @@ fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_fil
     }
     // stat of every file: the kernel holds them all (nothing makes it forget), and the
     // daemon keeps near its limit by asking it to drop the oldest.
-    let before = inodes(mnt);
+    let before = lstat_tree(mnt);
     let deadline = Instant::now() + Duration::from_secs(20);
     let entries = loop {
         let (entries, frozen, _, _) = full_stats(&m);
@@ -387,7 +352,7 @@ fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_fil
     );
     // Invisible to programs: the same inode numbers and times, the same bytes, and the
     // changes kept.
-    assert_eq!(inodes(mnt), before);
+    assert_eq!(lstat_tree(mnt), before);
     for (path, data) in &files {
         let want = match path
             .strip_prefix("d0/f")

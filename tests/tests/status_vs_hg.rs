@@ -4,7 +4,7 @@
 //! hold the same bytes. A failing seed is printed with its operations, to be replayed with
 //! `REVFS_SEED=<seed> cargo test -p revfs-tests --test status_vs_hg`.
 
-use revfs_tests::mount::{drop_kernel_caches, snapshot, Mount};
+use revfs_tests::mount::{drop_kernel_caches, lstat_tree, snapshot, Mount};
 use revfs_tests::Rng;
 use revfs_tests::{fixtures, hg_cmd, revfs};
 use std::os::unix::fs::PermissionsExt;
@@ -316,32 +316,6 @@ fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     (tmp, wc, originals, mount)
 }
 
-/// Every path below `root` with its inode number and times (lstat).
-fn inode_numbers(root: &Path) -> Vec<(PathBuf, u64, i64, i64, i64, i64)> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            if m.is_dir() {
-                stack.push(p.clone());
-            }
-            out.push((
-                p,
-                m.ino(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-            ));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Makes the kernel forget what nothing holds (the daemon then drops the entries it can)
 /// and waits a little for its FORGETs.
 fn forget_everything(mount: &Mount) {
@@ -386,10 +360,10 @@ fn run_seed(seed: u64, ops: usize, remount_every: usize, forget_every: usize) {
             log.push("(remount)".into());
         }
         if forget_every > 0 && (i + 1) % forget_every == 0 {
-            let before = inode_numbers(&mount.dir);
+            let before = lstat_tree(&mount.dir);
             forget_everything(&mount);
             log.push("(kernel forgets every inode)".into());
-            let after = inode_numbers(&mount.dir);
+            let after = lstat_tree(&mount.dir);
             assert!(
                 before == after,
                 "seed {seed}: inode numbers or times changed when the kernel forgot them\n\

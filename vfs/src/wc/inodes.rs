@@ -31,22 +31,8 @@ impl Inner {
 
     /// A new entry `ino`, with no kernel reference and nothing of its own.
     fn insert_entry(&mut self, ino: u64, parent: u64, name: &[u8], kind: Kind, mode: u32) {
-        self.entries.insert(
-            ino,
-            Box::new(Entry {
-                parent,
-                name: name.into(),
-                nlookup: 0,
-                kind,
-                mode,
-                mtime: None,
-                ctime: None,
-                atime: None,
-                owner: None,
-                xattrs: None,
-                links: None,
-            }),
-        );
+        self.entries
+            .insert(ino, Box::new(Entry::new(parent, name, kind, mode, 0)));
     }
 
     /// Loads the children of directory `ino` from the base manifest if not done yet.
@@ -153,22 +139,8 @@ impl Inner {
         if frozen.is_some() {
             let path = children.store_path(name).ok_or(WcError::Invalid)?;
             let (node, flag) = children.thaw(name).ok_or(WcError::Invalid)?;
-            self.entries.insert(
-                ino,
-                Box::new(Entry {
-                    parent,
-                    name: name.into(),
-                    nlookup: 0,
-                    kind: Kind::from_store(&path, node, flag),
-                    mode: perm_of_flag(flag),
-                    mtime: None,
-                    ctime: None,
-                    atime: None,
-                    owner: None,
-                    xattrs: None,
-                    links: None,
-                }),
-            );
+            let kind = Kind::from_store(&path, node, flag);
+            self.insert_entry(ino, parent, name, kind, perm_of_flag(flag));
             self.thawed.push_back(ino);
         }
         Ok(Some(ino))

@@ -231,6 +231,24 @@ pub struct Entry {
 pub type Names = Vec<(u64, Box<[u8]>)>;
 
 impl Entry {
+    /// An entry named `name` in `parent`, with `nlookup` kernel references and nothing of
+    /// its own (times, owner, attributes, other names).
+    pub(crate) fn new(parent: u64, name: &[u8], kind: Kind, mode: u32, nlookup: u64) -> Entry {
+        Entry {
+            parent,
+            name: name.into(),
+            nlookup,
+            kind,
+            mode,
+            mtime: None,
+            ctime: None,
+            atime: None,
+            owner: None,
+            xattrs: None,
+            links: None,
+        }
+    }
+
     /// How many names the entry has (0 once unlinked).
     pub fn nlink(&self) -> u32 {
         u32::from(self.parent != 0) + self.links.as_ref().map_or(0, |l| l.len() as u32)
@@ -434,25 +452,19 @@ impl WorkingCopy {
         let mut entries = HashMap::new();
         entries.insert(
             ROOT_INO,
-            Box::new(Entry {
-                parent: ROOT_INO,
-                name: Box::from(&b""[..]),
-                nlookup: 1,
-                kind: Kind::Dir {
+            Box::new(Entry::new(
+                ROOT_INO,
+                b"",
+                Kind::Dir {
                     source: Some(DirSource {
                         manifest: base.clone(),
                         path: Box::from(&b""[..]),
                     }),
                     children: None,
                 },
-                mode: 0o755,
-                mtime: None,
-                ctime: None,
-                atime: None,
-                owner: None,
-                xattrs: None,
-                links: None,
-            }),
+                0o755,
+                1,
+            )),
         );
         let on_disk = overlay.ids()?;
         let wc = WorkingCopy {
