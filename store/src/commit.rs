@@ -233,11 +233,22 @@ pub fn commit(repo: &Repo, req: &CommitRequest) -> Result<Node> {
 /// [`commit`], also returning the new changeset's manifest (so that a caller that moves a
 /// working copy to it need not read it back).
 pub fn commit_with_manifest(repo: &Repo, req: &CommitRequest) -> Result<(Node, Manifest)> {
+    commit_over(repo, req, None)
+}
+
+/// [`commit_with_manifest`] where the caller holds a manifest that may be p1's (a working
+/// copy's base): used instead of reading p1's again when its node is p1's manifest node, so
+/// that a commit holds the old manifest once and the new one once, whatever their size.
+pub fn commit_over(
+    repo: &Repo,
+    req: &CommitRequest,
+    held: Option<&Manifest>,
+) -> Result<(Node, Manifest)> {
     let locks = RepoLocks::acquire(repo)?;
     let repo = Repo::open(repo.root())?;
     check_request(&repo, req)?;
     let mut tr = Transaction::begin(&repo)?;
-    match write_commit(&repo, req, &mut tr) {
+    match write_commit(&repo, req, held, &mut tr) {
         Ok(done) => {
             tr.close()?;
             drop(locks);
@@ -299,6 +310,7 @@ fn check_request(repo: &Repo, req: &CommitRequest) -> Result<()> {
 fn write_commit(
     repo: &Repo,
     req: &CommitRequest,
+    held: Option<&Manifest>,
     tr: &mut Transaction,
 ) -> Result<(Node, Manifest)> {
     let compression = compression_of(repo);
@@ -314,7 +326,10 @@ fn write_commit(
     let cs1 = repo.changeset(p1rev)?;
     let cs2 = repo.changeset(p2rev)?;
     let t0 = std::time::Instant::now();
-    let m1 = repo.manifest(&cs1.manifest)?;
+    let m1 = match held {
+        Some(m) if m.node() == cs1.manifest => m.clone(),
+        _ => repo.manifest(&cs1.manifest)?,
+    };
     let m2 = repo.manifest(&cs2.manifest)?;
 
     // The new manifest, as changes to p1's: path -> new entry (None: removed).
@@ -392,7 +407,9 @@ fn write_commit(
         if mp1 == NULL_REV {
             std::mem::swap(&mut mp1, &mut mp2);
         }
-        let text = m1.with_changes(&changes);
+        // One copy of the new manifest, shared by the writer (for the deltas of later
+        // revisions) and the manifest returned.
+        let text: std::sync::Arc<[u8]> = std::sync::Arc::from(m1.with_changes(&changes));
         if !cs1.manifest.is_null() {
             if let Some(r) = w.rev_of(&cs1.manifest) {
                 w.known_text(r, m1.text().clone());
@@ -400,14 +417,14 @@ fn write_commit(
         }
         tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest text");
         let before = w.len();
-        let (_, node) = w.add(&text, mp1, mp2, linkrev, true)?;
+        let (_, node) = w.add_shared(text.clone(), mp1, mp2, linkrev, true)?;
         tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest revision");
         if w.len() > before {
             journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
             // A split 00manifest.d is not an fncache entry (only data/ and meta/ are).
             w.finish()?;
         }
-        let manifest = Manifest::new(std::sync::Arc::from(text), node)?;
+        let manifest = Manifest::new(text, node)?;
         (node, manifest)
     };
 

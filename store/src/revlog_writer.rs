@@ -366,6 +366,20 @@ impl RevlogWriter {
         linkrev: Rev,
         line_deltas: bool,
     ) -> Result<(Rev, Node)> {
+        self.add_shared(Arc::from(text), p1, p2, linkrev, line_deltas)
+    }
+
+    /// [`RevlogWriter::add`] of a text the caller shares (a manifest it keeps): the writer
+    /// keeps the same bytes for later deltas instead of a copy.
+    pub fn add_shared(
+        &mut self,
+        text_arc: Arc<[u8]>,
+        p1: Rev,
+        p2: Rev,
+        linkrev: Rev,
+        line_deltas: bool,
+    ) -> Result<(Rev, Node)> {
+        let text: &[u8] = &text_arc;
         let rev = self.entries.len();
         if rev >= i32::MAX as usize - 1 {
             return Err(StoreError::Other(format!(
@@ -435,7 +449,7 @@ impl RevlogWriter {
         });
         self.chain_info.push(None);
         self.nodemap.insert(node, rev as Rev);
-        self.new_texts.push(Arc::from(text));
+        self.new_texts.push(text_arc.clone());
         self.pending.push(Pending { entry, chunk });
         Ok((rev as Rev, node))
     }

@@ -147,7 +147,9 @@ impl WorkingCopy {
             branch,
         };
         tick(progress, "writing", 0, 0);
-        let (node, manifest) = revfs_store::commit::commit_with_manifest(&repo, &req)?;
+        let held = self.base_manifest();
+        let (node, manifest) = revfs_store::commit::commit_over(&repo, &req, Some(&held))?;
+        drop(held);
         let t_write = t0.elapsed();
         let repo = Arc::new(Repo::open(repo.root())?);
         if repo.changelog().rev_of(&node).is_none() {
