@@ -238,9 +238,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             let mut result = Ok(());
             for p in &paths {
                 match wc.restore(p) {
-                    Ok((_, linked)) => {
-                        items.extend(linked.map(crate::checkout::Invalidation::Inode))
-                    }
+                    Ok(linked) => items.extend(linked.map(crate::checkout::Invalidation::Inode)),
                     Err(e) => {
                         result = Err(e);
                         break;

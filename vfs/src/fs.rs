@@ -144,7 +144,7 @@ impl RevFs {
     /// Answers a request that creates an entry (the kernel takes one reference to it).
     fn reply_entry(&self, op: &str, result: Result<Attr, WcError>, reply: ReplyEntry) {
         match result {
-            Ok(a) => reply.entry_with_ttls(&TTL, &TTL, &self.file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(op, &e)),
         }
     }
@@ -306,7 +306,7 @@ impl Filesystem for RevFs {
             };
         }
         match self.wc.lookup(parent, name.as_bytes()) {
-            Ok(Some(a)) => reply.entry_with_ttls(&TTL, &TTL, &self.file_attr(&a), Generation(0)),
+            Ok(Some(a)) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
             // A negative entry (inode 0) that the kernel may cache as long as a positive one.
             Ok(None) => {
                 let mut attr = self.file_attr(&Attr {

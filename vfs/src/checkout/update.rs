@@ -159,7 +159,7 @@ impl WorkingCopy {
                                 continue;
                             }
                         }
-                        if let (_, Some(ino)) = self.restore(&e.path)? {
+                        if let Some(ino) = self.restore(&e.path)? {
                             relinked.push(ino);
                         }
                         reverted.insert(e.path);

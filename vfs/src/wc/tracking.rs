@@ -124,14 +124,14 @@ impl WorkingCopy {
         self.read().copies.clone()
     }
 
-    /// Restores `path` to the base revision's content and mode; returns whether it did,
-    /// and the inode that had the name before and keeps others (a file with hard links: its
-    /// link count changed behind the kernel's back).
-    pub fn restore(&self, path: &[u8]) -> Result<(bool, Option<u64>)> {
+    /// Restores `path` to the base revision's content and mode (if the base has it);
+    /// returns the inode that had the name before and keeps others (a file with hard links:
+    /// its link count changed behind the kernel's back).
+    pub fn restore(&self, path: &[u8]) -> Result<Option<u64>> {
         self.room()?;
         let mut inner = self.write();
         if inner.base.find(path)?.is_none() {
-            return Ok((false, None));
+            return Ok(None);
         }
         let linked = inner
             .resolve(path)?
@@ -145,7 +145,7 @@ impl WorkingCopy {
                 path: path.to_vec(),
             },
         )?;
-        Ok((true, linked))
+        Ok(linked)
     }
 
     pub(super) fn do_restore(&self, inner: &mut Inner, path: &[u8]) -> Result<Option<u64>> {

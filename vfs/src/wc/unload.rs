@@ -24,17 +24,12 @@ impl Inner {
         if e.nlookup != 0 {
             return false;
         }
-        let Some((node, flag)) = frozen_form(e) else {
+        let Some((node, flag, store_path)) = frozen_form(e) else {
             return false;
         };
-        let store_path = match &e.kind {
-            Kind::File(FileData::Store { path, .. })
-            | Kind::Symlink(LinkData::Store { path, .. }) => path,
-            _ => return false,
-        };
+        let store_path: Box<[u8]> = store_path.into();
         let parent = e.parent;
         let name = e.name.clone();
-        let store_path: Box<[u8]> = store_path.clone();
         let Some(Entry {
             kind:
                 Kind::Dir {
@@ -210,11 +205,11 @@ fn plain_dir(e: &Entry) -> bool {
         && e.xattrs.is_none()
 }
 
-/// The node and flag file entry `e` freezes to, if its entry can be rebuilt from them
-/// (whatever its kernel references): an unchanged store file or symlink with the default
+/// The node and flag file entry `e` freezes to, and its filelog path, if its entry can be
+/// rebuilt from them (whatever its kernel references): an unchanged store file or symlink with the default
 /// mode, one name, and no time, owner or attribute of its own. (Its path is checked
 /// against its directory's by [`Inner::freeze`].)
-fn frozen_form(e: &Entry) -> Option<(Node, FileFlag)> {
+fn frozen_form(e: &Entry) -> Option<(Node, FileFlag, &[u8])> {
     if e.parent == 0
         || e.mtime.is_some()
         || e.ctime.is_some()
@@ -226,13 +221,13 @@ fn frozen_form(e: &Entry) -> Option<(Node, FileFlag)> {
         return None;
     }
     match &e.kind {
-        Kind::File(FileData::Store { node, .. }) => match e.mode {
-            0o644 => Some((*node, FileFlag::Regular)),
-            0o755 => Some((*node, FileFlag::Executable)),
+        Kind::File(FileData::Store { node, path, .. }) => match e.mode {
+            0o644 => Some((*node, FileFlag::Regular, path)),
+            0o755 => Some((*node, FileFlag::Executable, path)),
             _ => None,
         },
-        Kind::Symlink(LinkData::Store { node, .. }) if e.mode == 0o777 => {
-            Some((*node, FileFlag::Symlink))
+        Kind::Symlink(LinkData::Store { node, path }) if e.mode == 0o777 => {
+            Some((*node, FileFlag::Symlink, path))
         }
         _ => None,
     }
