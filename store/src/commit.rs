@@ -665,7 +665,9 @@ fn update_phaseroots(
     tr.replace_file(b"phaseroots", &text)
 }
 
-/// Deletes the files of `.hg/cache` (branch heads, tags, rev-branch caches).
+/// Deletes the files of `.hg/cache` (branch heads, tags, rev-branch caches), which a new
+/// changeset makes stale; not revfs's own (`cache/revfs`: texts keyed by node, which no
+/// commit changes).
 fn clear_cache(dot_hg: &Path) -> Result<()> {
     let dir = dot_hg.join("cache");
     let entries = match std::fs::read_dir(&dir) {
@@ -675,6 +677,9 @@ fn clear_cache(dot_hg: &Path) -> Result<()> {
     };
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
+        if entry.file_name() == "revfs" {
+            continue;
+        }
         let p = entry.path();
         let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
         let res = if is_dir {

@@ -14,6 +14,7 @@ pub mod error;
 pub mod filelog;
 pub mod lock;
 pub mod manifest;
+pub mod manifest_cache;
 pub mod mpatch;
 pub mod names;
 pub mod node;
@@ -25,6 +26,7 @@ pub mod requirements;
 pub mod revlog;
 pub mod revlog_writer;
 pub mod revset;
+pub mod text;
 pub mod transaction;
 
 pub use error::{Result, StoreError};

@@ -4,7 +4,9 @@
 
 use crate::error::{Result, StoreError};
 use crate::node::Node;
+use crate::text::SharedText;
 use std::collections::BTreeMap;
+#[cfg(test)]
 use std::sync::Arc;
 
 /// The kind of a manifest entry, from its flag.
@@ -34,16 +36,18 @@ pub struct ManifestEntry<'a> {
     pub flag: FileFlag,
 }
 
-/// A manifest text, checked on construction to end in a newline.
+/// A manifest text, checked on construction to end in a newline: rebuilt on the heap, or
+/// mapped from the repository's manifest cache.
 #[derive(Clone)]
 pub struct Manifest {
-    text: Arc<[u8]>,
+    text: SharedText,
     node: Node,
 }
 
 impl Manifest {
     /// Wraps the text of manifest `node`.
-    pub fn new(text: Arc<[u8]>, node: Node) -> Result<Manifest> {
+    pub fn new(text: impl Into<SharedText>, node: Node) -> Result<Manifest> {
+        let text = text.into();
         if !text.is_empty() && text.last() != Some(&b'\n') {
             return Err(StoreError::Malformed {
                 what: "manifest",
@@ -57,13 +61,13 @@ impl Manifest {
     /// An empty manifest (the null revision's).
     pub fn empty() -> Manifest {
         Manifest {
-            text: Arc::from(&[][..]),
+            text: SharedText::Heap(std::sync::Arc::from(&[][..])),
             node: Node::NULL,
         }
     }
 
     /// The manifest's text.
-    pub fn text(&self) -> &Arc<[u8]> {
+    pub fn text(&self) -> &SharedText {
         &self.text
     }
 

@@ -5,6 +5,7 @@ use crate::changelog::Changeset;
 use crate::error::{Result, StoreError};
 use crate::filelog::Filelog;
 use crate::manifest::Manifest;
+use crate::manifest_cache::ManifestCache;
 use crate::node::{Node, Rev, NULL_REV};
 use crate::pathenc::{encode_store_path, PathEncoding};
 use crate::requirements::Requirements;
@@ -24,15 +25,19 @@ pub struct RepoOptions {
     pub open_filelogs: usize,
     /// Bytes of rebuilt big texts kept on disk (a mount's [`crate::bigtext::BigTextCache`]).
     pub big_text_cache_bytes: u64,
+    /// Bytes of full manifest texts kept in the repository's cache directory
+    /// ([`crate::manifest_cache`]); 0 keeps none.
+    pub manifest_cache_bytes: u64,
 }
 
 impl RepoOptions {
     /// The built-in defaults: 64 MiB of texts in memory, 1024 open filelogs, 2 GiB of big
-    /// texts on disk.
+    /// texts on disk, 1 GiB of manifests on disk.
     pub const DEFAULT: RepoOptions = RepoOptions {
         text_cache_bytes: 64 << 20,
         open_filelogs: 1024,
         big_text_cache_bytes: 2 << 30,
+        manifest_cache_bytes: 1 << 30,
     };
 
     /// Makes `options` what [`Repo::open`] uses in this process from now on. The mount
@@ -119,6 +124,8 @@ pub struct Repo {
     /// Opened with a transaction's pending changelog ([`Repo::open_pending`]): the revisions
     /// from this one on are not committed yet.
     pending_from: Option<usize>,
+    /// Full manifest texts kept on disk, mapped instead of rebuilt.
+    manifests: ManifestCache,
 }
 
 impl Repo {
@@ -225,6 +232,10 @@ impl Repo {
             filelogs: Mutex::new(LruCache::new(open_filelogs)),
             sizes: Mutex::new(LruCache::new(SIZE_CACHE_ENTRIES)),
             pending_from: None,
+            manifests: ManifestCache::new(
+                crate::manifest_cache::cache_dir(&source_hg),
+                options.manifest_cache_bytes,
+            ),
         })
     }
 
@@ -292,7 +303,8 @@ impl Repo {
         Changeset::parse(&text, &self.changelog.node(rev)?)
     }
 
-    /// The manifest with the given node.
+    /// The manifest with the given node: mapped from the manifest cache when it is there
+    /// (see [`Repo::keep_manifest`]), else rebuilt from the manifest log.
     pub fn manifest(&self, node: &Node) -> Result<Manifest> {
         if node.is_null() {
             return Ok(Manifest::empty());
@@ -304,7 +316,60 @@ impl Repo {
                 revlog: self.manifestlog.name().to_owned(),
                 node: node.to_hex(),
             })?;
+        let len = self.manifestlog.raw_len(rev)?;
+        match self.manifests.open(node, len) {
+            Ok(Some(m)) => return Ok(m),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("manifest cache: {e} (removed)"),
+        }
         Manifest::new(self.manifestlog.revision(rev)?, *node)
+    }
+
+    /// Adds `manifest` (one the caller trusts: rebuilt and hash-checked, or just committed)
+    /// to the manifest cache and maps it from there; `None` when it cannot be kept.
+    /// A mount keeps its base this way (in the background, [`Repo::manifest`] having given
+    /// it from the manifest log): the next mount at that revision maps it. The cache failing
+    /// (a read-only repository, a full disk) only costs that. A manifest mapped already is
+    /// marked as used, so that eviction keeps it longer.
+    pub fn keep_manifest(&self, manifest: &Manifest) -> Option<Manifest> {
+        if manifest.text().is_mapped() {
+            self.manifests.touch(&manifest.node());
+            return None;
+        }
+        if !self.manifests.enabled() || manifest.node().is_null() {
+            return None;
+        }
+        if let Err(e) = self.manifests.store(manifest) {
+            tracing::warn!("manifest cache: {e}");
+            return None;
+        }
+        match self
+            .manifests
+            .open(&manifest.node(), Some(manifest.text().len()))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("manifest cache: {e} (removed)");
+                None
+            }
+        }
+    }
+
+    /// Checks that the cached text of manifest `node` hashes to it (what the manifest log
+    /// checks of every text it rebuilds); a file that does not is removed. `Ok(true)` when
+    /// there is nothing to check.
+    pub fn verify_cached_manifest(&self, node: &Node) -> Result<bool> {
+        let Some(rev) = self.manifestlog.rev_of(node) else {
+            return Ok(true);
+        };
+        let [p1, p2] = self.manifestlog.parents(rev)?;
+        let (p1, p2) = (self.manifestlog.node(p1)?, self.manifestlog.node(p2)?);
+        Ok(self.manifests.verify(node, &p1, &p2)?)
+    }
+
+    /// The manifest cache.
+    pub fn manifest_cache(&self) -> &ManifestCache {
+        &self.manifests
     }
 
     /// The manifest of changeset `node` (empty for the null node); `None` when the changelog

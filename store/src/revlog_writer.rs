@@ -20,6 +20,7 @@
 use crate::error::{Result, StoreError};
 use crate::node::{Node, Rev, NULL_REV};
 use crate::revlog::{Revlog, TextCache};
+use crate::text::SharedText;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -129,7 +130,7 @@ pub struct RevlogWriter {
     /// Raw texts of the revisions appended by this writer, by rev - existing_len.
     new_texts: Vec<Arc<[u8]>>,
     /// A text of an existing revision the caller already had (see [`RevlogWriter::known_text`]).
-    known: Option<(Rev, Arc<[u8]>)>,
+    known: Option<(Rev, SharedText)>,
     pending: Vec<Pending>,
     original_sizes: (u64, u64),
 }
@@ -281,16 +282,16 @@ impl RevlogWriter {
     }
 
     /// The raw text of `rev`.
-    fn text(&self, rev: Rev) -> Result<Arc<[u8]>> {
+    fn text(&self, rev: Rev) -> Result<SharedText> {
         if rev == NULL_REV {
-            return Ok(Arc::from(&[][..]));
+            return Ok(SharedText::Heap(Arc::from(&[][..])));
         }
         let r = usize::try_from(rev).map_err(|_| self.out_of_range(rev))?;
         if r >= self.existing_len {
             return self
                 .new_texts
                 .get(r - self.existing_len)
-                .cloned()
+                .map(|t| SharedText::Heap(t.clone()))
                 .ok_or_else(|| self.out_of_range(rev));
         }
         if let Some((k, text)) = &self.known {
@@ -299,7 +300,7 @@ impl RevlogWriter {
             }
         }
         match &self.existing {
-            Some(revlog) => revlog.revision(rev),
+            Some(revlog) => revlog.revision(rev).map(SharedText::Heap),
             None => Err(self.out_of_range(rev)),
         }
     }
@@ -307,7 +308,7 @@ impl RevlogWriter {
     /// Tells the writer the text of existing revision `rev`, which the caller has already
     /// read (a commit has its first parent's manifest), so that a delta against it does not
     /// read it again. The text is trusted to be that revision's.
-    pub fn known_text(&mut self, rev: Rev, text: Arc<[u8]>) {
+    pub fn known_text(&mut self, rev: Rev, text: SharedText) {
         self.known = Some((rev, text));
     }
 

@@ -9,13 +9,14 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// (entries, manifests, manifest bytes) from the daemon's `stats`.
+/// (entries, manifests, manifest bytes on the heap and mapped) from the daemon's `stats`.
 fn stats(m: &Mount) -> (u64, u64, u64) {
     let (entries, _, manifests, bytes) = full_stats(m);
     (entries, manifests, bytes)
 }
 
-/// (entries, frozen files, manifests, manifest bytes) from the daemon's `stats`.
+/// (entries, frozen files, manifests, manifest bytes on the heap and mapped) from the
+/// daemon's `stats`.
 fn full_stats(m: &Mount) -> (u64, u64, u64, u64) {
     let answer = m.control("{\"cmd\":\"stats\"}");
     let v: serde_json::Value = serde_json::from_str(answer.lines().last().unwrap_or_default())
@@ -25,7 +26,7 @@ fn full_stats(m: &Mount) -> (u64, u64, u64, u64) {
         n("entries"),
         n("frozen"),
         n("manifests"),
-        n("manifest_bytes"),
+        n("manifest_bytes") + n("mapped_manifest_bytes"),
     )
 }
 

@@ -17,6 +17,7 @@
 //! text_cache_size = "64 MiB"   # bytes of rebuilt revision texts kept in memory
 //! open_filelogs = 1024         # filelogs kept open
 //! big_text_cache_size = "2 GiB" # rebuilt big texts kept on disk, per mount
+//! manifest_cache_size = "1 GiB" # full manifests kept in the repository's .hg/cache
 //!
 //! [mount]
 //! threads = 8                  # FUSE request threads (`revfs mount --threads` wins)
@@ -122,6 +123,8 @@ pub struct StoreConfig {
     pub open_filelogs: usize,
     /// Bytes of rebuilt big texts kept on disk, in the mount's state directory.
     pub big_text_cache_size: u64,
+    /// Bytes of full manifest texts kept in the repository's cache directory.
+    pub manifest_cache_size: u64,
 }
 
 /// `[mount]`: defaults of `revfs mount`.
@@ -175,6 +178,7 @@ impl Default for Config {
                 text_cache_size: repo.text_cache_bytes,
                 open_filelogs: repo.open_filelogs,
                 big_text_cache_size: repo.big_text_cache_bytes,
+                manifest_cache_size: repo.manifest_cache_bytes,
             },
             mount: MountConfig {
                 threads: DEFAULT_THREADS,
@@ -327,6 +331,9 @@ impl Config {
                     ("store", "big_text_cache_size") => {
                         config.store.big_text_cache_size = checker.size(&full, v)? as u64
                     }
+                    ("store", "manifest_cache_size") => {
+                        config.store.manifest_cache_size = checker.size(&full, v)? as u64
+                    }
                     ("store", "open_filelogs") => {
                         config.store.open_filelogs = checker.int(&full, v, 1, 1 << 20)?
                     }
@@ -365,7 +372,9 @@ impl Config {
                     ("control", "timeout") => config.control.timeout = checker.seconds(&full, v)?,
                     _ => {
                         let known = match section.as_str() {
-                            "store" => "text_cache_size, open_filelogs, big_text_cache_size",
+                            "store" => {
+                                "text_cache_size, open_filelogs, big_text_cache_size, manifest_cache_size"
+                            }
                             "mount" => "threads, allow_other, open_files, loaded_files",
                             "control" => "timeout",
                             _ => "level",
@@ -386,6 +395,7 @@ impl Config {
             text_cache_bytes: self.store.text_cache_size,
             open_filelogs: self.store.open_filelogs,
             big_text_cache_bytes: self.store.big_text_cache_size,
+            manifest_cache_bytes: self.store.manifest_cache_size,
         }
     }
 }

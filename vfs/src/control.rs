@@ -213,12 +213,15 @@ pub enum Response {
     },
     Info(MountInfo),
     /// Entries of the inode table, the distinct manifests it holds (the base and those
-    /// directories not listed yet take their entries from) and their bytes.
+    /// directories not listed yet take their entries from) and their bytes, on the heap and
+    /// mapped.
     Stats {
         entries: u64,
         frozen: u64,
         manifests: u64,
         manifest_bytes: u64,
+        #[serde(default)]
+        mapped_manifest_bytes: u64,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

@@ -138,6 +138,7 @@ impl Ctx {
     /// unless it is provisional (set inside an hg transaction), which the journal does not
     /// name either.
     fn save_parent(&self, node: Node) {
+        self.wc.map_base_in_background();
         if self.wc.parent_provisional() {
             return;
         }
@@ -179,6 +180,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 frozen: s.frozen,
                 manifests: s.manifests,
                 manifest_bytes: s.manifest_bytes,
+                mapped_manifest_bytes: s.mapped_manifest_bytes,
             }
         }
         Request::Status {
@@ -540,6 +542,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         },
     )?;
     let repo = Arc::new(Repo::open(&req.repo)?);
+    // The base manifest: mapped from the repository's manifest cache when an earlier mount
+    // or commit at this revision wrote it there (a mount then reads only the pages it needs),
+    // else rebuilt, and written there in the background.
     let manifest = repo
         .manifest_at(&open_at)?
         .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
@@ -554,6 +559,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     )?);
     wc.set_root_path(req.mountpoint.clone());
     wc.set_loaded_files(req.config.mount.loaded_files);
+    wc.verify_base_in_background();
+    wc.map_base_in_background();
     if kept_parent.is_some() {
         if repo.changelog().rev_of(&req.node).is_none() && !req.node.is_null() {
             return Err(DaemonError::UnknownNode(req.node.to_hex()));
@@ -561,6 +568,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         match wc.update(repo.clone(), req.node, false, None) {
             Ok(outcome) => {
                 tracing::info!(from = %open_at.to_hex(), node = %req.node.to_hex(), updated = outcome.updated, removed = outcome.removed, "kept working copy updated");
+                wc.map_base_in_background();
                 state.node = req.node.to_hex();
                 state_dir.save(&state)?;
             }

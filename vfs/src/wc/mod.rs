@@ -12,10 +12,12 @@
 //! goes to the dirty set that `status` reads.
 //!
 //! This file holds the types and opening, replay and journaling; the inode table is
-//! `inodes.rs`, what leaves it `unload.rs`, reading `read.rs`, changes `write.rs`, extended
+//! `inodes.rs`, what leaves it `unload.rs`, the base mapped from the manifest cache
+//! `mapped_base.rs`, reading `read.rs`, changes `write.rs`, extended
 //! attributes `xattr.rs`, tracking and copies `tracking.rs`.
 
 mod inodes;
+mod mapped_base;
 mod read;
 mod tracking;
 mod unload;
@@ -265,7 +267,11 @@ pub struct MemoryStats {
     /// Distinct manifests held: the base's, and those directories not listed yet take
     /// their entries from.
     pub manifests: u64,
+    /// Their bytes on the heap.
     pub manifest_bytes: u64,
+    /// Their bytes mapped from the manifest cache (the pages read of them count in the
+    /// daemon's RSS, as page cache the kernel may drop).
+    pub mapped_manifest_bytes: u64,
 }
 
 /// Extended attributes: full names (`user.x`) to values.
@@ -649,7 +655,16 @@ impl WorkingCopy {
             entries: inner.entries.len() as u64,
             frozen,
             manifests: held.len() as u64,
-            manifest_bytes: held.iter().map(|m| m.text().len() as u64).sum(),
+            manifest_bytes: held
+                .iter()
+                .filter(|m| !m.text().is_mapped())
+                .map(|m| m.text().len() as u64)
+                .sum(),
+            mapped_manifest_bytes: held
+                .iter()
+                .filter(|m| m.text().is_mapped())
+                .map(|m| m.text().len() as u64)
+                .sum(),
         }
     }
 
