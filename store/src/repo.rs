@@ -23,6 +23,9 @@ pub struct RepoOptions {
     pub text_cache_bytes: usize,
     /// Filelogs kept open at once.
     pub open_filelogs: usize,
+    /// Bytes of memory the open filelogs may hold (indexes and data files read rather than
+    /// mapped, node maps): past it the least recently used are closed.
+    pub filelog_cache_bytes: usize,
     /// Bytes of rebuilt big texts kept on disk (a mount's [`crate::bigtext::BigTextCache`]).
     pub big_text_cache_bytes: u64,
     /// Bytes of full manifest texts kept in the repository's cache directory
@@ -31,11 +34,12 @@ pub struct RepoOptions {
 }
 
 impl RepoOptions {
-    /// The built-in defaults: 64 MiB of texts in memory, 1024 open filelogs, 2 GiB of big
-    /// texts on disk, 1 GiB of manifests on disk.
+    /// The built-in defaults: 64 MiB of texts in memory, 1024 open filelogs holding 16 MiB
+    /// at most, 2 GiB of big texts on disk, 1 GiB of manifests on disk.
     pub const DEFAULT: RepoOptions = RepoOptions {
         text_cache_bytes: 64 << 20,
         open_filelogs: 1024,
+        filelog_cache_bytes: 16 << 20,
         big_text_cache_bytes: 2 << 30,
         manifest_cache_bytes: 1 << 30,
     };
@@ -116,7 +120,7 @@ pub struct Repo {
     opener: RevlogOpener,
     changelog: Revlog,
     manifestlog: Revlog,
-    filelogs: Mutex<LruCache<Vec<u8>, Arc<Filelog>>>,
+    filelogs: Mutex<OpenFilelogs>,
     /// File sizes by file node ([`Repo::file_size`]): a size the index does not give
     /// (a text with a metadata header, or one whose start a delta chain rewrites) costs
     /// decompressions that status would otherwise pay on every call.
@@ -229,7 +233,11 @@ impl Repo {
             opener,
             changelog,
             manifestlog,
-            filelogs: Mutex::new(LruCache::new(open_filelogs)),
+            filelogs: Mutex::new(OpenFilelogs {
+                lru: LruCache::new(open_filelogs),
+                bytes: 0,
+                budget: options.filelog_cache_bytes,
+            }),
             sizes: Mutex::new(LruCache::new(SIZE_CACHE_ENTRIES)),
             pending_from: None,
             manifests: ManifestCache::new(
@@ -428,7 +436,7 @@ impl Repo {
     /// The filelog tracking repository path `path` (it may be empty if never committed).
     pub fn filelog(&self, path: &[u8]) -> Result<Arc<Filelog>> {
         let mut cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = cache.get(path) {
+        if let Some((f, _)) = cache.lru.get(path) {
             return Ok(f.clone());
         }
         drop(cache);
@@ -436,5 +444,36 @@ impl Repo {
         cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
         cache.put(path.to_vec(), filelog.clone());
         Ok(filelog)
+    }
+
+    /// (open filelogs, the bytes they hold) in the set of open filelogs.
+    pub fn open_filelogs(&self) -> (usize, usize) {
+        let cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());
+        (cache.lru.len(), cache.bytes)
+    }
+}
+
+/// The filelogs a repository keeps open: at most a count of them (each may hold a map) and
+/// a budget of the memory they hold, least recently used out first (the last one opened
+/// always stays).
+struct OpenFilelogs {
+    lru: LruCache<Vec<u8>, (Arc<Filelog>, usize)>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl OpenFilelogs {
+    fn put(&mut self, path: Vec<u8>, filelog: Arc<Filelog>) {
+        let size = filelog.revlog().heap_bytes();
+        self.bytes += size;
+        if let Some((_, (_, old))) = self.lru.push(path, (filelog, size)) {
+            self.bytes -= old;
+        }
+        while self.bytes > self.budget && self.lru.len() > 1 {
+            match self.lru.pop_lru() {
+                Some((_, (_, old))) => self.bytes -= old,
+                None => break,
+            }
+        }
     }
 }

@@ -8,9 +8,12 @@ copy at tip; CORPUS.git is used when present). Each --bin (default: target/relea
 is measured on fresh mounts, so that two builds (or one with two configurations: CONFIG is a
 revfs configuration file, given as REVFS_CONFIG) compare in one run.
 
-Per binary and run, on a fresh mount of tip: mount time; the daemon's RSS (VmRSS) after the
-mount, after `find . -type f | wc -l` and after `tar cf - . | wc -c`, its peak (VmHWM); the
-time of each walk; the entries and frozen files the daemon reports (`stats`). The anchors:
+Per binary and run: the time of a first mount of tip (the corpus's manifest cache,
+.hg/cache/revfs, removed before; unmounted once the daemon has kept its manifest there), then
+on a fresh mount of tip (which maps the kept manifest): mount time; the daemon's RSS (VmRSS,
+and in parentheses its anonymous part, RssAnon: the rest is mapped files, page cache the
+kernel can take back) after the mount, after `find . -type f | wc -l` and after
+`tar cf - . | wc -c`, its peak (VmHWM); the time of each walk; the entries and frozen files the daemon reports (`stats`). The anchors:
 `hg status` and `git status` on the corpus checkout, time and peak RSS (/usr/bin/time).
 Prints a markdown table with medians; the raw numbers go to --out as JSON.
 """
@@ -70,25 +73,50 @@ def peak(cmd, cwd):
     return time.perf_counter() - t, int(out.stderr.decode().strip().splitlines()[-1])
 
 
-def one_run(revfs, config, corpus):
+def first_mount(revfs, config, corpus):
+    """Seconds of a mount with no manifest kept; returns once the daemon kept it (or 10 s)."""
+    cache = os.path.join(corpus, '.hg', 'cache', 'revfs')
+    sh('rm -rf %s' % cache)
     state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
     mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
     env = dict(ENV, REVFS_STATE_DIR=state)
     if config:
         env['REVFS_CONFIG'] = config
-    r = {}
+    t = time.perf_counter()
+    sh('%s mount %s %s' % (revfs, corpus, mnt), env=env)
+    took = time.perf_counter() - t
+    deadline = time.time() + 10
+    while time.time() < deadline and not os.path.isdir(os.path.join(cache, 'manifests')):
+        time.sleep(0.05)
+    time.sleep(1)
+    sh('%s unmount %s' % (revfs, mnt), env=env)
+    sh('rm -rf %s %s' % (state, mnt))
+    return took
+
+
+def rss(pid):
+    return status_kb(pid, 'VmRSS'), status_kb(pid, 'RssAnon')
+
+
+def one_run(revfs, config, corpus):
+    r = {'mount_first_s': first_mount(revfs, config, corpus)}
+    state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
+    mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
+    env = dict(ENV, REVFS_STATE_DIR=state)
+    if config:
+        env['REVFS_CONFIG'] = config
     t = time.perf_counter()
     sh('%s mount %s %s' % (revfs, corpus, mnt), env=env)
     r['mount_s'] = time.perf_counter() - t
     try:
         pid, sock = daemon(state)
         time.sleep(0.2)
-        r['rss_mount_kb'] = status_kb(pid, 'VmRSS')
+        r['rss_mount_kb'], r['anon_mount_kb'] = rss(pid)
         r['find_s'] = timed('find . -type f | wc -l', mnt)
-        r['rss_find_kb'] = status_kb(pid, 'VmRSS')
+        r['rss_find_kb'], r['anon_find_kb'] = rss(pid)
         r['stats_find'] = stats(sock)
         r['tar_s'] = timed('tar cf - . | wc -c', mnt)
-        r['rss_tar_kb'] = status_kb(pid, 'VmRSS')
+        r['rss_tar_kb'], r['anon_tar_kb'] = rss(pid)
         r['stats_tar'] = stats(sock)
         r['hwm_kb'] = status_kb(pid, 'VmHWM')
     finally:
@@ -118,16 +146,18 @@ def main():
                 raw['anchors'].setdefault(name, []).append(peak(cmd, cwd))
     med = statistics.median
     mib = lambda kb: '%d MiB' % (kb // 1024)
-    print('| binary | mount | RSS after mount | find -type f | RSS after find | entries / frozen after find '
-          '| tar | RSS after tar | entries / frozen after tar | peak RSS |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
+    print('| binary | first mount | mount | RSS (anon) after mount | find -type f | RSS (anon) after find '
+          '| entries / frozen after find | tar | RSS (anon) after tar | entries / frozen after tar '
+          '| peak RSS |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
     for b, runs in raw['bins'].items():
         m = lambda k: med([r[k] for r in runs])
         s = lambda k, f: int(med([r[k].get(f, 0) for r in runs]))
-        print('| %s | %.0f ms | %s | %.2f s | %s | %d / %d | %.1f s | %s | %d / %d | %s |' % (
-            b, m('mount_s') * 1000, mib(m('rss_mount_kb')), m('find_s'), mib(m('rss_find_kb')),
-            s('stats_find', 'entries'), s('stats_find', 'frozen'), m('tar_s'),
-            mib(m('rss_tar_kb')), s('stats_tar', 'entries'), s('stats_tar', 'frozen'),
+        both = lambda k: '%s (%s)' % (mib(m('rss_' + k)), mib(m('anon_' + k)))
+        print('| %s | %.0f ms | %.0f ms | %s | %.2f s | %s | %d / %d | %.1f s | %s | %d / %d | %s |' % (
+            b, m('mount_first_s') * 1000, m('mount_s') * 1000, both('mount_kb'), m('find_s'),
+            both('find_kb'), s('stats_find', 'entries'), s('stats_find', 'frozen'), m('tar_s'),
+            both('tar_kb'), s('stats_tar', 'entries'), s('stats_tar', 'frozen'),
             mib(m('hwm_kb'))))
     for name, runs in raw['anchors'].items():
         print('| %s (checkout) | %.2f s, peak RSS %s |' % (

@@ -98,3 +98,48 @@ fn node_prefixes_resolve_or_report_ambiguity() {
     assert_eq!(cl.rev_of(&Node([0xab; 20])), None);
     assert_eq!(cl.rev_of_hex_prefix("zz").unwrap(), None);
 }
+
+#[test]
+fn open_filelogs_stay_within_their_byte_budget_and_their_count() {
+    let name = "history";
+    let paths: Vec<Vec<u8>> = {
+        let repo = Repo::open(&fixtures().join(name)).unwrap();
+        let tip = repo.changelog().len() as Rev - 1;
+        let manifest = repo.manifest_of(tip).unwrap();
+        let paths = manifest.iter().map(|e| e.unwrap().path.to_vec()).collect();
+        paths
+    };
+    assert!(paths.len() > 4, "{} files", paths.len());
+    let open = |open_filelogs: usize, filelog_cache_bytes: usize| {
+        let options = revfs_store::repo::RepoOptions {
+            open_filelogs,
+            filelog_cache_bytes,
+            ..revfs_store::repo::RepoOptions::DEFAULT
+        };
+        let repo = Repo::open_with(&fixtures().join(name), options).unwrap();
+        let mut most = 0;
+        for p in &paths {
+            repo.filelog(p).unwrap();
+            most = most.max(repo.open_filelogs().1);
+        }
+        (repo.open_filelogs(), most)
+    };
+    // Within every limit, all stay open.
+    let ((count, bytes), _) = open(1024, 16 << 20);
+    assert_eq!(count, paths.len());
+    let each = bytes / count;
+    // A budget of about two filelogs' bytes keeps a few, and never holds more than it
+    // (but for a single filelog bigger than the whole budget).
+    let budget = 2 * each + each / 2;
+    let ((count, bytes), most) = open(1024, budget);
+    assert!(
+        count < paths.len() && count >= 1,
+        "{count} open, {bytes} bytes"
+    );
+    assert!(most <= budget.max(8 * each), "{most} bytes at most");
+    assert!(bytes <= budget || count == 1, "{count} open, {bytes} bytes");
+    // A count limit holds whatever the budget.
+    assert_eq!(open(3, 16 << 20).0 .0, 3);
+    // The one just opened stays, even past the budget.
+    assert_eq!(open(1024, 0).0 .0, 1);
+}

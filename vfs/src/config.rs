@@ -16,6 +16,7 @@
 //! [store]
 //! text_cache_size = "64 MiB"   # bytes of rebuilt revision texts kept in memory
 //! open_filelogs = 1024         # filelogs kept open
+//! filelog_cache_size = "16 MiB" # memory the open filelogs may hold
 //! big_text_cache_size = "2 GiB" # rebuilt big texts kept on disk, per mount
 //! manifest_cache_size = "1 GiB" # full manifests kept in the repository's .hg/cache
 //!
@@ -121,6 +122,8 @@ pub struct StoreConfig {
     pub text_cache_size: usize,
     /// Filelogs kept open at once.
     pub open_filelogs: usize,
+    /// Bytes of memory the open filelogs may hold.
+    pub filelog_cache_size: usize,
     /// Bytes of rebuilt big texts kept on disk, in the mount's state directory.
     pub big_text_cache_size: u64,
     /// Bytes of full manifest texts kept in the repository's cache directory.
@@ -177,6 +180,7 @@ impl Default for Config {
             store: StoreConfig {
                 text_cache_size: repo.text_cache_bytes,
                 open_filelogs: repo.open_filelogs,
+                filelog_cache_size: repo.filelog_cache_bytes,
                 big_text_cache_size: repo.big_text_cache_bytes,
                 manifest_cache_size: repo.manifest_cache_bytes,
             },
@@ -331,6 +335,9 @@ impl Config {
                     ("store", "big_text_cache_size") => {
                         config.store.big_text_cache_size = checker.size(&full, v)? as u64
                     }
+                    ("store", "filelog_cache_size") => {
+                        config.store.filelog_cache_size = checker.size(&full, v)?
+                    }
                     ("store", "manifest_cache_size") => {
                         config.store.manifest_cache_size = checker.size(&full, v)? as u64
                     }
@@ -373,7 +380,7 @@ impl Config {
                     _ => {
                         let known = match section.as_str() {
                             "store" => {
-                                "text_cache_size, open_filelogs, big_text_cache_size, manifest_cache_size"
+                                "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size"
                             }
                             "mount" => "threads, allow_other, open_files, loaded_files",
                             "control" => "timeout",
@@ -394,6 +401,7 @@ impl Config {
         RepoOptions {
             text_cache_bytes: self.store.text_cache_size,
             open_filelogs: self.store.open_filelogs,
+            filelog_cache_bytes: self.store.filelog_cache_size,
             big_text_cache_bytes: self.store.big_text_cache_size,
             manifest_cache_bytes: self.store.manifest_cache_size,
         }

@@ -513,6 +513,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         allow_other = req.allow_other,
         text_cache_size = options.text_cache_bytes,
         open_filelogs = options.open_filelogs,
+        filelog_cache_size = options.filelog_cache_bytes,
+        manifest_cache_size = options.manifest_cache_bytes,
         open_files = req.config.mount.open_files,
         loaded_files = req.config.mount.loaded_files,
         log = %log_filter,
