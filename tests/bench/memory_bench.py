@@ -4,8 +4,8 @@ with hg and git status on the corpus's own checkout, in the same run.
 
 Usage: tests/bench/memory_bench.py CORPUS [--bin REVFS[::CONFIG] ...] [--runs N] [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh (an hg repository with a working
-copy at tip; CORPUS.git is used when present). Each --bin (default: target/release/revfs)
-is measured on fresh mounts, so that two builds (or one with two configurations: CONFIG is a
+copy at tip; CORPUS.git, a bare repository of the same tree, is used when present). Each
+--bin (default: target/release/revfs) is measured on fresh mounts, so that two builds (or one with two configurations: CONFIG is a
 revfs configuration file, given as REVFS_CONFIG) compare in one run.
 
 Per binary and run: the time of a first mount of tip (the corpus's manifest cache,
@@ -73,10 +73,8 @@ def peak(cmd, cwd):
     return time.perf_counter() - t, int(out.stderr.decode().strip().splitlines()[-1])
 
 
-def first_mount(revfs, config, corpus):
-    """Seconds of a mount with no manifest kept; returns once the daemon kept it (or 10 s)."""
-    cache = os.path.join(corpus, '.hg', 'cache', 'revfs')
-    sh('rm -rf %s' % cache)
+def mount(revfs, config, corpus):
+    """(seconds, state directory, mountpoint, environment) of a fresh mount of tip."""
     state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
     mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
     env = dict(ENV, REVFS_STATE_DIR=state)
@@ -84,7 +82,14 @@ def first_mount(revfs, config, corpus):
         env['REVFS_CONFIG'] = config
     t = time.perf_counter()
     sh('%s mount %s %s' % (revfs, corpus, mnt), env=env)
-    took = time.perf_counter() - t
+    return time.perf_counter() - t, state, mnt, env
+
+
+def first_mount(revfs, config, corpus):
+    """Seconds of a mount with no manifest kept; returns once the daemon kept it (or 10 s)."""
+    cache = os.path.join(corpus, '.hg', 'cache', 'revfs')
+    sh('rm -rf %s' % cache)
+    took, state, mnt, env = mount(revfs, config, corpus)
     deadline = time.time() + 10
     while time.time() < deadline and not os.path.isdir(os.path.join(cache, 'manifests')):
         time.sleep(0.05)
@@ -100,14 +105,7 @@ def rss(pid):
 
 def one_run(revfs, config, corpus):
     r = {'mount_first_s': first_mount(revfs, config, corpus)}
-    state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
-    mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
-    env = dict(ENV, REVFS_STATE_DIR=state)
-    if config:
-        env['REVFS_CONFIG'] = config
-    t = time.perf_counter()
-    sh('%s mount %s %s' % (revfs, corpus, mnt), env=env)
-    r['mount_s'] = time.perf_counter() - t
+    r['mount_s'], state, mnt, env = mount(revfs, config, corpus)
     try:
         pid, sock = daemon(state)
         time.sleep(0.2)
@@ -140,9 +138,9 @@ def main():
             b, _, c = key.partition('::')
             raw['bins'].setdefault(key, []).append(one_run(b, c or None, corpus))
             print(key, raw['bins'][key][-1], file=sys.stderr, flush=True)
-        for name, cmd, cwd in [('hg status', 'hg status', corpus),
-                               ('git status', 'git status --porcelain', corpus + '.git')]:
-            if os.path.isdir(cwd):
+        git = 'git --git-dir=%s.git --work-tree=%s status --porcelain' % (corpus, corpus)
+        for name, cmd, cwd in [('hg status', 'hg status', corpus), ('git status', git, corpus)]:
+            if name == 'hg status' or os.path.isdir(corpus + '.git'):
                 raw['anchors'].setdefault(name, []).append(peak(cmd, cwd))
     med = statistics.median
     mib = lambda kb: '%d MiB' % (kb // 1024)
