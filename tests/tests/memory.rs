@@ -9,6 +9,15 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Held by the tests that make the kernel forget (`echo 2 > drop_caches` forgets every
+/// mount's inodes) and those that count what the daemon holds, so that one's drop does not
+/// change the other's counts.
+static KERNEL_CACHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn kernel_caches() -> std::sync::MutexGuard<'static, ()> {
+    KERNEL_CACHES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// (entries, manifests, manifest bytes on the heap and mapped) from the daemon's `stats`.
 fn stats(m: &Mount) -> (u64, u64, u64) {
     let (entries, _, manifests, bytes) = full_stats(m);
@@ -61,6 +70,7 @@ fn files_on_disk(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn one_base_manifest_is_held_across_commits_updates_and_new_parents() {
+    let _caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let repo = hg_repo(
         tmp.path(),
@@ -147,6 +157,7 @@ fn drop_and_settle(m: &Mount) -> (u64, u64) {
 
 #[test]
 fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
+    let _caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for d in 0..4 {
@@ -309,6 +320,7 @@ fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
 
 #[test]
 fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_files() {
+    let _caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for d in 0..5 {
@@ -373,6 +385,130 @@ fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_fil
     assert_eq!(text.lines().count(), 20, "{text}");
     assert!(text.lines().all(|l| l.starts_with("M d0/f")), "{text}");
     drop(open);
+}
+
+/// Names in the daemon's listings made from the manifest (`stats`).
+fn listed(m: &Mount) -> u64 {
+    let answer = m.control("{\"cmd\":\"stats\"}");
+    let v: serde_json::Value = serde_json::from_str(answer.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{answer}: {e}"));
+    v["listed"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("listed in {answer}"))
+}
+
+/// `find . -type f` in the mount (readdir's types: every directory listed and held by the
+/// kernel, no file looked up), then waits until the daemon's listings hold at most `limit`
+/// names.
+fn find_and_wait_for_listings(m: &Mount, limit: u64) {
+    let out = std::process::Command::new("find")
+        .args([".", "-type", "f"])
+        .current_dir(&m.dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listed(m) > limit {
+        assert!(
+            Instant::now() < deadline,
+            "{} names listed with mount.listed_files = {limit}",
+            listed(m)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_directories() {
+    let _caches = kernel_caches();
+    let tmp = revfs_tests::scratch_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in 0..6 {
+        for s in 0..3 {
+            for f in 0..8 {
+                files.push((format!("d{d}/s{s}/f{f}"), format!("{d} {s} {f}\n")));
+            }
+        }
+        files.push((format!("d{d}/top0"), format!("top0 {d}\n")));
+        files.push((format!("d{d}/top1"), format!("top1 {d}\n")));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &refs);
+    let limit = 32;
+    let m = Mount::with_config(&repo, &format!("[mount]\nlisted_files = {limit}\n"));
+    let mnt = &m.dir;
+    // Every file looked up (and so every listing kept: its files are loaded), then
+    // forgotten: the listings go the usual way.
+    let before = lstat_tree(mnt);
+    assert!(listed(&m) > limit, "{} listed", listed(&m));
+    drop_and_settle(&m);
+
+    // A process whose current directory is in the tree while its listing goes.
+    let go = tmp.path().join("go");
+    let waiting = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "while [ ! -e {} ]; do sleep 0.05; done; ls; pwd",
+                go.display()
+            ),
+        ])
+        .current_dir(mnt.join("d3/s1"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // Listed again while the kernel holds every directory: past the limit, the oldest
+    // unchanged listings go although the kernel holds their directories, which keep their
+    // entries (the kernel never forgets them here: nothing makes it).
+    find_and_wait_for_listings(&m, limit);
+    let (entries, _, _, _) = full_stats(&m);
+    assert_eq!(entries, 1 + 6 + 6 * 3, "the root and every directory");
+    std::fs::write(&go, "").unwrap();
+    let out = waiting.wait_with_output().unwrap();
+    let f = |i: usize| format!("f{i}");
+    let expected: String = (0..8).map(|i| f(i) + "\n").collect::<String>()
+        + &format!("{}\n", mnt.join("d3/s1").display());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+
+    // Invisible to programs: the same inode numbers, times, modes, sizes and links.
+    assert_eq!(lstat_tree(mnt), before);
+
+    // Changes in directories whose listings went, as in a clone.
+    drop_and_settle(&m);
+    find_and_wait_for_listings(&m, limit);
+    let change = |root: &Path| {
+        std::fs::write(root.join("d4/s2/f1"), "changed\n").unwrap();
+        std::fs::rename(root.join("d5/s0/f2"), root.join("d5/f2-moved")).unwrap();
+        std::fs::remove_file(root.join("d2/s2/f3")).unwrap();
+        std::fs::create_dir(root.join("d1/new")).unwrap();
+        std::fs::write(root.join("d1/new/x"), "x\n").unwrap();
+        std::fs::rename(root.join("d0/s0"), root.join("d0/s0-moved")).unwrap();
+    };
+    change(mnt);
+    let wc = tmp.path().join("wc");
+    ok(hg_cmd(
+        tmp.path(),
+        &["clone", "-q", repo.to_str().unwrap(), "wc"],
+    ));
+    change(&wc);
+    let ours = revfs(mnt, &["status"]);
+    let theirs = hg_cmd(&wc, &["status"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    assert_eq!(files_on_disk(mnt), files_on_disk(&wc));
+    // Once more through a drop of everything: the listings with changes stay, counted as
+    // they were listed (the root's 6 names, d0's 5, d0/s0-moved's 8 (renamed: a ctime of
+    // its own), d1's 5, d2/s2's 8, d4/s2's 8, d5's 5 and d5/s0's 8), the others go.
+    drop_and_settle(&m);
+    find_and_wait_for_listings(&m, 6 + 5 + 8 + 5 + 8 + 8 + 5 + 8);
+    assert_eq!(files_on_disk(mnt), files_on_disk(&wc));
+    assert!(!m.log().contains(" ERROR "), "{}", m.log());
 }
 
 /// The daemon's peak resident memory (VmHWM), in KiB.

@@ -25,6 +25,7 @@
 //! allow_other = false          # let other users in (`--allow-other`/`--no-allow-other` win)
 //! open_files = 256             # overlay files a daemon keeps open
 //! loaded_files = 200000        # files with an entry kept while the kernel holds them
+//! listed_files = 500000        # names in unchanged directory listings kept
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -142,6 +143,8 @@ pub struct MountConfig {
     /// Unchanged files whose entries a daemon keeps while the kernel still holds them;
     /// past it, the oldest are dropped from the kernel's cache (and then frozen).
     pub loaded_files: usize,
+    /// Names in unchanged directory listings kept before the oldest are dropped.
+    pub listed_files: usize,
 }
 
 /// `[log]`: the daemon's log.
@@ -189,6 +192,7 @@ impl Default for Config {
                 allow_other: false,
                 open_files: crate::overlay::DEFAULT_OPEN_FILES,
                 loaded_files: crate::wc::DEFAULT_LOADED_FILES,
+                listed_files: crate::wc::DEFAULT_LISTED_FILES,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -353,6 +357,9 @@ impl Config {
                     ("mount", "loaded_files") => {
                         config.mount.loaded_files = checker.int(&full, v, 16, 1 << 30)?
                     }
+                    ("mount", "listed_files") => {
+                        config.mount.listed_files = checker.int(&full, v, 16, 1 << 30)?
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = v.as_bool().ok_or_else(|| {
                             checker.value(
@@ -382,7 +389,7 @@ impl Config {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size"
                             }
-                            "mount" => "threads, allow_other, open_files, loaded_files",
+                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -583,7 +590,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files)"
             )
         );
         assert_eq!(

@@ -222,6 +222,8 @@ pub enum Response {
         manifest_bytes: u64,
         #[serde(default)]
         mapped_manifest_bytes: u64,
+        #[serde(default)]
+        listed: u64,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

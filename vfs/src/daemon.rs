@@ -181,6 +181,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 manifests: s.manifests,
                 manifest_bytes: s.manifest_bytes,
                 mapped_manifest_bytes: s.mapped_manifest_bytes,
+                listed: s.listed,
             }
         }
         Request::Status {
@@ -517,6 +518,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         manifest_cache_size = options.manifest_cache_bytes,
         open_files = req.config.mount.open_files,
         loaded_files = req.config.mount.loaded_files,
+        listed_files = req.config.mount.listed_files,
         log = %log_filter,
         "settings"
     );
@@ -561,6 +563,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     )?);
     wc.set_root_path(req.mountpoint.clone());
     wc.set_loaded_files(req.config.mount.loaded_files);
+    wc.set_listed_files(req.config.mount.listed_files);
     wc.verify_base_in_background();
     wc.map_base_in_background();
     if kept_parent.is_some() {
@@ -714,6 +717,10 @@ fn sweep_loop(
     const BATCH: usize = 4096;
     while running.load(std::sync::atomic::Ordering::Relaxed) {
         let items = wc.sweep(BATCH);
+        let listings = wc.sweep_listings(BATCH);
+        if listings > 0 {
+            tracing::debug!(listings, "unchanged listings dropped");
+        }
         let full = items.len() == BATCH;
         if !items.is_empty() {
             tracing::debug!(

@@ -87,6 +87,16 @@ impl Inner {
                         children.insert_frozen(Box::from(name), child_ino, entry.node, entry.flag);
                     }
                     Child::Dir { .. } => {
+                        // Kept when this listing was dropped while the kernel held it or it
+                        // was listed itself (`unload_listing`): the same directory.
+                        if self.entries.get(&child_ino).is_some_and(|e| {
+                            e.parent == ino
+                                && *e.name == *name
+                                && matches!(e.kind, Kind::Dir { .. })
+                        }) {
+                            children.insert(Box::from(name), child_ino, true);
+                            continue;
+                        }
                         let mut path = source.to_vec();
                         if !path.is_empty() {
                             path.push(b'/');
@@ -105,6 +115,8 @@ impl Inner {
                 }
             }
         }
+        let from_manifest = children.origin().is_some();
+        let names = children.len();
         if let Kind::Dir {
             children: slot,
             source,
@@ -114,6 +126,25 @@ impl Inner {
             // Listed: the manifest it came from is not needed any more (and is not kept
             // alive by it once the base moves on).
             *source = None;
+        }
+        if from_manifest {
+            self.listed.push_back(ino);
+            self.listed_names += names;
+            // Directories dropped or freed since they were queued, or queued twice: gone
+            // when they would make up most of the queue.
+            if self.listed.len() > 2 * self.entries.len() + 1024 {
+                let mut seen = std::collections::HashSet::new();
+                let entries = &self.entries;
+                self.listed.retain(|i| {
+                    matches!(
+                        entries.get(i).map(|e| &e.kind),
+                        Some(Kind::Dir {
+                            children: Some(_),
+                            ..
+                        })
+                    ) && seen.insert(*i)
+                });
+            }
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ mod xattr;
 
 pub use tracking::fold_case;
 use tracking::{set_copy, set_track};
-pub use unload::DEFAULT_LOADED_FILES;
+pub use unload::{DEFAULT_LISTED_FILES, DEFAULT_LOADED_FILES};
 
 use crate::children::Children;
 use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
@@ -272,6 +272,8 @@ pub struct MemoryStats {
     /// Their bytes mapped from the manifest cache (the pages read of them count in the
     /// daemon's RSS, as page cache the kernel may drop).
     pub mapped_manifest_bytes: u64,
+    /// Names in the listings made from a manifest and not dropped since.
+    pub listed: u64,
 }
 
 /// Extended attributes: full names (`user.x`) to values.
@@ -368,6 +370,12 @@ pub(crate) struct Inner {
     /// (child i of the manifest directory is first + i), kept while the directory lives:
     /// a listing dropped and made again gives the same numbers.
     pub(crate) firsts: HashMap<u64, u64>,
+    /// Directories listed from a manifest, oldest first (some dropped or freed since): where
+    /// a sweep of listings (`unload.rs`) looks for listings to drop.
+    pub(crate) listed: std::collections::VecDeque<u64>,
+    /// Names in the listings made from a manifest and not dropped since (changes made in
+    /// them through the mount aside): what `mount.listed_files` bounds.
+    pub(crate) listed_names: usize,
 }
 
 /// The mutable working copy of one mount.
@@ -394,6 +402,8 @@ pub struct WorkingCopy {
     pub(crate) journal_stale: std::sync::atomic::AtomicBool,
     /// `mount.loaded_files`.
     loaded_files: std::sync::atomic::AtomicUsize,
+    /// `mount.listed_files`.
+    listed_files: std::sync::atomic::AtomicUsize,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -497,6 +507,8 @@ impl WorkingCopy {
                 tentative: BTreeSet::new(),
                 thawed: Default::default(),
                 firsts: HashMap::new(),
+                listed: Default::default(),
+                listed_names: 0,
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),
@@ -504,6 +516,7 @@ impl WorkingCopy {
             transition: Mutex::new(()),
             journal_stale: std::sync::atomic::AtomicBool::new(false),
             loaded_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LOADED_FILES),
+            listed_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LISTED_FILES),
         };
         {
             let mut inner = wc.write();
@@ -665,6 +678,7 @@ impl WorkingCopy {
                 .filter(|m| m.text().is_mapped())
                 .map(|m| m.text().len() as u64)
                 .sum(),
+            listed: inner.listed_names as u64,
         }
     }
 

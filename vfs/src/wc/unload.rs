@@ -12,6 +12,9 @@ use crate::checkout::Invalidation;
 /// The default of `mount.loaded_files`.
 pub const DEFAULT_LOADED_FILES: usize = 200_000;
 
+/// The default of `mount.listed_files`.
+pub const DEFAULT_LISTED_FILES: usize = 500_000;
+
 impl Inner {
     /// Freezes file `ino` (see [`Children`]) if nothing but its directory needs its entry:
     /// no kernel reference, an unchanged store file at its directory's origin path, with
@@ -54,7 +57,7 @@ impl Inner {
     /// After the kernel forgot `dir` or something in it: drops the listing of `dir`, then of
     /// each directory above it, while they can be (see [`Inner::unload_listing`]).
     pub(crate) fn unload_upwards(&mut self, mut dir: u64) {
-        while dir != ROOT_INO && self.unload_listing(dir) {
+        while dir != ROOT_INO && self.unload_listing(dir, false) {
             match self.entries.get(&dir) {
                 Some(e) if e.parent != 0 => dir = e.parent,
                 _ => return,
@@ -70,7 +73,13 @@ impl Inner {
     /// the base). The directory then takes its entries from the base again, and its
     /// subdirectories' entries are dropped: the next listing makes them again, with the
     /// same numbers (`Inner::firsts`).
-    pub(crate) fn unload_listing(&mut self, dir: u64) -> bool {
+    ///
+    /// With `held`, the kernel may hold the directory (a sweep of listings past
+    /// `mount.listed_files`): the directory keeps its entry and takes its entries from the
+    /// base again, as one looked up and not listed; a subdirectory the kernel holds or that
+    /// is listed itself (whatever its listing holds) keeps its entry, which the next listing
+    /// finds under its number.
+    pub(crate) fn unload_listing(&mut self, dir: u64, held: bool) -> bool {
         let Some(e) = self.entries.get(&dir) else {
             return false;
         };
@@ -81,7 +90,7 @@ impl Inner {
         else {
             return false;
         };
-        if e.nlookup != 0 || !plain_dir(e) {
+        if (e.nlookup != 0 && !held) || !plain_dir(e) {
             return false;
         }
         let Some(origin) = children.origin().map(<[u8]>::to_vec) else {
@@ -120,15 +129,26 @@ impl Inner {
                     let Some(sub) = self.entries.get(&ino) else {
                         return false;
                     };
+                    if sub.parent != dir || *sub.name != **name {
+                        return false;
+                    }
                     let unlisted_from_base = matches!(&sub.kind, Kind::Dir {
                             children: None,
                             source: Some(s),
                         } if Arc::ptr_eq(&s.manifest, &base)
                             && children.is_store_path(name, &s.path));
-                    if !unlisted_from_base || sub.nlookup != 0 || !plain_dir(sub) {
+                    let listed = matches!(
+                        &sub.kind,
+                        Kind::Dir {
+                            children: Some(_),
+                            ..
+                        }
+                    );
+                    if unlisted_from_base && sub.nlookup == 0 && plain_dir(sub) {
+                        subdirs.push(ino);
+                    } else if !(held && (listed || unlisted_from_base)) {
                         return false;
                     }
-                    subdirs.push(ino);
                 }
             }
             count += 1;
@@ -139,6 +159,7 @@ impl Inner {
         for ino in subdirs {
             self.entries.remove(&ino);
         }
+        self.listed_names = self.listed_names.saturating_sub(count);
         if let Some(e) = self.entries.get_mut(&dir) {
             e.kind = Kind::Dir {
                 source: Some(DirSource {
@@ -194,6 +215,45 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Drops the oldest listings that hold only what the base gives them (see
+    /// [`Inner::unload_listing`], the kernel's references allowed), when the listings hold
+    /// more than `limit` names, until they hold 7/8 of it; looks at `max` directories at
+    /// most. A listing with changes goes to the back of the queue. Returns the listings
+    /// dropped.
+    pub(crate) fn sweep_listings(&mut self, limit: usize, max: usize) -> usize {
+        if self.listed_names <= limit {
+            return 0;
+        }
+        let goal = limit - limit / 8;
+        let mut dropped = 0;
+        for _ in 0..max {
+            if self.listed_names <= goal {
+                break;
+            }
+            let Some(dir) = self.listed.pop_front() else {
+                break;
+            };
+            let listed = matches!(
+                self.entries.get(&dir).map(|e| &e.kind),
+                Some(Kind::Dir {
+                    children: Some(_),
+                    ..
+                })
+            );
+            if !listed {
+                continue;
+            }
+            if dir != ROOT_INO && self.unload_listing(dir, true) {
+                dropped += 1;
+            } else {
+                self.listed.push_back(dir);
+            }
+        }
+        dropped
+    }
+}
+
 /// Whether directory entry `e` has nothing of its own that a listing would not give it.
 fn plain_dir(e: &Entry) -> bool {
     e.parent != 0
@@ -238,6 +298,23 @@ impl WorkingCopy {
     pub fn set_loaded_files(&self, n: usize) {
         self.loaded_files
             .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets `mount.listed_files`.
+    pub fn set_listed_files(&self, n: usize) {
+        self.listed_files
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Drops the oldest unchanged listings past `mount.listed_files` names (looking at
+    /// `max` directories at most); the number dropped. Nothing to tell the kernel: a
+    /// directory whose listing is dropped lists the same names under the same numbers.
+    pub fn sweep_listings(&self, max: usize) -> usize {
+        let limit = self.listed_files.load(std::sync::atomic::Ordering::Relaxed);
+        if self.read().listed_names <= limit {
+            return 0;
+        }
+        self.write().sweep_listings(limit, max)
     }
 
     /// The kernel invalidations that make it forget the oldest unchanged files it holds,
