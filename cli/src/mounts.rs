@@ -162,6 +162,21 @@ pub fn mountpoint_path(p: &Path) -> Result<PathBuf> {
 
 /// True while process `pid` exists and has not exited (a zombie waiting for its parent to
 /// reap it counts as exited).
+/// Whether process `pid` is on its way out: killed, its threads still ending (one may be in
+/// the middle of an fsync). Its state may still say running (`D`, `R`): the kernel's
+/// PF_EXITING flag says it.
+pub fn process_exiting(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // After the command name: state, ppid, pgrp, session, tty_nr, tpgid, flags.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
+}
+
 pub fn process_running(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;

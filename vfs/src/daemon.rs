@@ -708,16 +708,20 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
 
 /// Keeps the loaded entries near `mount.loaded_files`: every 100 ms (at once after a full
 /// batch), asks the working copy which unchanged files the kernel should forget and tells
-/// the kernel, from this thread (it holds no lock and serves no request).
+/// the kernel, from this thread (it holds no lock and serves no request); and the names in
+/// listings near `mount.listed_files` (nothing to tell the kernel).
 fn sweep_loop(
     wc: &WorkingCopy,
     invalidator: &Invalidator,
     running: &std::sync::atomic::AtomicBool,
 ) {
     const BATCH: usize = 4096;
+    const LISTINGS: usize = 512;
     while running.load(std::sync::atomic::Ordering::Relaxed) {
         let items = wc.sweep(BATCH);
-        let listings = wc.sweep_listings(BATCH);
+        // Fewer listings a round than files: each costs a listing's worth of comparisons
+        // under the working copy's lock.
+        let listings = wc.sweep_listings(LISTINGS);
         if listings > 0 {
             tracing::debug!(listings, "unchanged listings dropped");
         }

@@ -211,7 +211,10 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
     let recorded: Option<i32> = std::fs::read_to_string(state_dir.pid_file())
         .ok()
         .and_then(|s| s.trim().parse().ok());
-    let dying = |pid: i32| Path::new(&format!("/proc/{pid}")).exists() && !process_running(pid);
+    let dying = |pid: i32| {
+        Path::new(&format!("/proc/{pid}")).exists()
+            && (!process_running(pid) || crate::mounts::process_exiting(pid))
+    };
     let until = Instant::now() + Duration::from_secs(5);
     while recorded.is_some_and(dying) && state_dir.is_locked() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
