@@ -62,15 +62,15 @@ pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// A repository `dir/repo` made with hg, with one commit of `files` (path, content).
-pub fn hg_repo(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+pub fn hg_repo<P: AsRef<str>, C: AsRef<[u8]>>(dir: &Path, files: &[(P, C)]) -> PathBuf {
     let repo = dir.join("repo");
     assert!(hg_cmd(dir, &["init", "repo"]).status.success(), "hg init");
     for (path, content) in files {
-        let p = repo.join(path);
+        let p = repo.join(path.as_ref());
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).expect("mkdir");
         }
-        std::fs::write(p, content).expect("write");
+        std::fs::write(p, content.as_ref()).expect("write");
     }
     assert!(
         hg_cmd(&repo, &["commit", "-qAm", "base"]).status.success(),

@@ -21,11 +21,7 @@ fn name(i: usize) -> String {
 /// A repository of two revisions: rev 0 has FILES files, rev 1 changes every one.
 fn base(dir: &Path) -> PathBuf {
     let files: Vec<(String, String)> = (0..FILES).map(|i| (name(i), format!("r0 {i}\n"))).collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let repo = revfs_tests::hg_repo(dir, &refs);
+    let repo = revfs_tests::hg_repo(dir, &files);
     for i in 0..FILES {
         std::fs::write(repo.join(name(i)), format!("r1 {i}\n")).unwrap();
     }

@@ -169,11 +169,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
         }
         files.push((format!("d{d}/top"), format!("top {d}\n")));
     }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let repo = hg_repo(tmp.path(), &refs);
+    let repo = hg_repo(tmp.path(), &files);
     std::os::unix::fs::symlink("d0/top", repo.join("link")).unwrap();
     std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(
@@ -285,11 +281,7 @@ fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
             files.push((format!("d{d}/e{}/f{f}", f % 4), format!("{d} {f}\n")));
         }
     }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let repo = hg_repo(tmp.path(), &refs);
+    let repo = hg_repo(tmp.path(), &files);
     let m = Mount::new(&repo, None);
     for _ in 0..2 {
         let out = std::process::Command::new("tar")
@@ -331,11 +323,7 @@ fn past_mount_loaded_files_the_kernel_is_told_to_forget_the_oldest_unchanged_fil
             files.push((format!("d{d}/f{f}"), format!("{d} {f}\n")));
         }
     }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let repo = hg_repo(tmp.path(), &refs);
+    let repo = hg_repo(tmp.path(), &files);
     let limit = 64;
     let m = Mount::with_config(&repo, &format!("[mount]\nloaded_files = {limit}\n"));
     let mnt = &m.dir;
@@ -435,11 +423,7 @@ fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_di
         files.push((format!("d{d}/top0"), format!("top0 {d}\n")));
         files.push((format!("d{d}/top1"), format!("top1 {d}\n")));
     }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let repo = hg_repo(tmp.path(), &refs);
+    let repo = hg_repo(tmp.path(), &files);
     let limit = 32;
     let m = Mount::with_config(&repo, &format!("[mount]\nlisted_files = {limit}\n"));
     let mnt = &m.dir;
