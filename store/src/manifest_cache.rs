@@ -11,11 +11,13 @@
 
 use crate::error::StoreError;
 use crate::manifest::Manifest;
-use crate::node::Node;
+use crate::node::{Node, Rev};
+use crate::revlog::Revlog;
 use crate::text::SharedText;
 use sha1::{Digest, Sha1};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -145,11 +147,7 @@ impl ManifestCache {
             path: self.dir.clone(),
             source,
         })?;
-        let temp = self.dir.join(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let temp = self.temp_path();
         let written = write_file(&temp, manifest).and_then(|()| std::fs::rename(&temp, &path));
         if let Err(source) = written {
             let _ = std::fs::remove_file(&temp);
@@ -157,6 +155,68 @@ impl ManifestCache {
         }
         self.evict(&path);
         Ok(())
+    }
+
+    /// Rebuilds revision `rev` of the manifest log `log` (manifest `node`) straight into a
+    /// new cache file, checked against its node on the way, and maps it: the memory this
+    /// takes is bounded by the delta chain's hunks, not by the text (a million-file manifest
+    /// is ~100 MB). The file has a temporary name until [`PendingManifest::keep`] syncs it
+    /// and renames it into place; the map is good meanwhile (it reads what was written).
+    /// Errors are the cache's (a directory that cannot be written, a full disk) or the
+    /// manifest log's (damage): the caller may rebuild the text in memory instead.
+    pub fn rebuild(
+        &self,
+        log: &Revlog,
+        rev: Rev,
+        node: &Node,
+    ) -> std::result::Result<(Manifest, PendingManifest), StoreError> {
+        let dir_io = |source| StoreError::io(&self.dir, source);
+        std::fs::create_dir_all(&self.dir).map_err(dir_io)?;
+        let temp = self.temp_path();
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| StoreError::io(&temp, e))?;
+        let pending = PendingManifest {
+            cache: self.clone(),
+            temp,
+            file,
+            node: *node,
+        };
+        let io = |source| StoreError::io(&pending.temp, source);
+        pending.file.write_all_at(&[0u8; HEADER], 0).map_err(io)?;
+        let mut out = &pending.file;
+        out.seek(std::io::SeekFrom::Start(HEADER as u64))
+            .map_err(io)?;
+        // Scratch space for the decompressed chunks: the cache's directory, on disk.
+        let len = log.write_revision(rev, &self.dir, &mut out)?;
+        pending
+            .file
+            .write_all_at(&header(node, len), 0)
+            .map_err(io)?;
+        // SAFETY: the file is ours under a name no other process uses, written whole above;
+        // nothing writes to or truncates it after this (eviction unlinks).
+        let map = unsafe { memmap2::Mmap::map(&pending.file) }.map_err(io)?;
+        let _ = map.advise(memmap2::Advice::Random);
+        let text_len = check(&map, node, None)
+            .map_err(|reason| StoreError::Other(format!("{}: {reason}", pending.temp.display())))?;
+        let text = SharedText::Mapped {
+            map: Arc::new(map),
+            start: HEADER,
+            len: text_len,
+        };
+        Ok((Manifest::new(text, *node)?, pending))
+    }
+
+    /// A new temporary file name in the cache's directory.
+    fn temp_path(&self) -> PathBuf {
+        self.dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ))
     }
 
     /// Removes the least recently used files until the rest fit the limit (`keep` stays),
@@ -252,17 +312,73 @@ impl ManifestCache {
     }
 }
 
-/// Writes the header and text of `manifest` to a new file at `path`, and syncs it.
-fn write_file(path: &Path, manifest: &Manifest) -> std::io::Result<()> {
-    let mut file = File::options().write(true).create_new(true).open(path)?;
-    let text: &[u8] = manifest.text();
+/// A manifest text written by [`ManifestCache::rebuild`] under a temporary name: removed if
+/// dropped before [`PendingManifest::keep`].
+pub struct PendingManifest {
+    cache: ManifestCache,
+    temp: PathBuf,
+    file: File,
+    node: Node,
+}
+
+impl PendingManifest {
+    /// Syncs the file and renames it into place (over another process's copy of the same
+    /// node, if any), then evicts the oldest files beyond the cache's limit.
+    pub fn keep(self) -> std::result::Result<(), CacheFileError> {
+        let path = self.cache.path(&self.node);
+        let done = self
+            .file
+            .sync_data()
+            .and_then(|()| std::fs::rename(&self.temp, &path));
+        if let Err(source) = done {
+            return Err(CacheFileError::Io { path, source });
+        }
+        self.cache.evict(&path);
+        Ok(())
+    }
+
+    /// [`PendingManifest::keep`] in a thread of its own (a sync of ~100 MB takes a while),
+    /// logging a failure.
+    pub fn keep_in_background(self) {
+        let spawned = std::thread::Builder::new()
+            .name("keep-manifest".into())
+            .spawn(move || {
+                let node = self.node;
+                let t0 = std::time::Instant::now();
+                match self.keep() {
+                    Ok(()) => tracing::debug!(node = %node.to_hex(), elapsed = ?t0.elapsed(), "manifest kept"),
+                    Err(e) => tracing::warn!("manifest cache: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("manifest cache: keeping a manifest: {e}");
+        }
+    }
+}
+
+impl Drop for PendingManifest {
+    fn drop(&mut self) {
+        // After a rename the temporary name is gone and this fails harmlessly.
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+/// The header of a cache file holding `len` bytes of manifest `node`'s text.
+fn header(node: &Node, len: u64) -> [u8; HEADER] {
     let mut header = [0u8; HEADER];
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_be_bytes());
     header[12..16].copy_from_slice(&(HEADER as u32).to_be_bytes());
-    header[16..36].copy_from_slice(&manifest.node().0);
-    header[36..44].copy_from_slice(&(text.len() as u64).to_be_bytes());
-    file.write_all(&header)?;
+    header[16..36].copy_from_slice(&node.0);
+    header[36..44].copy_from_slice(&len.to_be_bytes());
+    header
+}
+
+/// Writes the header and text of `manifest` to a new file at `path`, and syncs it.
+fn write_file(path: &Path, manifest: &Manifest) -> std::io::Result<()> {
+    let mut file = File::options().write(true).create_new(true).open(path)?;
+    let text: &[u8] = manifest.text();
+    file.write_all(&header(&manifest.node(), text.len() as u64))?;
     file.write_all(text)?;
     file.sync_data()
 }
@@ -450,5 +566,78 @@ mod tests {
         off.store(&ms[0]).unwrap();
         assert!(off.open(&ms[0].node(), None).unwrap().is_none());
         assert!(!dir.path().join("off").exists());
+    }
+    #[test]
+    fn a_manifest_rebuilt_into_the_cache_is_mapped_at_once_and_kept_in_place_by_keep() {
+        use crate::node::NULL_REV;
+        use crate::revlog::TextCache;
+        use crate::revlog_writer::{Compression, RevlogWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let (ip, dp) = (
+            dir.path().join("00manifest.i"),
+            dir.path().join("00manifest.d"),
+        );
+        // Random nodes, so that the revlog is big enough to be split (a data file).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut lines: Vec<String> = (0..10_000)
+            .map(|i| {
+                let mut hex = String::new();
+                for _ in 0..3 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    hex.push_str(&format!("{x:016x}"));
+                }
+                format!("d{}/f{i}\0{}\n", i % 7, &hex[..40])
+            })
+            .collect();
+        lines.sort();
+        let m0 = Manifest::new(lines.concat().into_bytes(), Node::NULL).unwrap();
+        lines.push(format!("zz\0{}\n", "1".repeat(40)));
+        let m1 = Manifest::new(lines.concat().into_bytes(), Node::NULL).unwrap();
+        let mut w = RevlogWriter::open(&ip, &dp, true, Compression::Zstd)
+            .unwrap()
+            .store_deltas(true);
+        let (r0, _) = w.add(m0.text(), NULL_REV, NULL_REV, 0, true).unwrap();
+        let (r1, n1) = w.add(m1.text(), r0, NULL_REV, 1, true).unwrap();
+        w.finish().unwrap();
+        let log = Revlog::open(&ip, &dp, "00manifest.i".into(), TextCache::new(0), 0).unwrap();
+        assert!(log.entry(r1).unwrap().base != r1, "a delta");
+        let cache = ManifestCache::new(dir.path().join("m"), 1 << 30);
+        let (m, pending) = cache.rebuild(&log, r1, &n1).unwrap();
+        assert!(m.text().is_mapped());
+        assert_eq!(&m.text()[..], &m1.text()[..]);
+        assert_eq!(m.node(), n1);
+        assert!(dp.exists(), "a split revlog");
+        // Not in place before `keep`; in place, equal and checked after.
+        assert!(cache.open(&n1, None).unwrap().is_none());
+        pending.keep().unwrap();
+        let back = cache.open(&n1, Some(m1.text().len())).unwrap().unwrap();
+        assert_eq!(&back.text()[..], &m1.text()[..]);
+        assert!(cache
+            .verify(&n1, &log.node(r0).unwrap(), &Node::NULL)
+            .unwrap());
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(cache.dir()), [format!("{}.manifest", n1.to_hex())]);
+        // A rebuild dropped without `keep` leaves nothing; one of a damaged revision is an
+        // error and leaves nothing either.
+        let (_, pending) = cache.rebuild(&log, r0, &log.node(r0).unwrap()).unwrap();
+        drop(pending);
+        let mut data = std::fs::read(&dp).unwrap();
+        let e = log.entry(r1).unwrap();
+        let mid = (e.offset + e.compressed_len as u64 / 2) as usize;
+        data[mid] ^= 0x55;
+        std::fs::write(&dp, &data).unwrap();
+        let log = Revlog::open(&ip, &dp, "00manifest.i".into(), TextCache::new(0), 0).unwrap();
+        std::fs::remove_file(cache.path(&n1)).unwrap();
+        assert!(cache.rebuild(&log, r1, &n1).is_err());
+        assert!(names(cache.dir()).is_empty(), "{:?}", names(cache.dir()));
     }
 }

@@ -5,7 +5,7 @@ use crate::changelog::Changeset;
 use crate::error::{Result, StoreError};
 use crate::filelog::Filelog;
 use crate::manifest::Manifest;
-use crate::manifest_cache::ManifestCache;
+use crate::manifest_cache::{ManifestCache, PendingManifest};
 use crate::node::{Node, Rev, NULL_REV};
 use crate::pathenc::{encode_store_path, PathEncoding};
 use crate::requirements::Requirements;
@@ -317,13 +317,7 @@ impl Repo {
         if node.is_null() {
             return Ok(Manifest::empty());
         }
-        let rev = self
-            .manifestlog
-            .rev_of(node)
-            .ok_or_else(|| StoreError::UnknownNode {
-                revlog: self.manifestlog.name().to_owned(),
-                node: node.to_hex(),
-            })?;
+        let rev = self.manifest_rev(node)?;
         let len = self.manifestlog.raw_len(rev)?;
         match self.manifests.open(node, len) {
             Ok(Some(m)) => return Ok(m),
@@ -331,6 +325,42 @@ impl Repo {
             Err(e) => tracing::warn!("manifest cache: {e} (removed)"),
         }
         Manifest::new(self.manifestlog.revision(rev)?, *node)
+    }
+
+    /// The manifest with the given node for a working copy's base: mapped from the manifest
+    /// cache, or, when it is not there, rebuilt straight into a new cache file and mapped
+    /// from it ([`ManifestCache::rebuild`]), so that even a first mount at a revision never
+    /// holds the whole text in memory. The new file is returned too: the caller keeps it
+    /// ([`PendingManifest::keep_in_background`]). When the cache is off or cannot be
+    /// written, the text is rebuilt in memory, as [`Repo::manifest`] does.
+    pub fn kept_manifest(&self, node: &Node) -> Result<(Manifest, Option<PendingManifest>)> {
+        if node.is_null() || !self.manifests.enabled() {
+            return Ok((self.manifest(node)?, None));
+        }
+        let rev = self.manifest_rev(node)?;
+        let len = self.manifestlog.raw_len(rev)?;
+        match self.manifests.open(node, len) {
+            Ok(Some(m)) => return Ok((m, None)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("manifest cache: {e} (removed)"),
+        }
+        match self.manifests.rebuild(&self.manifestlog, rev, node) {
+            Ok((m, pending)) => Ok((m, Some(pending))),
+            Err(e) => {
+                tracing::warn!("manifest cache: {e}: the manifest is rebuilt in memory");
+                Ok((Manifest::new(self.manifestlog.revision(rev)?, *node)?, None))
+            }
+        }
+    }
+
+    /// The manifest log's revision of manifest `node`.
+    fn manifest_rev(&self, node: &Node) -> Result<Rev> {
+        self.manifestlog
+            .rev_of(node)
+            .ok_or_else(|| StoreError::UnknownNode {
+                revlog: self.manifestlog.name().to_owned(),
+                node: node.to_hex(),
+            })
     }
 
     /// Adds `manifest` (one the caller trusts: rebuilt and hash-checked, or just committed)

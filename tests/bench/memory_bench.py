@@ -9,7 +9,8 @@ copy at tip; CORPUS.git, a bare repository of the same tree, is used when presen
 revfs configuration file, given as REVFS_CONFIG) compare in one run.
 
 Per binary and run: the time of a first mount of tip (the corpus's manifest cache,
-.hg/cache/revfs, removed before; unmounted once the daemon has kept its manifest there), then
+.hg/cache/revfs, removed before; unmounted once the daemon has kept its manifest there) and
+the daemon's peak RSS by then, then
 on a fresh mount of tip (which maps the kept manifest): mount time; the daemon's RSS (VmRSS,
 and in parentheses its anonymous part, RssAnon: the rest is mapped files, page cache the
 kernel can take back) after the mount, after `find . -type f | wc -l` and after
@@ -86,17 +87,22 @@ def mount(revfs, config, corpus):
 
 
 def first_mount(revfs, config, corpus):
-    """Seconds of a mount with no manifest kept; returns once the daemon kept it (or 10 s)."""
+    """(seconds, the daemon's peak RSS in KiB) of a mount with no manifest kept; returns
+    once the daemon kept it (or 10 s)."""
     cache = os.path.join(corpus, '.hg', 'cache', 'revfs')
+    kept = os.path.join(cache, 'manifests')
     sh('rm -rf %s' % cache)
     took, state, mnt, env = mount(revfs, config, corpus)
     deadline = time.time() + 10
-    while time.time() < deadline and not os.path.isdir(os.path.join(cache, 'manifests')):
+    while time.time() < deadline and not (
+            os.path.isdir(kept) and any(f.endswith('.manifest') for f in os.listdir(kept))):
         time.sleep(0.05)
     time.sleep(1)
+    pid, _ = daemon(state)
+    hwm = status_kb(pid, 'VmHWM')
     sh('%s unmount %s' % (revfs, mnt), env=env)
     sh('rm -rf %s %s' % (state, mnt))
-    return took
+    return took, hwm
 
 
 def rss(pid):
@@ -104,7 +110,8 @@ def rss(pid):
 
 
 def one_run(revfs, config, corpus):
-    r = {'mount_first_s': first_mount(revfs, config, corpus)}
+    r = {}
+    r['mount_first_s'], r['hwm_first_kb'] = first_mount(revfs, config, corpus)
     r['mount_s'], state, mnt, env = mount(revfs, config, corpus)
     try:
         pid, sock = daemon(state)
@@ -144,7 +151,7 @@ def main():
                 raw['anchors'].setdefault(name, []).append(peak(cmd, cwd))
     med = statistics.median
     mib = lambda kb: '%d MiB' % (kb // 1024)
-    print('| binary | first mount | mount | RSS (anon) after mount | find -type f | RSS (anon) after find '
+    print('| binary | first mount (peak RSS) | mount | RSS (anon) after mount | find -type f | RSS (anon) after find '
           '| entries / frozen after find | tar | RSS (anon) after tar | entries / frozen after tar '
           '| peak RSS |')
     print('|---|---|---|---|---|---|---|---|---|---|---|')
@@ -152,8 +159,8 @@ def main():
         m = lambda k: med([r[k] for r in runs])
         s = lambda k, f: int(med([r[k].get(f, 0) for r in runs]))
         both = lambda k: '%s (%s)' % (mib(m('rss_' + k)), mib(m('anon_' + k)))
-        print('| %s | %.0f ms | %.0f ms | %s | %.2f s | %s | %d / %d | %.1f s | %s | %d / %d | %s |' % (
-            b, m('mount_first_s') * 1000, m('mount_s') * 1000, both('mount_kb'), m('find_s'),
+        print('| %s | %.0f ms (%s) | %.0f ms | %s | %.2f s | %s | %d / %d | %.1f s | %s | %d / %d | %s |' % (
+            b, m('mount_first_s') * 1000, mib(m('hwm_first_kb')), m('mount_s') * 1000, both('mount_kb'), m('find_s'),
             both('find_kb'), s('stats_find', 'entries'), s('stats_find', 'frozen'), m('tar_s'),
             both('tar_kb'), s('stats_tar', 'entries'), s('stats_tar', 'frozen'),
             mib(m('hwm_kb'))))

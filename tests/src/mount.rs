@@ -216,6 +216,14 @@ impl Mount {
         answer
     }
 
+    /// The daemon's answer to `stats` (docs/FORMATS.md, "Control protocol").
+    pub fn stats(&self) -> Stats {
+        let answer = self.control("{\"cmd\":\"stats\"}");
+        let value = serde_json::from_str(answer.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("stats: {answer}: {e}"));
+        Stats { answer, value }
+    }
+
     /// Debug builds: makes the daemon hold its working copy's lock forever (`debug_hang`),
     /// as a deadlock would.
     pub fn debug_hang(&self) {
@@ -414,4 +422,27 @@ pub fn snapshot(root: &Path) -> Vec<(PathBuf, Snap)> {
     let mut out = Vec::new();
     walk(root, root, &mut out);
     out
+}
+
+/// One answer of the daemon to `stats`.
+#[derive(Debug, PartialEq)]
+pub struct Stats {
+    answer: String,
+    value: serde_json::Value,
+}
+
+impl Stats {
+    /// The number `key` of the answer (`entries`, `frozen`, `listed`, ...); panics, with the
+    /// answer, when it is missing.
+    pub fn get(&self, key: &str) -> u64 {
+        self.value[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {}", self.answer))
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.answer.trim_end())
+    }
 }

@@ -319,27 +319,19 @@ fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
 /// Makes the kernel forget what nothing holds (the daemon then drops the entries it can)
 /// and waits a little for its FORGETs.
 fn forget_everything(mount: &Mount) {
-    let entries = |answer: &str| -> u64 {
-        let v: serde_json::Value = serde_json::from_str(answer.lines().last().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{answer}: {e}"));
-        v["entries"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("entries in {answer}"))
-    };
-    let before = entries(&mount.control("{\"cmd\":\"stats\"}"));
+    let before = mount.stats().get("entries");
     drop_kernel_caches();
-    let frozen = || mount.control("{\"cmd\":\"stats\"}");
-    let mut last = frozen();
+    let mut last = mount.stats();
     for _ in 0..40 {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        let now = frozen();
+        let now = mount.stats();
         if now == last {
             break;
         }
         last = now;
     }
     assert!(
-        entries(&last) < before,
+        last.get("entries") < before,
         "nothing left the inode table when the kernel forgot it: {before} entries, then {last}"
     );
 }

@@ -548,10 +548,26 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let repo = Arc::new(Repo::open(&req.repo)?);
     // The base manifest: mapped from the repository's manifest cache when an earlier mount
     // or commit at this revision wrote it there (a mount then reads only the pages it needs),
-    // else rebuilt, and written there in the background.
-    let manifest = repo
-        .manifest_at(&open_at)?
-        .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
+    // else rebuilt into a new cache file and mapped from it (kept in the background).
+    let manifest_node = if open_at.is_null() {
+        Node::NULL
+    } else {
+        let rev = repo
+            .changelog()
+            .rev_of(&open_at)
+            .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
+        repo.changeset(rev)?.manifest
+    };
+    let t0 = std::time::Instant::now();
+    let (manifest, new_file) = repo.kept_manifest(&manifest_node)?;
+    tracing::info!(
+        node = %manifest_node.to_hex(),
+        mapped = manifest.text().is_mapped(),
+        rebuilt = new_file.is_some(),
+        bytes = manifest.text().len(),
+        elapsed = ?t0.elapsed(),
+        "base manifest"
+    );
     let checkout_time = UNIX_EPOCH + Duration::from_secs(state.checkout_time.max(0) as u64);
     let wc = Arc::new(WorkingCopy::open(
         repo.clone(),
@@ -564,7 +580,11 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     wc.set_root_path(req.mountpoint.clone());
     wc.set_loaded_files(req.config.mount.loaded_files);
     wc.set_listed_files(req.config.mount.listed_files);
-    wc.verify_base_in_background();
+    match new_file {
+        // Checked against its node as it was written.
+        Some(file) => file.keep_in_background(),
+        None => wc.verify_base_in_background(),
+    }
     wc.map_base_in_background();
     if kept_parent.is_some() {
         if repo.changelog().rev_of(&req.node).is_none() && !req.node.is_null() {

@@ -90,7 +90,11 @@ impl WorkingCopy {
                 .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
             repo.changeset(rev)?
         };
-        let target = Arc::new(repo.manifest(&changeset.manifest)?);
+        let (target, new_file) = repo.kept_manifest(&changeset.manifest)?;
+        if let Some(file) = new_file {
+            file.keep_in_background();
+        }
+        let target = Arc::new(target);
         let mut out = UpdateOutcome {
             branch: changeset.branch().to_vec(),
             ..UpdateOutcome::default()

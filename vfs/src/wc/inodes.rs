@@ -57,6 +57,9 @@ impl Inner {
         }) = source
         {
             let listing = manifest.children(&source)?;
+            // Subdirectories kept when a listing of this directory was dropped are found
+            // below as its children again.
+            self.kept_under.remove(&ino);
             // The listing's inode numbers: a block, the same each time the directory is
             // listed again after its listing was dropped (`unload.rs`).
             let first = match self.firsts.get(&ino) {
@@ -572,6 +575,7 @@ impl Inner {
     pub(crate) fn free(&mut self, ino: u64) -> Option<u64> {
         let e = self.entries.remove(&ino)?;
         self.firsts.remove(&ino);
+        self.kept_under.remove(&ino);
         match e.kind {
             Kind::File(FileData::Overlay { id }) => Some(id),
             Kind::Dir {

@@ -1,9 +1,11 @@
 //! The base manifest mapped from the repository's manifest cache
-//! ([`revfs_store::manifest_cache`]): a commit or an update makes its new base on the heap;
-//! a background thread writes it to the cache and swaps in the mapped copy (the same node),
-//! so that the daemon holds no full manifest text of its own between operations. A mount
-//! that mapped its base checks the file's hash in the background, as the manifest log checks
-//! every text it rebuilds.
+//! ([`revfs_store::manifest_cache`]). A mount and an update map theirs from the start
+//! (rebuilt into the cache when it is not there, [`revfs_store::Repo::kept_manifest`]); a
+//! commit, or a new parent from hg, makes its new base on the heap, and a background thread
+//! writes it to the cache and swaps in the mapped copy (the same node), so that the daemon
+//! holds no full manifest text of its own between operations. A mount that mapped a file an
+//! earlier one wrote checks its hash in the background, as the manifest log checks every
+//! text it rebuilds.
 
 use super::WorkingCopy;
 use revfs_store::manifest::Manifest;

@@ -376,6 +376,11 @@ pub(crate) struct Inner {
     /// Names in the listings made from a manifest and not dropped since (changes made in
     /// them through the mount aside): what `mount.listed_files` bounds.
     pub(crate) listed_names: usize,
+    /// Directories whose listing a sweep dropped while it kept some of their subdirectories'
+    /// entries (held by the kernel, or listed), with how many: each such entry is dropped
+    /// once nothing needs it (`Inner::drop_kept`), and the count goes when the directory is
+    /// listed again (the entries are its children again).
+    pub(crate) kept_under: HashMap<u64, u32>,
 }
 
 /// The mutable working copy of one mount.
@@ -509,6 +514,7 @@ impl WorkingCopy {
                 firsts: HashMap::new(),
                 listed: Default::default(),
                 listed_names: 0,
+                kept_under: HashMap::new(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),

@@ -56,13 +56,67 @@ impl Inner {
 
     /// After the kernel forgot `dir` or something in it: drops the listing of `dir`, then of
     /// each directory above it, while they can be (see [`Inner::unload_listing`]).
+    /// A directory kept when its parent's listing was dropped goes too, once the kernel
+    /// forgot it and it is not listed ([`Inner::drop_kept`]).
     pub(crate) fn unload_upwards(&mut self, mut dir: u64) {
-        while dir != ROOT_INO && self.unload_listing(dir, false) {
-            match self.entries.get(&dir) {
-                Some(e) if e.parent != 0 => dir = e.parent,
-                _ => return,
+        while dir != ROOT_INO {
+            let Some(parent) = self.entries.get(&dir).map(|e| e.parent) else {
+                return;
+            };
+            let unloaded = self.unload_listing(dir, false);
+            let dropped = self.drop_kept(dir);
+            if !(unloaded || dropped) || parent == 0 {
+                return;
             }
+            dir = parent;
         }
+    }
+
+    /// Drops the entry of directory `dir`, kept when its parent's listing was dropped (see
+    /// [`Inner::unload_listing`]), if the parent's next listing makes the same one: the
+    /// kernel holds no reference to it, it is not listed, has nothing of its own, takes its
+    /// entries from the manifest its parent would list it from, and keeps no entries of its
+    /// own children. The next listing of the parent gives it the same number.
+    pub(crate) fn drop_kept(&mut self, dir: u64) -> bool {
+        let Some(e) = self.entries.get(&dir) else {
+            return false;
+        };
+        if e.nlookup != 0 || !plain_dir(e) || self.kept_under.contains_key(&dir) {
+            return false;
+        }
+        let Kind::Dir {
+            children: None,
+            source: Some(own),
+        } = &e.kind
+        else {
+            return false;
+        };
+        let Some(Kind::Dir {
+            children: None,
+            source: Some(theirs),
+        }) = self.entries.get(&e.parent).map(|p| &p.kind)
+        else {
+            return false;
+        };
+        let mut path = theirs.path.to_vec();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(&e.name);
+        if !Arc::ptr_eq(&own.manifest, &theirs.manifest) || *own.path != *path {
+            return false;
+        }
+        let parent = e.parent;
+        let Some(count) = self.kept_under.get_mut(&parent) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.kept_under.remove(&parent);
+        }
+        // Its block of numbers (`firsts`) stays: listed again, its children get the same.
+        self.entries.remove(&dir);
+        true
     }
 
     /// Drops the listing of directory `dir` if listing it again gives the same entries:
@@ -107,6 +161,7 @@ impl Inner {
             return false;
         };
         let mut count = 0;
+        let mut kept = 0u32;
         let mut subdirs = Vec::new();
         for (i, child) in listing.iter().enumerate() {
             let ino = first + i as u64;
@@ -144,9 +199,13 @@ impl Inner {
                             ..
                         }
                     );
-                    if unlisted_from_base && sub.nlookup == 0 && plain_dir(sub) {
+                    // One that keeps entries of its own children stays (their parent).
+                    let keeps = self.kept_under.contains_key(&ino);
+                    if unlisted_from_base && sub.nlookup == 0 && plain_dir(sub) && !keeps {
                         subdirs.push(ino);
-                    } else if !(held && (listed || unlisted_from_base)) {
+                    } else if held && (listed || unlisted_from_base) {
+                        kept += 1;
+                    } else {
                         return false;
                     }
                 }
@@ -158,6 +217,9 @@ impl Inner {
         }
         for ino in subdirs {
             self.entries.remove(&ino);
+        }
+        if kept > 0 {
+            self.kept_under.insert(dir, kept);
         }
         self.listed_names = self.listed_names.saturating_sub(count);
         if let Some(e) = self.entries.get_mut(&dir) {
@@ -246,6 +308,14 @@ impl Inner {
             }
             if dir != ROOT_INO && self.unload_listing(dir, true) {
                 dropped += 1;
+                // Not held any more, and its parent's listing went before: it goes too.
+                let mut up = dir;
+                while let Some(parent) = self.entries.get(&up).map(|e| e.parent) {
+                    if !self.drop_kept(up) {
+                        break;
+                    }
+                    up = parent;
+                }
             } else {
                 self.listed.push_back(dir);
             }
