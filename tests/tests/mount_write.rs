@@ -71,6 +71,66 @@ fn truncate_fallocate_and_exec_bits() {
     assert_eq!(status(&mount), "M b/c.txt\n");
 }
 
+/// A status that found a written file equal to its revision remembers it until the file is
+/// written again: every change after that, of the same size or through any call, shows.
+#[test]
+fn a_file_status_found_clean_is_compared_again_after_any_change() {
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let path = mount.dir.join("a.txt");
+    let original = b"hello\nworld\n";
+    std::fs::write(&path, original).unwrap();
+    assert_eq!(status(&mount), "");
+    assert_eq!(status(&mount), "", "remembered clean");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let pwrite = |data: &[u8], at: u64| {
+        std::os::unix::fs::FileExt::write_all_at(&f, data, at).unwrap();
+        f.sync_data().unwrap();
+    };
+    // Each change keeps the size: only the content tells.
+    pwrite(b"J", 0);
+    assert_eq!(status(&mount), "M a.txt\n", "a write of one byte");
+    pwrite(b"h", 0);
+    assert_eq!(status(&mount), "");
+    let fd = std::os::unix::io::AsRawFd::as_raw_fd(&f);
+    // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: zeros, same size.
+    // SAFETY: fallocate on a valid fd.
+    assert_eq!(unsafe { libc_fallocate(fd, 0x02 | 0x01, 0, 4) }, 0);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        original.len() as u64
+    );
+    assert_eq!(status(&mount), "M a.txt\n", "a hole punched");
+    pwrite(b"hell", 0);
+    assert_eq!(status(&mount), "");
+    f.set_len(3).unwrap();
+    f.set_len(original.len() as u64).unwrap();
+    assert_eq!(status(&mount), "M a.txt\n", "truncated and extended");
+    pwrite(original, 0);
+    assert_eq!(status(&mount), "");
+    drop(f);
+    // Replaced by a file of the same size through a rename over it.
+    let tmp = mount.dir.join("a.tmp");
+    std::fs::write(&tmp, b"HELLO\nworld\n").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    assert_eq!(status(&mount), "M a.txt\n", "replaced");
+    std::fs::write(&path, original).unwrap();
+    assert_eq!(status(&mount), "");
+    // Known only to the daemon that compared: after a remount, compared again.
+    mount.unmount();
+    mount.remount(&fixtures().join("tiny"), None);
+    assert_eq!(status(&mount), "");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map(|f| std::os::unix::fs::FileExt::write_all_at(&f, b"W", 6).unwrap())
+        .unwrap();
+    assert_eq!(status(&mount), "M a.txt\n");
+}
+
 extern "C" {
     #[link_name = "fallocate"]
     fn libc_fallocate(fd: i32, mode: i32, offset: i64, len: i64) -> i32;

@@ -77,7 +77,10 @@ impl Read for FileReader<'_> {
 /// Whether two readers give the same bytes, compared in bounded blocks.
 pub fn same_content(a: &mut dyn Read, b: &mut dyn Read) -> std::io::Result<bool> {
     const BLOCK: usize = 256 << 10;
-    let (mut x, mut y) = (vec![0u8; BLOCK], vec![0u8; BLOCK]);
+    // Small first, so that comparing a small file costs no big zeroed buffers; grows to
+    // BLOCK for big ones.
+    let mut block = 16 << 10;
+    let (mut x, mut y) = (vec![0u8; block], vec![0u8; block]);
     loop {
         let n = fill(a, &mut x)?;
         let m = fill(b, &mut y)?;
@@ -86,6 +89,11 @@ pub fn same_content(a: &mut dyn Read, b: &mut dyn Read) -> std::io::Result<bool>
         }
         if n == 0 {
             return Ok(true);
+        }
+        if n == block && block < BLOCK {
+            block *= 4;
+            x.resize(block, 0);
+            y.resize(block, 0);
         }
     }
 }

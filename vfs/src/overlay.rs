@@ -1,12 +1,18 @@
 //! The overlay: local files holding the content of every materialized or new file, one file
 //! per overlay id under `<state>/overlay/`. Files not in the overlay are read from the store.
+//! It also remembers which of its files a status found equal to a store revision, until
+//! they are written again (as hg's dirstate remembers a clean file's size and mtime), so
+//! that a file written back to its original bytes is compared once, not by every status.
 
 use lru::LruCache;
+use revfs_store::Node;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::num::NonZeroUsize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How many overlay files stay open when the configuration says nothing.
@@ -20,6 +26,17 @@ pub const DEFAULT_OPEN_FILES: usize = 256;
 pub struct Overlay {
     dir: PathBuf,
     open: Mutex<LruCache<u64, Arc<File>>>,
+    /// What comparisons found of files' contents (see [`Overlay::begin_check`]).
+    verdicts: Mutex<HashMap<u64, Verdict>>,
+    next_ticket: AtomicU64,
+}
+
+/// What is known of an overlay file's content against the store.
+enum Verdict {
+    /// A comparison began (its ticket) and nothing was written since.
+    Checking(u64),
+    /// Equal to this file revision's text, and nothing written since.
+    Same(Node),
 }
 
 impl Overlay {
@@ -30,7 +47,43 @@ impl Overlay {
         Ok(Overlay {
             dir: dir.to_owned(),
             open: Mutex::new(LruCache::new(cap)),
+            verdicts: Mutex::new(HashMap::new()),
+            next_ticket: AtomicU64::new(1),
         })
+    }
+
+    fn verdicts(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Verdict>> {
+        self.verdicts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether file `id` was found equal to file revision `node` with nothing written to it
+    /// since.
+    pub fn known_same(&self, id: u64, node: &Node) -> bool {
+        matches!(self.verdicts().get(&id), Some(Verdict::Same(n)) if n == node)
+    }
+
+    /// Starts a comparison of file `id`'s content; [`Overlay::end_check`] records its
+    /// outcome only if nothing changed the file in between (every change of a file's
+    /// content goes through this type and forgets what was known of it once done).
+    pub fn begin_check(&self, id: u64) -> u64 {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        self.verdicts().insert(id, Verdict::Checking(ticket));
+        ticket
+    }
+
+    /// Records that the comparison `ticket` found file `id` equal to file revision `node`,
+    /// unless the file changed since it began.
+    pub fn end_check(&self, id: u64, ticket: u64, node: Node) {
+        let mut verdicts = self.verdicts();
+        if matches!(verdicts.get(&id), Some(Verdict::Checking(t)) if *t == ticket) {
+            verdicts.insert(id, Verdict::Same(node));
+        }
+    }
+
+    /// Forgets what was known of file `id`'s content: called after each change of it
+    /// (a comparison that overlapped the change is not recorded).
+    fn changed(&self, id: u64) {
+        self.verdicts().remove(&id);
     }
 
     fn path(&self, id: u64) -> PathBuf {
@@ -63,7 +116,9 @@ impl Overlay {
             .create(true)
             .truncate(true)
             .open(&path)?;
-        f.write_all(content)?;
+        let written = f.write_all(content);
+        self.changed(id);
+        written?;
         let f = Arc::new(f);
         self.keep(id, f.clone());
         Ok(f)
@@ -73,8 +128,10 @@ impl Overlay {
     pub fn create_from(&self, id: u64, content: &mut dyn std::io::Read) -> std::io::Result<()> {
         let f = self.create(id, &[])?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, &*f);
-        std::io::copy(content, &mut w)?;
-        w.flush()
+        let copied = std::io::copy(content, &mut w).and_then(|_| w.flush());
+        drop(w);
+        self.changed(id);
+        copied
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<File>>> {
@@ -140,11 +197,15 @@ impl Overlay {
     }
 
     pub fn write(&self, id: u64, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.file(id)?.write_all_at(data, offset)
+        let written = self.file(id)?.write_all_at(data, offset);
+        self.changed(id);
+        written
     }
 
     pub fn truncate(&self, id: u64, size: u64) -> std::io::Result<()> {
-        self.file(id)?.set_len(size)
+        let done = self.file(id)?.set_len(size);
+        self.changed(id);
+        done
     }
 
     /// fallocate(2) on overlay file `id`, any mode (reserving, KEEP_SIZE, PUNCH_HOLE,
@@ -157,6 +218,8 @@ impl Overlay {
         };
         // SAFETY: fallocate on an fd we own.
         let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, len) };
+        // Punching a hole or zeroing a range changes the content.
+        self.changed(id);
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -196,6 +259,7 @@ impl Overlay {
     pub fn remove(&self, id: u64) -> std::io::Result<()> {
         let closed = self.cache().pop(&id);
         drop(closed);
+        self.changed(id);
         match std::fs::remove_file(self.path(id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

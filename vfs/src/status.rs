@@ -334,7 +334,11 @@ impl WorkingCopy {
             Now::OverlayFile { id, exec } => {
                 if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
                     true
+                } else if self.overlay.known_same(*id, &node) {
+                    // Found equal by an earlier status, and not written since.
+                    false
                 } else {
+                    let ticket = self.overlay.begin_check(*id);
                     if self.overlay.size(*id)? != repo.file_size(path, &node)? {
                         true
                     } else {
@@ -344,6 +348,9 @@ impl WorkingCopy {
                             &mut crate::content::FileReader::new(&ours),
                             &mut theirs.reader(),
                         )?;
+                        if same {
+                            self.overlay.end_check(*id, ticket, node);
+                        }
                         !same
                     }
                 }
