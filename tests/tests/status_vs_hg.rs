@@ -453,8 +453,9 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
 
 #[test]
 fn status_and_bytes_match_hg_after_random_operations() {
-    // 100 seeds x 100 operations = 10,000 operations.
-    for seed in seeds(0..100) {
+    // 70 seeds x 100 operations = 7,000 operations (CI's time: ~2.5 s a seed; REVFS_SEED
+    // runs any other one).
+    for seed in seeds(0..70) {
         run_seed(seed, 100, 0, 0);
     }
 }
