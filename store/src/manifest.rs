@@ -110,17 +110,16 @@ impl Manifest {
     }
 
     fn line_start(&self, pos: usize) -> usize {
-        self.text[..pos]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |p| p + 1)
+        memchr::memrchr(b'\n', &self.text[..pos]).map_or(0, |p| p + 1)
     }
 
+    /// The path of the line at `start`, and where the next line starts. (memchr: these scans
+    /// are most of a binary search's time.)
     fn path_at(&self, start: usize) -> (&[u8], usize) {
         let rest = &self.text[start..];
-        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..end];
-        let nul = line.iter().position(|&b| b == 0).unwrap_or(line.len());
+        let nul = memchr::memchr(0, line).unwrap_or(line.len());
         (&line[..nul], start + end + 1)
     }
 
