@@ -71,12 +71,16 @@ impl Overlay {
         ticket
     }
 
-    /// Records that the comparison `ticket` found file `id` equal to file revision `node`,
-    /// unless the file changed since it began.
-    pub fn end_check(&self, id: u64, ticket: u64, node: Node) {
+    /// Ends the comparison `ticket` of file `id`: records that it found the file equal to
+    /// file revision `same` (`None`: it differs, nothing to remember), unless the file
+    /// changed since it began.
+    pub fn end_check(&self, id: u64, ticket: u64, same: Option<Node>) {
         let mut verdicts = self.verdicts();
         if matches!(verdicts.get(&id), Some(Verdict::Checking(t)) if *t == ticket) {
-            verdicts.insert(id, Verdict::Same(node));
+            match same {
+                Some(node) => verdicts.insert(id, Verdict::Same(node)),
+                None => verdicts.remove(&id),
+            };
         }
     }
 

@@ -338,19 +338,19 @@ impl WorkingCopy {
                     // Found equal by an earlier status, and not written since.
                     false
                 } else {
-                    let ticket = self.overlay.begin_check(*id);
                     if self.overlay.size(*id)? != repo.file_size(path, &node)? {
                         true
                     } else {
+                        // A change after this is not recorded as equal; one before it is
+                        // what the comparison reads.
+                        let ticket = self.overlay.begin_check(*id);
                         let theirs = self.store_text(repo, path, &node)?;
                         let ours = self.overlay.file(*id)?;
                         let same = crate::content::same_content(
                             &mut crate::content::FileReader::new(&ours),
                             &mut theirs.reader(),
                         )?;
-                        if same {
-                            self.overlay.end_check(*id, ticket, node);
-                        }
+                        self.overlay.end_check(*id, ticket, same.then_some(node));
                         !same
                     }
                 }
