@@ -16,7 +16,7 @@ use crate::revlog::Revlog;
 use crate::text::SharedText;
 use sha1::{Digest, Sha1};
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -186,10 +186,9 @@ impl ManifestCache {
             node: *node,
         };
         let io = |source| StoreError::io(&pending.temp, source);
-        pending.file.write_all_at(&[0u8; HEADER], 0).map_err(io)?;
+        // The header's place (written once the text's length is known), then the text.
         let mut out = &pending.file;
-        out.seek(std::io::SeekFrom::Start(HEADER as u64))
-            .map_err(io)?;
+        out.write_all(&[0u8; HEADER]).map_err(io)?;
         // Scratch space for the decompressed chunks: the cache's directory, on disk.
         let len = log.write_revision(rev, &self.dir, &mut out)?;
         pending

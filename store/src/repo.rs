@@ -317,14 +317,11 @@ impl Repo {
         if node.is_null() {
             return Ok(Manifest::empty());
         }
-        let rev = self.manifest_rev(node)?;
-        let len = self.manifestlog.raw_len(rev)?;
-        match self.manifests.open(node, len) {
-            Ok(Some(m)) => return Ok(m),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("manifest cache: {e} (removed)"),
+        let (rev, cached) = self.cached_manifest(node)?;
+        match cached {
+            Some(m) => Ok(m),
+            None => Manifest::new(self.manifestlog.revision(rev)?, *node),
         }
-        Manifest::new(self.manifestlog.revision(rev)?, *node)
     }
 
     /// The manifest with the given node for a working copy's base: mapped from the manifest
@@ -337,12 +334,9 @@ impl Repo {
         if node.is_null() || !self.manifests.enabled() {
             return Ok((self.manifest(node)?, None));
         }
-        let rev = self.manifest_rev(node)?;
-        let len = self.manifestlog.raw_len(rev)?;
-        match self.manifests.open(node, len) {
-            Ok(Some(m)) => return Ok((m, None)),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("manifest cache: {e} (removed)"),
+        let (rev, cached) = self.cached_manifest(node)?;
+        if let Some(m) = cached {
+            return Ok((m, None));
         }
         match self.manifests.rebuild(&self.manifestlog, rev, node) {
             Ok((m, pending)) => Ok((m, Some(pending))),
@@ -353,14 +347,25 @@ impl Repo {
         }
     }
 
-    /// The manifest log's revision of manifest `node`.
-    fn manifest_rev(&self, node: &Node) -> Result<Rev> {
-        self.manifestlog
+    /// The manifest log's revision of manifest `node`, and its text mapped from the
+    /// manifest cache when it is there (a file that fails the checks is removed, with a
+    /// warning).
+    fn cached_manifest(&self, node: &Node) -> Result<(Rev, Option<Manifest>)> {
+        let rev = self
+            .manifestlog
             .rev_of(node)
             .ok_or_else(|| StoreError::UnknownNode {
                 revlog: self.manifestlog.name().to_owned(),
                 node: node.to_hex(),
-            })
+            })?;
+        let len = self.manifestlog.raw_len(rev)?;
+        match self.manifests.open(node, len) {
+            Ok(m) => Ok((rev, m)),
+            Err(e) => {
+                tracing::warn!("manifest cache: {e} (removed)");
+                Ok((rev, None))
+            }
+        }
     }
 
     /// Adds `manifest` (one the caller trusts: rebuilt and hash-checked, or just committed)
@@ -413,11 +418,20 @@ impl Repo {
     /// The manifest of changeset `node` (empty for the null node); `None` when the changelog
     /// does not have it, which each caller reports in its own words.
     pub fn manifest_at(&self, node: &Node) -> Result<Option<Manifest>> {
+        match self.manifest_node_at(node)? {
+            Some(m) => self.manifest(&m).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The manifest node of changeset `node` (null for the null node); `None` when the
+    /// changelog does not have it.
+    pub fn manifest_node_at(&self, node: &Node) -> Result<Option<Node>> {
         if node.is_null() {
-            return Ok(Some(Manifest::empty()));
+            return Ok(Some(Node::NULL));
         }
         match self.changelog.rev_of(node) {
-            Some(rev) => self.manifest_of(rev).map(Some),
+            Some(rev) => Ok(Some(self.changeset(rev)?.manifest)),
             None => Ok(None),
         }
     }

@@ -549,15 +549,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     // The base manifest: mapped from the repository's manifest cache when an earlier mount
     // or commit at this revision wrote it there (a mount then reads only the pages it needs),
     // else rebuilt into a new cache file and mapped from it (kept in the background).
-    let manifest_node = if open_at.is_null() {
-        Node::NULL
-    } else {
-        let rev = repo
-            .changelog()
-            .rev_of(&open_at)
-            .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
-        repo.changeset(rev)?.manifest
-    };
+    let manifest_node = repo
+        .manifest_node_at(&open_at)?
+        .ok_or_else(|| DaemonError::UnknownNode(open_at.to_hex()))?;
     let t0 = std::time::Instant::now();
     let (manifest, new_file) = repo.kept_manifest(&manifest_node)?;
     tracing::info!(

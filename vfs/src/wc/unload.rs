@@ -98,12 +98,13 @@ impl Inner {
         else {
             return false;
         };
-        let mut path = theirs.path.to_vec();
-        if !path.is_empty() {
-            path.push(b'/');
-        }
-        path.extend_from_slice(&e.name);
-        if !Arc::ptr_eq(&own.manifest, &theirs.manifest) || *own.path != *path {
+        // Its own path is its parent's followed by its name.
+        let at_its_path = match own.path.strip_prefix(&*theirs.path) {
+            Some(rest) if theirs.path.is_empty() => *rest == *e.name,
+            Some(rest) => rest.first() == Some(&b'/') && rest[1..] == *e.name,
+            None => false,
+        };
+        if !Arc::ptr_eq(&own.manifest, &theirs.manifest) || !at_its_path {
             return false;
         }
         let parent = e.parent;
@@ -308,14 +309,9 @@ impl Inner {
             }
             if dir != ROOT_INO && self.unload_listing(dir, true) {
                 dropped += 1;
-                // Not held any more, and its parent's listing went before: it goes too.
-                let mut up = dir;
-                while let Some(parent) = self.entries.get(&up).map(|e| e.parent) {
-                    if !self.drop_kept(up) {
-                        break;
-                    }
-                    up = parent;
-                }
+                // Kept under a parent whose listing went before, and not held by the
+                // kernel: it goes now (and so on upwards).
+                self.unload_upwards(dir);
             } else {
                 self.listed.push_back(dir);
             }
