@@ -139,6 +139,61 @@ impl Manifest {
         lo
     }
 
+    /// [`Manifest::lower_bound`] knowing that every line before byte `from` (a line start)
+    /// is less than `key`: probes forward from `from` in growing steps, then searches
+    /// between the last two probes, so a bound close to `from` costs a few comparisons.
+    fn lower_bound_from(&self, from: usize, key: &[u8]) -> usize {
+        let len = self.text.len();
+        let (mut lo, mut hi) = (from.min(len), len);
+        let mut step = 256usize;
+        while lo < hi {
+            let probe = lo.saturating_add(step);
+            if probe >= len {
+                break;
+            }
+            let start = self.line_start(probe).max(lo);
+            let (path, next) = self.path_at(start);
+            if path < key {
+                lo = next.min(len);
+                step = step.saturating_mul(2);
+            } else {
+                hi = start;
+                break;
+            }
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let start = self.line_start(mid).max(lo);
+            let (path, next) = self.path_at(start);
+            if path < key {
+                lo = next.min(len);
+            } else {
+                hi = start;
+            }
+        }
+        lo
+    }
+
+    /// What the manifest has at `path`: the file's entry, or `Err(true)` when `path` is a
+    /// directory of it (some path starts with `path/`), `Err(false)` when neither. One
+    /// binary search, and a short probe from where it ends for the directory.
+    pub fn at(&self, path: &[u8]) -> Result<std::result::Result<ManifestEntry<'_>, bool>> {
+        let pos = self.lower_bound(path);
+        if pos < self.text.len() {
+            let (entry, _) = self.line_at(pos)?;
+            if entry.path == path {
+                return Ok(Ok(entry));
+            }
+        }
+        let mut dir = Vec::with_capacity(path.len() + 1);
+        dir.extend_from_slice(path);
+        dir.push(b'/');
+        let at = self.lower_bound_from(pos, &dir);
+        Ok(Err(
+            at < self.text.len() && self.path_at(at).0.starts_with(&dir)
+        ))
+    }
+
     /// The text of this manifest with `changes` applied (`Some` sets an entry, `None`
     /// removes it), in one pass: runs of unchanged lines are copied whole, so the cost is a
     /// copy of the text plus a binary search per change.
@@ -198,7 +253,7 @@ impl Manifest {
         // The end is the first line not starting with the prefix: the lower bound of the
         // prefix with its last byte incremented, or the end of the text.
         let end = match prefix_successor(prefix) {
-            Some(succ) => self.lower_bound(&succ),
+            Some(succ) => self.lower_bound_from(pos, &succ),
             None => self.text.len(),
         };
         ManifestIter {
@@ -407,6 +462,49 @@ impl<'a> Iterator for ManifestIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_and_iter_prefix_agree_with_a_scan_of_every_line() {
+        // Names that sort between a directory and its `/` (`a!`, `a.c`, `a-b`), many files
+        // in one directory (the forward probe's steps), and directories at the ends.
+        let mut names: Vec<String> = vec!["0".into(), "a!".into(), "a-b/x".into(), "a.c".into()];
+        names.extend((0..400).map(|i| format!("a/f{i:03}")));
+        names.extend(["a/g/h".into(), "a0".into(), "b/c/d".into(), "zz/y".into()]);
+        names.sort();
+        let pairs: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+        let m = manifest(&pairs);
+        let all: Vec<Vec<u8>> = m.iter().map(|e| e.unwrap().path.to_vec()).collect();
+        let queries = [
+            "", "0", "a", "a!", "a-b", "a-b/x", "a.c", "a/", "a/f200", "a/f2", "a/g", "a/g/h",
+            "a0", "b", "b/c", "b/c/d", "b/c/d/e", "c", "zz", "zz/y", "zzz",
+        ];
+        for q in queries {
+            let q = q.as_bytes();
+            let dir = [q, b"/"].concat();
+            let want = if all.iter().any(|p| p.as_slice() == q) {
+                Ok(q.to_vec())
+            } else {
+                Err(all.iter().any(|p| p.starts_with(&dir)))
+            };
+            let got = m.at(q).unwrap().map(|e| e.path.to_vec());
+            assert_eq!(got, want, "at({:?})", String::from_utf8_lossy(q));
+            let below: Vec<Vec<u8>> = m
+                .iter_prefix(&dir)
+                .map(|e| e.unwrap().path.to_vec())
+                .collect();
+            let want: Vec<Vec<u8>> = all
+                .iter()
+                .filter(|p| p.starts_with(&dir))
+                .cloned()
+                .collect();
+            assert_eq!(
+                below,
+                want,
+                "iter_prefix({:?})",
+                String::from_utf8_lossy(&dir)
+            );
+        }
+    }
 
     #[test]
     fn with_changes_sets_and_removes_entries_in_place() {

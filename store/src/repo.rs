@@ -311,6 +311,32 @@ impl Repo {
         Changeset::parse(&text, &self.changelog.node(rev)?)
     }
 
+    /// The first lines of changeset `rev` (its manifest, user, date and extras, the branch
+    /// among them), with no files and no description: read from the start of its text,
+    /// without rebuilding the whole of it (a first changeset lists every file of the tree,
+    /// megabytes of them). Not hash-checked; a text whose head is long is read whole.
+    pub fn changeset_head(&self, rev: Rev) -> Result<Changeset> {
+        if rev == NULL_REV {
+            return Ok(Changeset::default());
+        }
+        const PEEK: usize = 4096;
+        let prefix = self.changelog.text_prefix(rev, PEEK)?;
+        let ends: Vec<usize> = memchr::memchr_iter(b'\n', &prefix).take(3).collect();
+        match ends.get(2) {
+            Some(&end) => {
+                let mut head = prefix[..end].to_vec();
+                head.extend_from_slice(b"\n\n");
+                Changeset::parse(&head, &self.changelog.node(rev)?)
+            }
+            None => {
+                let mut c = self.changeset(rev)?;
+                c.files.clear();
+                c.description.clear();
+                Ok(c)
+            }
+        }
+    }
+
     /// The manifest with the given node: mapped from the manifest cache when it is there
     /// (see [`Repo::keep_manifest`]), else rebuilt from the manifest log.
     pub fn manifest(&self, node: &Node) -> Result<Manifest> {
@@ -431,14 +457,14 @@ impl Repo {
             return Ok(Some(Node::NULL));
         }
         match self.changelog.rev_of(node) {
-            Some(rev) => Ok(Some(self.changeset(rev)?.manifest)),
+            Some(rev) => Ok(Some(self.changeset_head(rev)?.manifest)),
             None => Ok(None),
         }
     }
 
     /// The manifest of changelog revision `rev`.
     pub fn manifest_of(&self, rev: Rev) -> Result<Manifest> {
-        self.manifest(&self.changeset(rev)?.manifest)
+        self.manifest(&self.changeset_head(rev)?.manifest)
     }
 
     /// The content size of file revision `node` of `path` (metadata excluded), kept by node:

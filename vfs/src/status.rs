@@ -8,12 +8,12 @@
 
 use crate::journal::Track;
 use crate::wc::{
-    EntryType, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy, ROOT_INO,
+    EntryType, FileData, Inner, Kind, LinkData, Result, Walk, WcError, WorkingCopy, ROOT_INO,
 };
 use revfs_hg::ignore::{FileSource, Ignore};
 use revfs_store::manifest::FileFlag;
 use revfs_store::{Node, Repo};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// What `status` is asked to report.
@@ -55,12 +55,48 @@ enum Now {
 /// A path's entry in the base manifest: its file node and flag.
 type BaseEntry = Option<(Node, FileFlag)>;
 
+/// A set of paths and what lies on their way: the paths themselves, their ancestor
+/// directories and everything below them. What an update's checks must see of the working
+/// copy for the paths its diff touches (`WorkingCopy::status_within`).
+#[derive(Debug, Default)]
+pub(crate) struct Scope {
+    paths: HashSet<Vec<u8>>,
+    dirs: HashSet<Vec<u8>>,
+}
+
+impl Scope {
+    pub(crate) fn new<'a>(paths: impl IntoIterator<Item = &'a [u8]>) -> Scope {
+        let mut s = Scope::default();
+        for p in paths {
+            for (i, _) in p.iter().enumerate().filter(|(_, &b)| b == b'/') {
+                if !s.dirs.contains(&p[..i]) {
+                    s.dirs.insert(p[..i].to_vec());
+                }
+            }
+            s.paths.insert(p.to_vec());
+        }
+        s
+    }
+
+    /// True when `path` is one of the paths, an ancestor of one (the root included), or
+    /// below one.
+    pub(crate) fn covers(&self, path: &[u8]) -> bool {
+        path.is_empty()
+            || self.paths.contains(path)
+            || self.dirs.contains(path)
+            || path
+                .iter()
+                .enumerate()
+                .any(|(i, &b)| b == b'/' && self.paths.contains(&path[..i]))
+    }
+}
+
 /// The order hg prints the groups in.
 const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
 
 impl WorkingCopy {
-    fn now_of(&self, inner: &mut Inner, path: &[u8]) -> Result<Now> {
-        let Some(ino) = inner.resolve(path)? else {
+    fn now_of(&self, inner: &mut Inner, walk: &mut Walk, path: &[u8]) -> Result<Now> {
+        let Some(ino) = inner.resolve_walk(walk, path)? else {
             return Ok(Now::Absent);
         };
         let Some(e) = inner.entries.get(&ino) else {
@@ -90,15 +126,33 @@ impl WorkingCopy {
     /// below touched directories (in the base manifest and in the working copy). Each comes
     /// with its base entry when the search found it (`Some`: looked up, `None` inside it
     /// when the base lacks it), so that status does not search the manifest again.
-    fn candidates(&self, inner: &mut Inner) -> Result<BTreeMap<Vec<u8>, Option<BaseEntry>>> {
+    ///
+    /// With a `scope`, only the paths it covers.
+    fn candidates(
+        &self,
+        inner: &mut Inner,
+        scope: Option<&Scope>,
+    ) -> Result<BTreeMap<Vec<u8>, Option<BaseEntry>>> {
+        let covered = |p: &[u8]| scope.is_none_or(|s| s.covers(p));
         // Paths with a tracking override are always looked at: an added file that is gone
         // is missing (`!`).
-        let mut out: BTreeMap<Vec<u8>, Option<BaseEntry>> =
-            inner.tracking.keys().map(|p| (p.clone(), None)).collect();
+        let mut out: BTreeMap<Vec<u8>, Option<BaseEntry>> = inner
+            .tracking
+            .keys()
+            .filter(|p| covered(p))
+            .map(|p| (p.clone(), None))
+            .collect();
         // So are the files of a merge (modified whatever their content).
-        out.extend(inner.from_p2.iter().map(|p| (p.clone(), None)));
-        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        out.extend(
+            inner
+                .from_p2
+                .iter()
+                .filter(|p| covered(p))
+                .map(|p| (p.clone(), None)),
+        );
+        let dirty: Vec<Vec<u8>> = inner.dirty.iter().filter(|p| covered(p)).cloned().collect();
         let base = inner.base.clone();
+        let mut walk = Walk::default();
         for p in &dirty {
             if let Some(e) = base.find(p)? {
                 // A file of the base: no base file below it (a manifest never has both).
@@ -109,10 +163,12 @@ impl WorkingCopy {
                 prefix.push(b'/');
                 for e in base.iter_prefix(&prefix) {
                     let e = e?;
-                    out.insert(e.path.to_vec(), Some(Some((e.node, e.flag))));
+                    if covered(e.path) {
+                        out.insert(e.path.to_vec(), Some(Some((e.node, e.flag))));
+                    }
                 }
             }
-            match inner.resolve(p)? {
+            match inner.resolve_walk(&mut walk, p)? {
                 Some(ino) if ino == ROOT_INO => {}
                 Some(ino)
                     if matches!(
@@ -122,7 +178,7 @@ impl WorkingCopy {
                 {
                     let mut below = BTreeSet::new();
                     self.paths_below(inner, ino, p, false, &mut below)?;
-                    for q in below {
+                    for q in below.into_iter().filter(|q| covered(q)) {
                         out.entry(q).or_insert(None);
                     }
                 }
@@ -134,13 +190,26 @@ impl WorkingCopy {
 
     /// Computes status.
     pub fn status(&self, req: StatusRequest) -> Result<Vec<StatusEntry>> {
+        self.status_within(req, None)
+    }
+
+    /// [`WorkingCopy::status`] of the paths `scope` covers only (all with `None`): what
+    /// an update asks of the paths its diff touches, in time that does not grow with the
+    /// local changes elsewhere. Not with `req.clean`.
+    pub(crate) fn status_within(
+        &self,
+        req: StatusRequest,
+        scope: Option<&Scope>,
+    ) -> Result<Vec<StatusEntry>> {
+        debug_assert!(scope.is_none() || !req.clean);
         // Capture the state of every candidate under the lock, compare outside it.
         let (captured, tracking, base, repo, from_p2) = {
             let mut inner = self.write();
-            let candidates = self.candidates(&mut inner)?;
+            let candidates = self.candidates(&mut inner, scope)?;
             let mut captured = Vec::with_capacity(candidates.len());
+            let mut walk = Walk::default();
             for (p, known) in candidates {
-                let now = self.now_of(&mut inner, &p)?;
+                let now = self.now_of(&mut inner, &mut walk, &p)?;
                 captured.push((p, known, now));
             }
             (

@@ -23,7 +23,7 @@ pub use update::UpdateHow;
 
 use crate::journal::{PutEntry, Record, Track};
 use crate::wc::{
-    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy,
+    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, Walk, WcError, WorkingCopy,
     ROOT_INO,
 };
 use revfs_store::manifest::{FileFlag, Manifest};
@@ -118,15 +118,10 @@ pub(crate) fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
     if path.is_empty() {
         return Ok(Target::Dir);
     }
-    if let Some(e) = m.find(path)? {
-        return Ok(Target::File(e.node, e.flag));
-    }
-    let mut prefix = path.to_vec();
-    prefix.push(b'/');
-    Ok(if m.iter_prefix(&prefix).next().is_some() {
-        Target::Dir
-    } else {
-        Target::Absent
+    Ok(match m.at(path)? {
+        Ok(e) => Target::File(e.node, e.flag),
+        Err(true) => Target::Dir,
+        Err(false) => Target::Absent,
     })
 }
 
@@ -140,8 +135,8 @@ fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// For a name of a file with hard links that is not its first, the path of the first
 /// (which a rewritten journal puts, then links the others to).
-fn other_name_of(inner: &mut Inner, path: &[u8]) -> Result<Option<Vec<u8>>> {
-    let Some(ino) = inner.resolve(path)? else {
+fn other_name_of(inner: &Inner, ino: Option<u64>, path: &[u8]) -> Result<Option<Vec<u8>>> {
+    let Some(ino) = ino else {
         return Ok(None);
     };
     if inner.entry(ino)?.links.is_none() {
@@ -160,7 +155,13 @@ fn join(parts: &[&[u8]]) -> Vec<u8> {
 
 impl WorkingCopy {
     fn cur_at(&self, inner: &mut Inner, path: &[u8]) -> Result<Cur> {
-        let Some(ino) = inner.resolve(path)? else {
+        let ino = inner.resolve(path)?;
+        self.cur_of(inner, ino)
+    }
+
+    /// What is at inode `ino` (a path's, resolved), as the journal rewrite sees it.
+    fn cur_of(&self, inner: &Inner, ino: Option<u64>) -> Result<Cur> {
+        let Some(ino) = ino else {
             return Ok(Cur::Absent);
         };
         let e = inner.entry(ino)?;
@@ -315,20 +316,24 @@ impl WorkingCopy {
             tracing::info!(parent = %inner.base_node.to_hex(), "provisional parent: journal kept");
             return Ok(());
         }
+        let t0 = std::time::Instant::now();
         let base = inner.base.clone();
         // The paths that may differ from the new parent: the dirty ones, their ancestors,
         // everything below dirty directories, here and in the new parent.
         let mut cands: BTreeSet<Vec<u8>> = BTreeSet::new();
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        let mut walk = Walk::default();
         for d in &dirty {
             if d.is_empty() {
                 continue;
             }
             for a in ancestors(d) {
-                cands.insert(a.to_vec());
+                if !cands.contains(a) {
+                    cands.insert(a.to_vec());
+                }
             }
             cands.insert(d.clone());
-            if let Some(ino) = inner.resolve(d)? {
+            if let Some(ino) = inner.resolve_walk(&mut walk, d)? {
                 if inner.is_dir(ino) {
                     self.paths_below(inner, ino, d, true, &mut cands)?;
                 }
@@ -343,6 +348,7 @@ impl WorkingCopy {
                 cands.insert(e.path.to_vec());
             }
         }
+        let t_cands = t0.elapsed();
         let mut records = Vec::new();
         if let Ok(root) = inner.entry(ROOT_INO) {
             if root.mode != 0o755 {
@@ -359,6 +365,9 @@ impl WorkingCopy {
         let mut put_paths: BTreeSet<Vec<u8>> = BTreeSet::new();
         // The other names of files with hard links, made after everything is put.
         let mut links: Vec<Record> = Vec::new();
+        // The candidates are sorted: each path resolves from the directories it shares with
+        // the one before.
+        let mut walk = Walk::default();
         for p in cands {
             if under_any(&done, &p) {
                 continue;
@@ -368,7 +377,8 @@ impl WorkingCopy {
             } else {
                 target_at(&base, &p)?
             };
-            if let Some(from) = other_name_of(inner, &p)? {
+            let ino = inner.resolve_walk(&mut walk, &p)?;
+            if let Some(from) = other_name_of(inner, ino, &p)? {
                 if target != Target::Absent {
                     records.push(Record::Remove { path: p.clone() });
                 }
@@ -379,7 +389,7 @@ impl WorkingCopy {
                 done.insert(p);
                 continue;
             }
-            match self.cur_at(inner, &p)? {
+            match self.cur_of(inner, ino)? {
                 Cur::Absent => {
                     if target != Target::Absent {
                         records.push(Record::Remove { path: p.clone() });
@@ -437,6 +447,7 @@ impl WorkingCopy {
             }
         }
         records.extend(links);
+        let t_paths = t0.elapsed();
         // Attributes no record above carries, in one pass over the inodes: owners, access
         // times and extended attributes, then the times a replay of the records would not
         // rebuild (`Times`): every entry with a change time or (not an overlay file) a
@@ -494,8 +505,10 @@ impl WorkingCopy {
                 timed.insert(path);
             }
         }
+        let mut walk = Walk::default();
+        let t_attrs = t0.elapsed();
         for path in timed {
-            let Some(ino) = inner.resolve(&path)? else {
+            let Some(ino) = inner.resolve_walk(&mut walk, &path)? else {
                 continue;
             };
             let e = inner.entry(ino)?;
@@ -532,6 +545,7 @@ impl WorkingCopy {
                 });
             }
         }
+        let t_records = t0.elapsed();
         if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
             tracing::error!(
                 "rewriting the journal failed: {e}; refusing further changes until a remount"
@@ -546,6 +560,7 @@ impl WorkingCopy {
             .iter()
             .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
             .collect();
+        tracing::debug!(?t_cands, ?t_paths, ?t_attrs, ?t_records, total = ?t0.elapsed(), "rebase timings");
         tracing::info!(
             records = records.len(),
             changed = inner.dirty.len(),

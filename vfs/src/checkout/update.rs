@@ -5,7 +5,7 @@ use super::commit::Captured;
 use super::reparent::keep_tracking;
 use super::*;
 use crate::journal::Track;
-use crate::status::StatusRequest;
+use crate::status::{Scope, StatusRequest};
 use crate::wc::{
     perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
 };
@@ -88,7 +88,7 @@ impl WorkingCopy {
                 .changelog()
                 .rev_of(&node)
                 .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
-            repo.changeset(rev)?
+            repo.changeset_head(rev)?
         };
         let (target, new_file) = repo.kept_manifest(&changeset.manifest)?;
         if let Some(file) = new_file {
@@ -175,21 +175,29 @@ impl WorkingCopy {
             }
         }
         let t_manifest = t0.elapsed();
+        // The parent cannot change meanwhile (the transition lock is held).
+        let base = self.read().base.clone();
+        let diff = base.diff(&target)?;
+        let t_diff = t0.elapsed();
+        // What the checks below need of the working copy: the status of the paths on the
+        // diff, their directories and what is below them; local changes elsewhere are
+        // neither looked at nor compared.
+        let scope = Scope::new(diff.iter().map(|c| c.path.as_slice()));
         let local: BTreeMap<Vec<u8>, char> = self
-            .status(StatusRequest {
-                unknown: true,
-                ignored: true,
-                clean: false,
-            })?
+            .status_within(
+                StatusRequest {
+                    unknown: true,
+                    ignored: true,
+                    clean: false,
+                },
+                Some(&scope),
+            )?
             .into_iter()
             .map(|e| (e.path, e.letter))
             .collect();
+        let t_status = t0.elapsed();
 
         let mut inner = self.write();
-        let base = inner.base.clone();
-        let t_status = t0.elapsed();
-        let diff = base.diff(&target)?;
-        let t_diff = t0.elapsed();
         // Refuse before changing anything.
         let mut conflicts: Vec<Vec<u8>> = Vec::new();
         // Untracked (or ignored) files the target has with other content: hg's
@@ -425,8 +433,8 @@ impl WorkingCopy {
         self.rebase_journal(&mut inner, &BTreeSet::new())?;
         tracing::debug!(
             ?t_manifest,
-            ?t_status,
             ?t_diff,
+            ?t_status,
             ?t_apply,
             total = ?t0.elapsed(),
             "update timings"

@@ -275,6 +275,47 @@ impl Inner {
         Ok(Some(ino))
     }
 
+    /// [`Inner::resolve`] for paths taken one after another (sorted, typically): each
+    /// starts from the deepest directory it shares with the previous one, which `walk`
+    /// remembers, so siblings cost one name lookup each. `walk` is valid while no entry is
+    /// linked, unlinked or moved (loads and thaws keep it valid).
+    pub(crate) fn resolve_walk(&mut self, walk: &mut Walk, path: &[u8]) -> Result<Option<u64>> {
+        if path.is_empty() {
+            return Ok(Some(ROOT_INO));
+        }
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (&b""[..], path),
+        };
+        // The directories `dir` shares with the walk's: whole components only.
+        let common = walk.common_len(dir);
+        walk.truncate(common);
+        let rest = if common == dir.len() {
+            &b""[..]
+        } else if common == 0 {
+            dir
+        } else {
+            &dir[common + 1..]
+        };
+        if !rest.is_empty() {
+            for part in rest.split(|&b| b == b'/') {
+                let at = walk.last();
+                if !self.is_dir(at) {
+                    return Ok(None);
+                }
+                match self.child(at, part)? {
+                    Some(c) => walk.push(part, c),
+                    None => return Ok(None),
+                }
+            }
+        }
+        let at = walk.last();
+        if !matches!(self.entry(at)?.kind, Kind::Dir { .. }) {
+            return Ok(None);
+        }
+        self.child(at, name)
+    }
+
     /// The directory that holds `path` and the last component.
     pub(crate) fn resolve_parent<'p>(&mut self, path: &'p [u8]) -> Result<(u64, &'p [u8])> {
         let (dir, name) = match path.iter().rposition(|&b| b == b'/') {

@@ -21,12 +21,14 @@ mod mapped_base;
 mod read;
 mod tracking;
 mod unload;
+mod walk;
 mod write;
 mod xattr;
 
 pub use tracking::fold_case;
 use tracking::{set_copy, set_track};
 pub use unload::{DEFAULT_LISTED_FILES, DEFAULT_LOADED_FILES};
+pub(crate) use walk::Walk;
 
 use crate::children::Children;
 use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
