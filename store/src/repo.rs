@@ -488,6 +488,15 @@ impl Repo {
         Ok(size)
     }
 
+    /// The size of file revision `node` when [`Repo::file_size`] has it at hand (no I/O).
+    pub fn known_size(&self, node: &Node) -> Option<u64> {
+        self.sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .peek(node)
+            .copied()
+    }
+
     /// Opens the filelog of `path` without keeping it open in the repository's set of open
     /// filelogs: for one-shot reads over many files.
     pub fn filelog_uncached(&self, path: &[u8]) -> Result<Filelog> {

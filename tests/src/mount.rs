@@ -441,6 +441,22 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// The number `key` of the answer's `readahead` (`files`, `bytes`, `pending_bytes`,
+    /// ...); `None` when read-ahead is off.
+    pub fn readahead(&self, key: &str) -> Option<u64> {
+        let r = &self.value["readahead"];
+        if r.is_null() {
+            return None;
+        }
+        Some(
+            r[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("readahead.{key} in {}", self.answer)),
+        )
+    }
+}
+
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.answer.trim_end())

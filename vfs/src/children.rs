@@ -193,6 +193,19 @@ impl Children {
         })
     }
 
+    /// The frozen files named after `name`, in name order: their names and file nodes
+    /// (symlinks left out).
+    pub fn frozen_after<'a>(&'a self, name: &[u8]) -> impl Iterator<Item = (&'a [u8], Node)> {
+        use std::ops::Bound;
+        self.names
+            .range::<[u8], _>((Bound::Excluded(name), Bound::Unbounded))
+            .filter_map(|(n, c)| match c.state {
+                State::Frozen(FileFlag::Symlink) => None,
+                State::Frozen(_) => Some((&n[..], c.node)),
+                _ => None,
+            })
+    }
+
     /// Inodes, in the order of their names.
     pub fn inodes(&self) -> impl Iterator<Item = u64> + '_ {
         self.names.values().map(|c| c.ino)

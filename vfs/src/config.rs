@@ -26,6 +26,8 @@
 //! open_files = 256             # overlay files a daemon keeps open
 //! loaded_files = 200000        # files with an entry kept while the kernel holds them
 //! listed_files = 500000        # names in unchanged directory listings kept
+//! readahead_threads = 2        # threads reading a directory's files ahead of a reader
+//! readahead_size = "32 MiB"    # bytes read ahead and not read yet, at most
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -145,7 +147,16 @@ pub struct MountConfig {
     pub loaded_files: usize,
     /// Names in unchanged directory listings kept before the oldest are dropped.
     pub listed_files: usize,
+    /// Threads reading a directory's files ahead of a reader (0: no read-ahead).
+    pub readahead_threads: usize,
+    /// Bytes of texts read ahead and not read yet, at most (0: no read-ahead).
+    pub readahead_size: u64,
 }
+
+/// The default of `mount.readahead_threads`.
+pub const DEFAULT_READAHEAD_THREADS: usize = 2;
+/// The default of `mount.readahead_size`.
+pub const DEFAULT_READAHEAD_SIZE: u64 = 32 << 20;
 
 /// `[log]`: the daemon's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +204,8 @@ impl Default for Config {
                 open_files: crate::overlay::DEFAULT_OPEN_FILES,
                 loaded_files: crate::wc::DEFAULT_LOADED_FILES,
                 listed_files: crate::wc::DEFAULT_LISTED_FILES,
+                readahead_threads: DEFAULT_READAHEAD_THREADS,
+                readahead_size: DEFAULT_READAHEAD_SIZE,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -360,6 +373,12 @@ impl Config {
                     ("mount", "listed_files") => {
                         config.mount.listed_files = checker.int(&full, v, 16, 1 << 30)?
                     }
+                    ("mount", "readahead_threads") => {
+                        config.mount.readahead_threads = checker.int(&full, v, 0, 64)?
+                    }
+                    ("mount", "readahead_size") => {
+                        config.mount.readahead_size = checker.size(&full, v)? as u64
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = v.as_bool().ok_or_else(|| {
                             checker.value(
@@ -389,7 +408,7 @@ impl Config {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size"
                             }
-                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files",
+                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -590,7 +609,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size)"
             )
         );
         assert_eq!(

@@ -196,6 +196,17 @@ pub struct PathState {
     pub p2: bool,
 }
 
+/// What read-ahead did, in `stats` (see `revfs_vfs::readahead::ReadaheadStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadaheadCounts {
+    pub rounds: u64,
+    pub files: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    pub used: u64,
+    pub pending_bytes: u64,
+}
+
 /// The daemon's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
@@ -224,6 +235,10 @@ pub enum Response {
         mapped_manifest_bytes: u64,
         #[serde(default)]
         listed: u64,
+        /// Read-ahead (`readahead.rs`), when on: rounds started, files and bytes read
+        /// ahead, files dropped, files a reader then read, bytes read ahead not read yet.
+        #[serde(default)]
+        readahead: Option<ReadaheadCounts>,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

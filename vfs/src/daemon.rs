@@ -182,6 +182,16 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 manifest_bytes: s.manifest_bytes,
                 mapped_manifest_bytes: s.mapped_manifest_bytes,
                 listed: s.listed,
+                readahead: wc
+                    .readahead_stats()
+                    .map(|r| crate::control::ReadaheadCounts {
+                        rounds: r.rounds,
+                        files: r.files,
+                        bytes: r.bytes,
+                        dropped: r.dropped,
+                        used: r.used,
+                        pending_bytes: r.pending_bytes,
+                    }),
             }
         }
         Request::Status {
@@ -519,6 +529,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         open_files = req.config.mount.open_files,
         loaded_files = req.config.mount.loaded_files,
         listed_files = req.config.mount.listed_files,
+        readahead_threads = req.config.mount.readahead_threads,
+        readahead_size = req.config.mount.readahead_size,
         log = %log_filter,
         "settings"
     );
@@ -574,6 +586,10 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     wc.set_root_path(req.mountpoint.clone());
     wc.set_loaded_files(req.config.mount.loaded_files);
     wc.set_listed_files(req.config.mount.listed_files);
+    wc.start_readahead(
+        req.config.mount.readahead_threads,
+        req.config.mount.readahead_size,
+    );
     match new_file {
         // Checked against its node as it was written.
         Some(file) => file.keep_in_background(),

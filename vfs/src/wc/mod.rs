@@ -411,6 +411,8 @@ pub struct WorkingCopy {
     loaded_files: std::sync::atomic::AtomicUsize,
     /// `mount.listed_files`.
     listed_files: std::sync::atomic::AtomicUsize,
+    /// Read-ahead of a directory's files (`mount.readahead_threads`), when on.
+    pub(crate) readahead: OnceLock<crate::readahead::Readahead>,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -525,6 +527,7 @@ impl WorkingCopy {
             journal_stale: std::sync::atomic::AtomicBool::new(false),
             loaded_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LOADED_FILES),
             listed_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LISTED_FILES),
+            readahead: OnceLock::new(),
         };
         {
             let mut inner = wc.write();

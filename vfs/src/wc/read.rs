@@ -93,6 +93,7 @@ impl WorkingCopy {
         if name.len() > NAME_MAX {
             return Err(WcError::NameTooLong);
         }
+        self.size_ahead(parent, name);
         let mut inner = self.write();
         let Some(ino) = inner.child(parent, name)? else {
             return Ok(None);
@@ -100,6 +101,40 @@ impl WorkingCopy {
         let attr = self.attr_of(&inner, ino)?;
         inner.entry_mut(ino)?.nlookup += 1;
         Ok(Some(attr))
+    }
+
+    /// Before a lookup of `name` in `parent`: when it names a store file whose size is
+    /// not known yet, finds the size (opening its filelog) under no lock, so that the
+    /// lookup's exclusive hold of the lock does no I/O and other requests go on meanwhile.
+    fn size_ahead(&self, parent: u64, name: &[u8]) {
+        let (repo, path, node) = {
+            let inner = self.read();
+            let Ok(Kind::Dir {
+                children: Some(c), ..
+            }) = inner.entry(parent).map(|e| &e.kind)
+            else {
+                return;
+            };
+            let known = |node: &Node| inner.repo.known_size(node).is_some();
+            let (path, node) = match c.get_full(name) {
+                Some((_, Some((node, _)))) if !known(&node) => match c.store_path(name) {
+                    Some(path) => (path, node),
+                    None => return,
+                },
+                Some((ino, None)) => match inner.entries.get(&ino).map(|e| &e.kind) {
+                    Some(Kind::File(FileData::Store { path, node, size }))
+                        if size.get().is_none() && !known(node) =>
+                    {
+                        (path.to_vec(), *node)
+                    }
+                    _ => return,
+                },
+                _ => return,
+            };
+            (inner.repo.clone(), path, node)
+        };
+        // An error is the lookup's to report, as before.
+        let _ = repo.file_size(&path, &node);
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -195,13 +230,17 @@ impl WorkingCopy {
     pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let (path, node, repo) = {
             let inner = self.read();
-            match &inner.entry(ino)?.kind {
+            let e = inner.entry(ino)?;
+            match &e.kind {
                 // Read under the (shared) lock: commit may drop an overlay file once its
                 // content is in the store, and does so under the exclusive lock.
                 Kind::File(FileData::Overlay { id }) => {
                     return Ok(self.overlay.read(*id, offset, size)?)
                 }
                 Kind::File(FileData::Store { path, node, .. }) => {
+                    if offset == 0 {
+                        self.read_ahead_after(&inner, e, node);
+                    }
                     (path.clone(), *node, inner.repo.clone())
                 }
                 Kind::Dir { .. } => return Err(WcError::IsDir),
@@ -210,6 +249,51 @@ impl WorkingCopy {
         };
         // Outside the lock: a big text's first read rebuilds it.
         Ok(self.store_text(&repo, &path, &node)?.read(offset, size)?)
+    }
+
+    /// A store file (`e`, revision `node`) is read from its start: the files after it in
+    /// its directory are queued for read-ahead, once a while per directory
+    /// (`readahead.rs`). Only frozen files are queued: a file with an entry was looked up,
+    /// and most likely read, already.
+    fn read_ahead_after(&self, inner: &Inner, e: &Entry, node: &Node) {
+        let Some(ra) = self.readahead.get() else {
+            return;
+        };
+        ra.read_by_reader(node);
+        let Ok(Kind::Dir {
+            children: Some(children),
+            ..
+        }) = inner.entry(e.parent).map(|p| &p.kind)
+        else {
+            return;
+        };
+        if children.frozen() == 0 || !ra.starts_round(e.parent) {
+            return;
+        }
+        let jobs: Vec<crate::readahead::Job> = children
+            .frozen_after(&e.name)
+            .take(crate::readahead::PER_DIR)
+            .filter_map(|(name, node)| {
+                Some(crate::readahead::Job {
+                    path: children.store_path(name)?,
+                    node,
+                })
+            })
+            .collect();
+        ra.queue(&inner.repo, jobs);
+    }
+
+    /// Starts read-ahead (`mount.readahead_threads` threads, `mount.readahead_size` bytes);
+    /// off when either is 0. Once per working copy.
+    pub fn start_readahead(&self, threads: usize, bytes: u64) {
+        if let Some(ra) = crate::readahead::Readahead::start(threads, bytes) {
+            let _ = self.readahead.set(ra);
+        }
+    }
+
+    /// What read-ahead did (`None`: off).
+    pub fn readahead_stats(&self) -> Option<crate::readahead::ReadaheadStats> {
+        self.readahead.get().map(|r| r.stats())
     }
 
     /// A symlink's target.

@@ -1,0 +1,112 @@
+//! Read-ahead (docs/CONFIG.md, `mount.readahead_threads`): once a file of the repository is
+//! read from its start, the next files of its directory are rebuilt into the caches on
+//! background threads, within `mount.readahead_size` bytes not read yet; what programs read
+//! is the same with it and without it.
+
+use revfs_tests::mount::Mount;
+use revfs_tests::{hg_cmd, hg_repo};
+use std::time::{Duration, Instant};
+
+/// 120 files of 4,096 distinct bytes in `d/`, and a few more elsewhere.
+fn repo(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut files: Vec<(String, Vec<u8>)> = (0..120)
+        .map(|i| {
+            let body: Vec<u8> = (0..4096u32)
+                .map(|j| (j.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8)
+                .collect();
+            (format!("d/f{i:03}"), body)
+        })
+        .collect();
+    files.push(("e/one".into(), b"one\n".to_vec()));
+    files.push(("e/two".into(), b"two\n".to_vec()));
+    hg_repo(dir, &files)
+}
+
+/// The daemon's read-ahead counters once they stop moving (its threads are done).
+fn settled(m: &Mount) -> revfs_tests::mount::Stats {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = m.stats();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = m.stats();
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    // 40 KiB: ten of the files.
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
+    );
+    let before = m.stats();
+    assert_eq!(before.readahead("rounds"), Some(0), "{before}");
+    // Listing and looking up read nothing ahead.
+    let names: Vec<_> = std::fs::read_dir(m.dir.join("d")).unwrap().collect();
+    assert_eq!(names.len(), 120);
+    std::fs::metadata(m.dir.join("d/f050")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(0), "{s}");
+
+    // A read from the start of d/f000 starts one round for d/.
+    let first = std::fs::read(m.dir.join("d/f000")).unwrap();
+    assert_eq!(first.len(), 4096);
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(1), "{s}");
+    let (files, bytes, pending) = (
+        s.readahead("files").unwrap(),
+        s.readahead("bytes").unwrap(),
+        s.readahead("pending_bytes").unwrap(),
+    );
+    assert!(files >= 1, "nothing read ahead: {s}");
+    assert!(
+        bytes <= 40 << 10 && pending <= 40 << 10,
+        "past the budget: {s}"
+    );
+    // The other files of the round were dropped at the budget, not read.
+    assert!(s.readahead("dropped").unwrap() >= 100, "{s}");
+
+    // Reading the files read ahead uses them and frees the budget.
+    for i in 1..=5 {
+        std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("used"), Some(5), "{s}");
+    assert_eq!(
+        s.readahead("pending_bytes"),
+        Some(pending - 5 * 4096),
+        "{s}"
+    );
+    // Another directory starts its own round; d/ does not start a second one so soon.
+    std::fs::read(m.dir.join("e/one")).unwrap();
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(2), "{s}");
+
+    // Every file reads as hg has it.
+    for i in 0..120 {
+        let name = format!("d/f{i:03}");
+        let want = hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout;
+        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
+    }
+}
+
+#[test]
+fn read_ahead_is_off_with_no_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 0\n");
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = m.stats();
+    assert_eq!(s.readahead("files"), None, "{s}");
+    assert_eq!(
+        std::fs::read(m.dir.join("d/f119")).unwrap(),
+        hg_cmd(&repo, &["cat", "-r", "0", "d/f119"]).stdout
+    );
+}

@@ -1,0 +1,263 @@
+//! Reading a directory's files ahead of a reader. When a store file is read from its start
+//! (a program reading the tree: tar, grep, an indexer, a build), the files of its directory
+//! that come after it are rebuilt on background threads into the repository's caches: the
+//! text cache for their content, the size cache for their size. The reader's next lookups
+//! and reads then find both there, and the decoding overlaps with the reader's own work
+//! instead of adding to it.
+//!
+//! Bounded three ways: by threads (`mount.readahead_threads`, idle-priority, so that they
+//! run on time no foreground request wants), by bytes (`mount.readahead_size`: texts read
+//! ahead and not read since; past it, the queued work is dropped), and per directory (a
+//! directory starts a round at most once a while, of at most `PER_DIR` files). The threads
+//! hold no lock of the working copy: a foreground request never waits for them.
+
+use revfs_store::{Node, Repo};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The most files one directory's round queues.
+pub const PER_DIR: usize = 256;
+/// Texts bigger than this are left to the reader (they go through the on-disk big text
+/// cache, see `content.rs`).
+const MAX_TEXT: u64 = crate::content::BIG_TEXT;
+/// A text read ahead that nobody read within this time no longer counts against the budget
+/// (the text cache may have let it go anyway).
+const STALE: Duration = Duration::from_secs(20);
+/// How many directories are remembered as having had their round.
+const RECENT_DIRS: usize = 256;
+/// A directory's round is not started again within this time.
+const DIR_QUIET: Duration = Duration::from_secs(30);
+
+/// One file to read ahead: the filelog path and revision.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub path: Vec<u8>,
+    pub node: Node,
+}
+
+/// Counters, for `stats` and the tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadaheadStats {
+    /// Directories whose round started.
+    pub rounds: u64,
+    /// Files read ahead, and their bytes.
+    pub files: u64,
+    pub bytes: u64,
+    /// Files dropped: past the budget, too big, or failed.
+    pub dropped: u64,
+    /// Files read ahead that a reader then read.
+    pub used: u64,
+    /// Bytes read ahead and not read since (what the budget bounds).
+    pub pending_bytes: u64,
+}
+
+struct State {
+    queue: VecDeque<(Arc<Repo>, Job)>,
+    /// Texts read ahead (or being read) and not read by anyone since: their bytes and when.
+    ahead: HashMap<Node, (u64, Instant)>,
+    ahead_bytes: u64,
+    /// Directories that had their round lately, with when.
+    recent: VecDeque<(u64, Instant)>,
+    stats: ReadaheadStats,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    budget: u64,
+}
+
+/// The read-ahead of one mount: its threads and budget.
+pub struct Readahead {
+    shared: Arc<Shared>,
+}
+
+impl Readahead {
+    /// Starts `threads` threads with a budget of `budget` bytes; `None` when either is 0
+    /// (read-ahead off).
+    pub fn start(threads: usize, budget: u64) -> Option<Readahead> {
+        if threads == 0 || budget == 0 {
+            return None;
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                ahead: HashMap::new(),
+                ahead_bytes: 0,
+                recent: VecDeque::new(),
+                stats: ReadaheadStats::default(),
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            budget,
+        });
+        for i in 0..threads {
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("revfs-readahead-{i}"))
+                .spawn(move || worker(&shared));
+            if let Err(e) = spawned {
+                tracing::warn!("read-ahead thread not started: {e}");
+            }
+        }
+        Some(Readahead { shared })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when directory `dir` has not had a round lately: the caller then collects its
+    /// files and calls [`Readahead::queue`]. Marks it as having had one.
+    pub fn starts_round(&self, dir: u64) -> bool {
+        let now = Instant::now();
+        let mut st = self.lock();
+        while st
+            .recent
+            .front()
+            .is_some_and(|(_, t)| now.duration_since(*t) > DIR_QUIET)
+            || st.recent.len() > RECENT_DIRS
+        {
+            st.recent.pop_front();
+        }
+        if st.recent.iter().any(|(d, _)| *d == dir) {
+            return false;
+        }
+        // A budget spent on texts nobody has read yet: no new round.
+        if st.ahead_bytes >= self.shared.budget {
+            return false;
+        }
+        st.recent.push_back((dir, now));
+        true
+    }
+
+    /// Queues a round's files (read from `repo`), in the order a reader would read them.
+    pub fn queue(&self, repo: &Arc<Repo>, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let mut st = self.lock();
+        st.stats.rounds += 1;
+        st.queue.extend(jobs.into_iter().map(|j| (repo.clone(), j)));
+        drop(st);
+        self.shared.wake.notify_all();
+    }
+
+    /// A reader read revision `node` from its start: if it was read ahead, its bytes leave
+    /// the budget.
+    pub fn read_by_reader(&self, node: &Node) {
+        let mut st = self.lock();
+        if let Some((bytes, _)) = st.ahead.remove(node) {
+            st.ahead_bytes -= bytes;
+            st.stats.used += 1;
+        }
+    }
+
+    pub fn stats(&self) -> ReadaheadStats {
+        let st = self.lock();
+        ReadaheadStats {
+            pending_bytes: st.ahead_bytes,
+            ..st.stats
+        }
+    }
+}
+
+impl Drop for Readahead {
+    fn drop(&mut self) {
+        self.lock().stop = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+/// Idle priority for the calling thread: it runs only when a CPU has nothing else to run,
+/// so read-ahead never takes time from a foreground request (nice 19 where SCHED_IDLE is
+/// refused).
+fn lower_priority() {
+    // SAFETY: sched_param is plain data; both calls act on the calling thread only.
+    unsafe {
+        let param: libc::sched_param = std::mem::zeroed();
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
+    }
+}
+
+fn worker(shared: &Shared) {
+    lower_priority();
+    loop {
+        let (repo, job) = {
+            let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if st.stop {
+                    return;
+                }
+                if let Some(next) = st.queue.pop_front() {
+                    break next;
+                }
+                st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let outcome = read_ahead(shared, &repo, &job);
+        let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Some(bytes) => {
+                st.stats.files += 1;
+                st.stats.bytes += bytes;
+            }
+            None => st.stats.dropped += 1,
+        }
+    }
+}
+
+/// Reads one file ahead; its bytes, or `None` when it was dropped.
+fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
+    let fl = repo.filelog(&job.path).ok()?;
+    let rev = fl.rev_of(&job.node).ok()?;
+    let len = fl.raw_len(rev).ok()??;
+    if len > MAX_TEXT {
+        return None;
+    }
+    {
+        let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if st.ahead_bytes + len > shared.budget {
+            // Texts read ahead long ago and never read count no more.
+            let stale: Vec<Node> = st
+                .ahead
+                .iter()
+                .filter(|(_, (_, t))| now.duration_since(*t) > STALE)
+                .map(|(n, _)| *n)
+                .collect();
+            for n in stale {
+                if let Some((b, _)) = st.ahead.remove(&n) {
+                    st.ahead_bytes -= b;
+                }
+            }
+        }
+        if st.ahead_bytes + len > shared.budget {
+            // The budget is spent: what is queued goes (a reader that catches up starts
+            // new rounds).
+            let dropped = st.queue.len() as u64;
+            st.queue.clear();
+            st.stats.dropped += dropped;
+            return None;
+        }
+        if st.ahead.contains_key(&job.node) {
+            return None;
+        }
+        st.ahead.insert(job.node, (len, now));
+        st.ahead_bytes += len;
+    }
+    // Into the text cache, then the size (from the cached text).
+    let ok = fl.read(rev).is_ok() && repo.file_size(&job.path, &job.node).is_ok();
+    if !ok {
+        let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((b, _)) = st.ahead.remove(&job.node) {
+            st.ahead_bytes -= b;
+        }
+        return None;
+    }
+    Some(len)
+}
