@@ -80,6 +80,9 @@ enum Command {
     /// Print the author and date a commit would record (for tests)
     #[command(hide = true)]
     Debugidentity(commands::debug::DebugIdentityArgs),
+    /// Print a mount's change journal, a record a line (for tests)
+    #[command(hide = true)]
+    Debugjournal(commands::debug::DebugJournalArgs),
     /// Write shell completions and man pages generated from these definitions (packaging)
     #[command(hide = true)]
     Debuggen(debuggen::DebuggenArgs),
@@ -137,6 +140,7 @@ fn main() -> ExitCode {
         Command::Copy(args) => commands::copy::copy(&cli, args),
         Command::Rename(args) => commands::copy::rename(&cli, args),
         Command::Debugidentity(args) => commands::debug::debug_identity(&cli, args),
+        Command::Debugjournal(args) => commands::debug::debug_journal(&cli, args),
         Command::Debuggen(args) => debuggen::run(args),
         Command::Commit(args) => commands::commit::commit(&cli, args),
         Command::Update(args) => commands::commit::update(&cli, args),

@@ -43,6 +43,19 @@ impl Mount {
         )
     }
 
+    /// Mounts revision `rev` of `repo` with this revfs configuration.
+    pub fn at_with_config(repo: &Path, rev: &str, config: &str) -> Mount {
+        Mount::mount_full(
+            repo,
+            Some(rev),
+            None,
+            &[],
+            watchdog::default_deadline(),
+            config,
+            None,
+        )
+    }
+
     /// Mounts `repo` with this configuration, the daemon and every command of the mount
     /// running under a descriptor limit of `limit` (soft and hard: the daemon cannot raise
     /// it), as under a service manager's limit.

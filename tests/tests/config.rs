@@ -163,7 +163,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
     let cases: &[(&str, &str)] = &[
         (
             "[mount]\nthreds = 4\n",
-            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size)",
+            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough)",
         ),
         (
             "[fuse]\nthreads = 4\n",
@@ -242,7 +242,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     assert_eq!(t.fuse_threads(), 3);
     let log = t.log();
     let settings = format!(
-        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=2 readahead_size=33554432 log=debug",
+        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=debug",
         config.display()
     );
     assert!(log.contains(&settings), "{log}");
@@ -294,7 +294,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     );
     assert!(out.status.success(), "{}", s(&out.stderr));
     assert_eq!(t.fuse_threads(), 8);
-    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=2 readahead_size=33554432 log=info"));
+    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=info"));
     t.unmount();
 }
 

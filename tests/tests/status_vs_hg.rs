@@ -275,7 +275,7 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
 
 /// The fixture repository, an hg clone of its tip (`wc`), the tip's files as hg archives
 /// them (`orig`, to write files back from) and a mount of the tip.
-fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
+fn sides(config: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     let repo = fixtures().join("history");
     let tmp = revfs_tests::scratch_dir();
     let wc = tmp.path().join("wc");
@@ -312,7 +312,7 @@ fn sides() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     )
     .status
     .success());
-    let mount = Mount::new(&repo, Some("tip"));
+    let mount = Mount::at_with_config(&repo, "tip", config);
     (tmp, wc, originals, mount)
 }
 
@@ -340,8 +340,13 @@ fn forget_everything(mount: &Mount) {
 /// make the kernel forget every inode after that many, checking that every path keeps its
 /// inode number and times (0: never).
 fn run_seed(seed: u64, ops: usize, remount_every: usize, forget_every: usize) {
+    run_seed_with(seed, ops, remount_every, forget_every, "")
+}
+
+/// [`run_seed`] on a mount with this revfs configuration.
+fn run_seed_with(seed: u64, ops: usize, remount_every: usize, forget_every: usize, config: &str) {
     let repo = fixtures().join("history");
-    let (_tmp, wc, originals, mount) = sides();
+    let (_tmp, wc, originals, mount) = sides(config);
     let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut log = Vec::new();
     for i in 0..ops {
@@ -461,6 +466,15 @@ fn status_and_bytes_match_hg_after_random_operations() {
 }
 
 #[test]
+fn status_and_bytes_match_hg_with_kernel_passthrough() {
+    // Files in the overlay read and written by the kernel directly (`mount.passthrough`),
+    // with remounts in the middle.
+    for seed in seeds(3000..3016) {
+        run_seed_with(seed, 80, 37, 0, "[mount]\npassthrough = true\n");
+    }
+}
+
+#[test]
 fn the_kernel_forgetting_inodes_between_operations_changes_nothing() {
     for seed in seeds(2000..2020) {
         run_seed(seed, 60, 0, 6);
@@ -478,7 +492,7 @@ fn the_journal_survives_remounts_in_the_middle_of_a_sequence() {
 /// every random operation: `hg status -A` and `hg diff --git` print the same bytes and exit
 /// alike, and `revfs status -A` prints hg's status.
 fn run_seed_hg_in_mount(seed: u64, ops: usize) {
-    let (tmp, wc, originals, fixture_mount) = sides();
+    let (tmp, wc, originals, fixture_mount) = sides("");
     // Commits go into the mount's repository: a clone of the fixture, not the fixture.
     drop(fixture_mount);
     let out = hg_cmd(

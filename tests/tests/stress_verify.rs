@@ -62,9 +62,21 @@ fn fio(args: &[&str], what: &str) -> String {
 
 #[test]
 fn fio_verifies_new_lazy_and_materialized_files() {
+    fio_on("");
+}
+
+#[test]
+fn fio_verifies_files_the_kernel_writes_through_passthrough() {
+    fio_on(PASSTHROUGH);
+}
+
+/// The kernel reads and writes files in the overlay directly (`mount.passthrough`).
+const PASSTHROUGH: &str = "[mount]\npassthrough = true\n";
+
+fn fio_on(config: &str) {
     let tmp = revfs_tests::scratch_dir();
     let repo = repo(tmp.path());
-    let m = Mount::new(&repo, None);
+    let m = Mount::with_config(&repo, config);
     let dir = m.dir.join("fio");
     std::fs::create_dir(&dir).unwrap();
     let d = format!("--directory={}", dir.display());
@@ -123,13 +135,26 @@ fn fio_verifies_new_lazy_and_materialized_files() {
     assert_eq!(s(&st.stdout), "");
     let st = m.revfs_in(&m.dir, &["status", "big1.bin"]);
     assert_eq!(s(&st.stdout), "M big1.bin\n");
+    if !config.is_empty() {
+        let st = m.stats();
+        assert!(st.get("passthrough_opens") > 0, "{st}");
+    }
 }
 
 #[test]
 fn stress_ng_file_stressors_verify() {
+    stress_ng_on("");
+}
+
+#[test]
+fn stress_ng_file_stressors_verify_through_passthrough() {
+    stress_ng_on(PASSTHROUGH);
+}
+
+fn stress_ng_on(config: &str) {
     let tmp = revfs_tests::scratch_dir();
     let repo = repo(tmp.path());
-    let m = Mount::new(&repo, None);
+    let m = Mount::with_config(&repo, config);
     let dir = m.dir.join("sng");
     std::fs::create_dir(&dir).unwrap();
     let timeout = format!("{}s", seconds());
@@ -150,4 +175,8 @@ fn stress_ng_file_stressors_verify() {
         "stress-ng",
     );
     assert!(!out.to_lowercase().contains("fail"), "{out}");
+    if !config.is_empty() {
+        let st = m.stats();
+        assert!(st.get("passthrough_opens") > 0, "{st}");
+    }
 }

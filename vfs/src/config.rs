@@ -26,8 +26,9 @@
 //! open_files = 256             # overlay files a daemon keeps open
 //! loaded_files = 200000        # files with an entry kept while the kernel holds them
 //! listed_files = 500000        # names in unchanged directory listings kept
-//! readahead_threads = 2        # threads reading a directory's files ahead of a reader
+//! readahead_threads = 0        # threads reading a directory's files ahead of a reader
 //! readahead_size = "32 MiB"    # bytes read ahead and not read yet, at most
+//! passthrough = false          # the kernel reads and writes overlay files directly
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -151,10 +152,12 @@ pub struct MountConfig {
     pub readahead_threads: usize,
     /// Bytes of texts read ahead and not read yet, at most (0: no read-ahead).
     pub readahead_size: u64,
+    /// Kernel passthrough for files in the overlay (Linux 6.9+, root).
+    pub passthrough: bool,
 }
 
 /// The default of `mount.readahead_threads`.
-pub const DEFAULT_READAHEAD_THREADS: usize = 2;
+pub const DEFAULT_READAHEAD_THREADS: usize = 0;
 /// The default of `mount.readahead_size`.
 pub const DEFAULT_READAHEAD_SIZE: u64 = 32 << 20;
 
@@ -206,6 +209,7 @@ impl Default for Config {
                 listed_files: crate::wc::DEFAULT_LISTED_FILES,
                 readahead_threads: DEFAULT_READAHEAD_THREADS,
                 readahead_size: DEFAULT_READAHEAD_SIZE,
+                passthrough: false,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -379,6 +383,14 @@ impl Config {
                     ("mount", "readahead_size") => {
                         config.mount.readahead_size = checker.size(&full, v)? as u64
                     }
+                    ("mount", "passthrough") => {
+                        config.mount.passthrough = v.as_bool().ok_or_else(|| {
+                            checker.value(
+                                &full,
+                                format!("expected true or false, found {}", describe(v)),
+                            )
+                        })?
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = v.as_bool().ok_or_else(|| {
                             checker.value(
@@ -408,7 +420,7 @@ impl Config {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size"
                             }
-                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size",
+                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -609,7 +621,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough)"
             )
         );
         assert_eq!(

@@ -171,6 +171,10 @@ pub struct MountInfo {
     /// The second parent of a merge hg is making in the mount (version 4; absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p2: Option<String>,
+    /// Whether the mount uses kernel passthrough for overlay files: `on`, or `off (why)`
+    /// (absent from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<String>,
 }
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
@@ -239,6 +243,12 @@ pub enum Response {
         /// ahead, files dropped, files a reader then read, bytes read ahead not read yet.
         #[serde(default)]
         readahead: Option<ReadaheadCounts>,
+        /// Opens answered through a backing file and in the page cache (passthrough on;
+        /// both 0 when off).
+        #[serde(default)]
+        passthrough_opens: u64,
+        #[serde(default)]
+        cached_opens: u64,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

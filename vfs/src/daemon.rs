@@ -104,6 +104,7 @@ struct Ctx {
     state: std::sync::Mutex<MountState>,
     mountpoint: PathBuf,
     repo: PathBuf,
+    passthrough: Arc<crate::passthrough::Passthrough>,
 }
 
 impl Ctx {
@@ -126,6 +127,7 @@ impl Ctx {
             p2: Some(self.wc.merge_parent())
                 .filter(|n| !n.is_null())
                 .map(|n| n.to_hex()),
+            passthrough: Some(self.passthrough.mode().to_string()),
         }
     }
 
@@ -192,6 +194,8 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                         used: r.used,
                         pending_bytes: r.pending_bytes,
                     }),
+                passthrough_opens: ctx.passthrough.counts().0,
+                cached_opens: ctx.passthrough.counts().1,
             }
         }
         Request::Status {
@@ -531,6 +535,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         listed_files = req.config.mount.listed_files,
         readahead_threads = req.config.mount.readahead_threads,
         readahead_size = req.config.mount.readahead_size,
+        passthrough = req.config.mount.passthrough,
         log = %log_filter,
         "settings"
     );
@@ -634,6 +639,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             source,
         },
     )?;
+    let passthrough = Arc::new(crate::passthrough::Passthrough::new(
+        req.config.mount.passthrough,
+    ));
     let fs = RevFs::new(
         wc.clone(),
         ControlTargets {
@@ -642,6 +650,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             state: state_dir.path().to_owned(),
             dot_hg: dot_hg.clone(),
         },
+        passthrough.clone(),
     );
     let mut config = Config::default();
     config.mount_options = vec![
@@ -688,6 +697,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             state: std::sync::Mutex::new(state.clone()),
             mountpoint: req.mountpoint.clone(),
             repo: req.repo.clone(),
+            passthrough: passthrough.clone(),
         };
         control::serve(
             &state_dir.socket(),

@@ -9,6 +9,7 @@
 
 use crate::busy::Busy;
 use crate::journal::SpecialKind;
+use crate::passthrough::{Decision, Passthrough, FH_PASSTHROUGH, FH_WRITER};
 use crate::wc::{
     Attr, EntryType, SetAttr, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
 };
@@ -76,10 +77,16 @@ pub struct RevFs {
     started: SystemTime,
     /// The requests being served (for the control socket's `Ping`).
     busy: Arc<Busy>,
+    /// Kernel passthrough of overlay files, and the open files (`passthrough.rs`).
+    passthrough: Arc<Passthrough>,
 }
 
 impl RevFs {
-    pub fn new(wc: Arc<WorkingCopy>, control: ControlTargets) -> RevFs {
+    pub fn new(
+        wc: Arc<WorkingCopy>,
+        control: ControlTargets,
+        passthrough: Arc<Passthrough>,
+    ) -> RevFs {
         let (uid, gid) = wc.mount_owner();
         RevFs {
             wc,
@@ -88,6 +95,7 @@ impl RevFs {
             gid,
             started: SystemTime::now(),
             busy: Arc::new(Busy::default()),
+            passthrough,
         }
     }
 
@@ -171,6 +179,18 @@ impl RevFs {
         }))
     }
 
+    /// The handle of an open through overlay file `id`'s backing: the id and the kinds,
+    /// for `release`. A writer's handle keeps the overlay from remembering comparisons of
+    /// the file until it is released.
+    fn through_handle(&self, id: u64, write: bool) -> u64 {
+        if write {
+            self.wc.writer_opened(id);
+            (id << 2) | FH_PASSTHROUGH | FH_WRITER
+        } else {
+            (id << 2) | FH_PASSTHROUGH
+        }
+    }
+
     fn is_control(ino: u64) -> bool {
         ino >= CONTROL_DIR_INO
     }
@@ -184,6 +204,16 @@ impl RevFs {
 }
 
 /// Logs a failure (store errors are the interesting ones) and gives the errno.
+/// The open flags of a handle in the kernel's page cache: keep the pages it holds, unless
+/// they may be older than the file.
+fn cached_flags(keep: bool) -> FopenFlags {
+    if keep {
+        FopenFlags::FOPEN_KEEP_CACHE
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 fn errno(op: &str, err: &WcError) -> Errno {
     match err {
         WcError::Store(_) | WcError::Journal(_) | WcError::Replay { .. } => {
@@ -275,6 +305,24 @@ impl Filesystem for RevFs {
                 tracing::info!("kernel lacks {cap:?}");
             }
         }
+        if self.passthrough.on() {
+            // The overlay files are on a plain file system: one level of stacking.
+            if config
+                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
+                .is_err()
+            {
+                self.passthrough
+                    .refused("the kernel lacks FUSE_PASSTHROUGH (Linux 6.9 or later)".into());
+            } else if let Err(e) = config.set_max_stack_depth(1) {
+                self.passthrough
+                    .refused(format!("the kernel refused a stacking depth of 1 ({e})"));
+            } else if unsafe { libc::geteuid() } != 0 {
+                // SAFETY (above): geteuid has no preconditions.
+                self.passthrough
+                    .refused("backing files need CAP_SYS_ADMIN (run as root)".into());
+            }
+        }
+        tracing::info!(passthrough = %self.passthrough.mode(), "kernel connection");
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_background(256);
@@ -547,10 +595,69 @@ impl Filesystem for RevFs {
         self.reply_entry("link", result, reply)
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = self.busy.enter();
-        // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
-        reply.error(Errno::ENOSYS)
+        if !self.passthrough.on() {
+            // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
+            return reply.error(Errno::ENOSYS);
+        }
+        if Self::is_control(ino.0) {
+            return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+        }
+        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let truncate = flags.0 & libc::O_TRUNC != 0;
+        let file = match self.wc.passthrough_file(ino.0, write, truncate) {
+            Ok(f) => f,
+            Err(e) => return reply.error(errno("open", &e)),
+        };
+        let decision = match &file {
+            Some((_, f)) => {
+                let make = || reply.open_backing(&**f);
+                self.passthrough.decide(ino.0, Some(&make))
+            }
+            None => self.passthrough.decide(ino.0, None),
+        };
+        match (decision, file) {
+            (Decision::Through(backing), Some((id, _))) => {
+                let fh = self.through_handle(id, write);
+                reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing)
+            }
+            (Decision::Cached { keep }, file) => {
+                if file.is_some() {
+                    self.wc.unpin(ino.0);
+                }
+                reply.opened(FileHandle(0), cached_flags(keep))
+            }
+            // Handles on a backing file, and this open finds no overlay file: cannot be
+            // (the file is pinned in the overlay while they are open).
+            (Decision::Through(_), None) => {
+                self.passthrough.released(ino.0, true);
+                reply.error(Errno::EIO)
+            }
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _busy = self.busy.enter();
+        let fh = fh.0;
+        let through = fh & FH_PASSTHROUGH != 0;
+        if through {
+            if fh & FH_WRITER != 0 {
+                self.wc.writer_closed(fh >> 2);
+            }
+            self.wc.unpin(ino.0);
+        }
+        self.passthrough.released(ino.0, through);
+        reply.ok()
     }
 
     fn read(
@@ -653,7 +760,7 @@ impl Filesystem for RevFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let _busy = self.busy.enter();
@@ -662,15 +769,59 @@ impl Filesystem for RevFs {
         }
         let (owner, _) = self.creator(req, parent.0);
         let result = self.wc.create(parent.0, name.as_bytes(), mode & !umask);
-        match self.adopt(owner, result) {
-            Ok(a) => reply.created(
+        let a = match self.adopt(owner, result) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno("create", &e)),
+        };
+        let attr = self.file_attr(&a);
+        if !self.passthrough.on() {
+            return reply.created(
                 &TTL,
-                &self.file_attr(&a),
+                &attr,
                 Generation(0),
                 FileHandle(0),
                 FopenFlags::empty(),
-            ),
-            Err(e) => reply.error(errno("create", &e)),
+            );
+        }
+        // A new file is an overlay file: written by the kernel directly from the start.
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let file = self.wc.passthrough_file(a.ino, write, false).ok().flatten();
+        let decision = match &file {
+            Some((_, f)) => {
+                let make = || reply.open_backing(&**f);
+                self.passthrough.decide(a.ino, Some(&make))
+            }
+            None => self.passthrough.decide(a.ino, None),
+        };
+        match (decision, file) {
+            (Decision::Through(backing), Some((id, _))) => {
+                let fh = self.through_handle(id, write);
+                reply.created_passthrough(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                    &backing,
+                )
+            }
+            (decision, file) => {
+                if file.is_some() {
+                    self.wc.unpin(a.ino);
+                }
+                if let Decision::Through(_) = decision {
+                    self.passthrough.released(a.ino, true);
+                    self.passthrough.decide(a.ino, None);
+                }
+                let keep = !matches!(decision, Decision::Cached { keep: false });
+                reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(0),
+                    cached_flags(keep),
+                )
+            }
         }
     }
 

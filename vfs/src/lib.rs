@@ -17,6 +17,7 @@ pub mod journal;
 pub mod kept;
 pub mod notify;
 pub mod overlay;
+pub mod passthrough;
 pub mod readahead;
 pub mod share;
 pub mod state;

@@ -29,6 +29,10 @@ pub struct Overlay {
     /// What comparisons found of files' contents (see [`Overlay::begin_check`]).
     verdicts: Mutex<HashMap<u64, Verdict>>,
     next_ticket: AtomicU64,
+    /// Files open for writing through kernel passthrough, with how many handles: their
+    /// writes never pass through here, so nothing is known of their content while they are
+    /// open (see [`Overlay::writer_opened`]).
+    writers: Mutex<HashMap<u64, u32>>,
 }
 
 /// What is known of an overlay file's content against the store.
@@ -49,6 +53,7 @@ impl Overlay {
             open: Mutex::new(LruCache::new(cap)),
             verdicts: Mutex::new(HashMap::new()),
             next_ticket: AtomicU64::new(1),
+            writers: Mutex::new(HashMap::new()),
         })
     }
 
@@ -59,7 +64,38 @@ impl Overlay {
     /// Whether file `id` was found equal to file revision `node` with nothing written to it
     /// since.
     pub fn known_same(&self, id: u64, node: &Node) -> bool {
-        matches!(self.verdicts().get(&id), Some(Verdict::Same(n)) if n == node)
+        !self.being_written(id)
+            && matches!(self.verdicts().get(&id), Some(Verdict::Same(n)) if n == node)
+    }
+
+    fn writers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u32>> {
+        self.writers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn being_written(&self, id: u64) -> bool {
+        self.writers().contains_key(&id)
+    }
+
+    /// File `id` was opened for writing through kernel passthrough: its writes go straight
+    /// to it, unseen, until [`Overlay::writer_closed`]; meanwhile no comparison of it is
+    /// remembered, and what was known before is forgotten now.
+    pub fn writer_opened(&self, id: u64) {
+        *self.writers().entry(id).or_insert(0) += 1;
+        self.changed(id);
+    }
+
+    /// A handle [`Overlay::writer_opened`] counted was closed (its writes are done).
+    pub fn writer_closed(&self, id: u64) {
+        {
+            let mut w = self.writers();
+            if let Some(n) = w.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    w.remove(&id);
+                }
+            }
+        }
+        self.changed(id);
     }
 
     /// Starts a comparison of file `id`'s content; [`Overlay::end_check`] records its
@@ -75,8 +111,11 @@ impl Overlay {
     /// file revision `same` (`None`: it differs, nothing to remember), unless the file
     /// changed since it began.
     pub fn end_check(&self, id: u64, ticket: u64, same: Option<Node>) {
+        let written = self.being_written(id);
         let mut verdicts = self.verdicts();
-        if matches!(verdicts.get(&id), Some(Verdict::Checking(t)) if *t == ticket) {
+        if written {
+            verdicts.remove(&id);
+        } else if matches!(verdicts.get(&id), Some(Verdict::Checking(t)) if *t == ticket) {
             match same {
                 Some(node) => verdicts.insert(id, Verdict::Same(node)),
                 None => verdicts.remove(&id),

@@ -326,9 +326,9 @@ fn check_mounts(r: &mut Report, only: Option<&Path>, need: u64) -> RepoMounts {
 }
 
 /// What the journal of a state directory says, read from a copy.
-struct JournalView {
-    base: Node,
-    records: Vec<Record>,
+pub(crate) struct JournalView {
+    pub(crate) base: Node,
+    pub(crate) records: Vec<Record>,
     /// Bytes the mount would cut off its end (a record cut short by a crash).
     damaged_tail: u64,
     /// The copy, inside a temporary state directory.
@@ -337,7 +337,7 @@ struct JournalView {
 
 /// Reads the journal of `sd` from a copy (the original is not touched; `Journal::open`
 /// cuts a damaged tail off the file it opens). `Ok(None)` when there is none.
-fn read_journal(sd: &StateDir) -> Result<Option<JournalView>, String> {
+pub(crate) fn read_journal(sd: &StateDir) -> Result<Option<JournalView>, String> {
     let path = sd.journal_file();
     let base = match Journal::peek_base(&path) {
         Ok(Some(b)) => b,
@@ -516,6 +516,21 @@ fn check_state_dir(
             ),
             Ok(Response::Pong { pid, .. }) => {
                 notes.push(format!("mounted; daemon {pid} answers"));
+                // How the kernel reads and writes files written through the mount.
+                if let Ok(Response::Info(info)) =
+                    control::request(&sd.socket(), &Request::Info, Duration::from_secs(2))
+                {
+                    if let Some(mode) = info.passthrough {
+                        notes.push(format!(
+                            "passthrough {mode}{}",
+                            if mode == "on" {
+                                ": the kernel reads and writes files in the overlay directly"
+                            } else {
+                                ": files in the overlay are read and written through the daemon"
+                            }
+                        ));
+                    }
+                }
                 check_descriptors(r, pid, need, &mp_arg, &repo_arg);
             }
             Err(control::ControlError::NotAnswering { .. }) => r.problem(

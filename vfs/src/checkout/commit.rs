@@ -177,9 +177,11 @@ impl WorkingCopy {
             // The times stay what the user saw: an overlay file's are its content's (its
             // change time the later of the two); a file of the store keeps its own.
             let e = inner.entry(ino)?;
-            if e.nlink() > 1 {
+            if e.nlink() > 1 || WorkingCopy::is_pinned(&inner, ino) {
                 // A file with hard links stays in the overlay, one inode for its names (its
-                // content is the committed one: status compares it and finds it clean).
+                // content is the committed one: status compares it and finds it clean); so
+                // does one the kernel writes directly (passthrough), which its writers keep
+                // writing.
                 continue;
             }
             let overlay_mtime = match e.kind {

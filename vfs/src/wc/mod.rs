@@ -18,6 +18,7 @@
 
 mod inodes;
 mod mapped_base;
+mod open;
 mod read;
 mod tracking;
 mod unload;
@@ -383,6 +384,9 @@ pub(crate) struct Inner {
     /// once nothing needs it (`Inner::drop_kept`), and the count goes when the directory is
     /// listed again (the entries are its children again).
     pub(crate) kept_under: HashMap<u64, u32>,
+    /// Files whose overlay file the kernel reads and writes directly (passthrough opens,
+    /// `open.rs`), with how many handles: kept in place while held.
+    pub(crate) pinned: HashMap<u64, u32>,
 }
 
 /// The mutable working copy of one mount.
@@ -519,6 +523,7 @@ impl WorkingCopy {
                 listed: Default::default(),
                 listed_names: 0,
                 kept_under: HashMap::new(),
+                pinned: HashMap::new(),
             }),
             journal: Mutex::new(journal),
             ignore_cache: Mutex::new(None),

@@ -175,9 +175,12 @@ impl WorkingCopy {
         let name = parts[parts.len() - 1];
         let kind = Kind::from_store(path, node, flag);
         let mut existing = inner.child(dir, name)?;
-        if let Some(ino) = existing.filter(|&i| inner.entry(i).is_ok_and(|e| e.nlink() > 1)) {
+        if let Some(ino) = existing.filter(|&i| {
+            inner.entry(i).is_ok_and(|e| e.nlink() > 1) || WorkingCopy::is_pinned(inner, i)
+        }) {
             // One name of a file with hard links: restored as a new file, as hg's revert
-            // writes one; the other names keep theirs.
+            // writes one; the other names keep theirs. So is a file the kernel writes
+            // directly (passthrough): its open handles keep the old one.
             inner.detach(ino, dir, name);
             existing = None;
         }

@@ -1,0 +1,243 @@
+//! FUSE passthrough (`mount.passthrough`): files in the overlay are read and written by the
+//! kernel directly, and the working copy still learns of every change: status, diff,
+//! commit and revert see the writes as they see the daemon's own, and the journal after
+//! the same writes is the same with passthrough and without it, across kill -9 and a
+//! remount.
+
+use revfs_tests::mount::Mount;
+use revfs_tests::{hg_cmd, hg_repo};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const ON: &str = "[mount]\npassthrough = true\n";
+const OFF: &str = "[mount]\npassthrough = false\n";
+
+fn files() -> Vec<(String, Vec<u8>)> {
+    ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "sub/f.txt"]
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                format!("{n} line one\n{n} line two\n").into_bytes(),
+            )
+        })
+        .collect()
+}
+
+fn out(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `revfs ARGS` in the mount.
+fn rv(m: &Mount, args: &[&str]) -> String {
+    out(m.revfs_in(&m.dir, args))
+}
+
+/// Writes of every kind a program makes, in `root` (a mount or a clone).
+fn write_everything(root: &Path) {
+    // Overwritten whole.
+    std::fs::write(root.join("a.txt"), b"a replaced\n").unwrap();
+    // Appended to.
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(root.join("b.txt"))
+        .unwrap();
+    f.write_all(b"b appended\n").unwrap();
+    drop(f);
+    // Written in the middle.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(root.join("c.txt"))
+        .unwrap();
+    f.write_at(b"XY", 2).unwrap();
+    drop(f);
+    // Cut short.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(root.join("d.txt"))
+        .unwrap();
+    f.set_len(3).unwrap();
+    drop(f);
+    // New files, one of them written through a shared map.
+    std::fs::create_dir(root.join("new")).unwrap();
+    std::fs::write(root.join("new/file.txt"), b"a new file\n").unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(root.join("new/mapped.bin"))
+        .unwrap();
+    f.set_len(8192).unwrap();
+    // SAFETY: a fresh shared map of a file of 8192 bytes, written within it and unmapped.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let bytes = std::slice::from_raw_parts_mut(p as *mut u8, 8192);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        assert_eq!(libc::msync(p, 8192, libc::MS_SYNC), 0);
+        libc::munmap(p, 8192);
+    }
+    drop(f);
+    // Written, then written again through a second handle while the first is open.
+    let f1 = OpenOptions::new()
+        .write(true)
+        .open(root.join("sub/f.txt"))
+        .unwrap();
+    f1.write_at(b"1", 0).unwrap();
+    let f2 = OpenOptions::new()
+        .write(true)
+        .open(root.join("sub/f.txt"))
+        .unwrap();
+    f2.write_at(b"2", 1).unwrap();
+    drop((f1, f2));
+}
+
+/// Every file below `root` (`.hg` and `.revfs` aside) with its bytes.
+fn contents(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name();
+            if name == ".hg" || name == ".revfs" {
+                continue;
+            }
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn journal(m: &Mount) -> String {
+    out(m.revfs(&["debugjournal", &m.dir.display().to_string()]))
+}
+
+#[test]
+fn passthrough_writes_keep_status_diff_and_the_journal_exact_across_kill_and_remount() {
+    let tmp = tempfile::tempdir().unwrap();
+    for side in ["on", "off"] {
+        std::fs::create_dir(tmp.path().join(side)).unwrap();
+    }
+    let repo_on = hg_repo(&tmp.path().join("on"), &files());
+    let repo_off = hg_repo(&tmp.path().join("off"), &files());
+    let clone = tmp.path().join("clone");
+    out(hg_cmd(
+        tmp.path(),
+        &["clone", "-q", &repo_on.display().to_string(), "clone"],
+    ));
+    let on = Mount::with_config(&repo_on, ON);
+    let off = Mount::with_config(&repo_off, OFF);
+    let doctor = out(on.revfs(&["doctor", &on.dir.display().to_string()]));
+    assert!(doctor.contains("passthrough on"), "{doctor}");
+    let doctor = out(off.revfs(&["doctor", &off.dir.display().to_string()]));
+    assert!(
+        doctor.contains("passthrough off (mount.passthrough = false)"),
+        "{doctor}"
+    );
+
+    for root in [&on.dir, &off.dir, &clone] {
+        write_everything(root);
+    }
+    // The writes went through backing files.
+    let s = on.stats();
+    assert!(s.get("passthrough_opens") >= 7, "{s}");
+    assert_eq!(off.stats().get("passthrough_opens"), 0);
+
+    let hg_status = out(hg_cmd(&clone, &["status"]));
+    let hg_diff = out(hg_cmd(&clone, &["diff", "--git"]));
+    let check = |what: &str| {
+        for m in [&on, &off] {
+            assert_eq!(rv(m, &["status"]), hg_status, "{what}: status");
+            assert_eq!(rv(m, &["diff", "--git"]), hg_diff, "{what}: diff");
+            assert_eq!(contents(&m.dir), contents(&clone), "{what}: bytes");
+        }
+        assert_eq!(journal(&on), journal(&off), "{what}: journal");
+    };
+    check("after the writes");
+    for (m, repo) in [(&on, &repo_on), (&off, &repo_off)] {
+        m.kill_daemon();
+        m.unmount();
+        m.remount(repo, None);
+    }
+    check("after kill -9 and a remount");
+}
+
+#[test]
+fn a_file_open_for_writing_through_passthrough_is_never_taken_as_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = hg_repo(tmp.path(), &files());
+    let m = Mount::with_config(&repo, ON);
+    let a = m.dir.join("a.txt");
+    let original = std::fs::read(&a).unwrap();
+    // Written back with its own bytes: compared once, and remembered equal.
+    std::fs::write(&a, &original).unwrap();
+    assert_eq!(rv(&m, &["status"]), "");
+    assert_eq!(rv(&m, &["status"]), "");
+    // A write of the same size through a handle still open.
+    let f = OpenOptions::new().read(true).write(true).open(&a).unwrap();
+    f.write_at(b"Z", 0).unwrap();
+    assert_eq!(rv(&m, &["status"]), "M a.txt\n");
+    assert!(rv(&m, &["diff"]).contains("+Z.txt line one"));
+    drop(f);
+    assert_eq!(rv(&m, &["status"]), "M a.txt\n");
+    std::fs::write(&a, &original).unwrap();
+    assert_eq!(rv(&m, &["status"]), "");
+    assert!(m.stats().get("passthrough_opens") >= 3);
+}
+
+#[test]
+fn commit_and_revert_leave_a_file_open_through_passthrough_to_its_writers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = hg_repo(tmp.path(), &files());
+    let m = Mount::with_config(&repo, ON);
+    // Committed while a writer holds it: the commit has what was written, and what the
+    // writer writes after it is a change again.
+    let b = m.dir.join("b.txt");
+    let w = OpenOptions::new().write(true).open(&b).unwrap();
+    w.write_at(b"committed\n", 0).unwrap();
+    rv(&m, &["commit", "-q", "-m", "b", "-u", "t"]);
+    let tip = out(hg_cmd(&repo, &["cat", "-r", "tip", "b.txt"]));
+    assert!(tip.starts_with("committed\n"), "{tip}");
+    assert_eq!(rv(&m, &["status"]), "");
+    w.write_at(b"after\n", 0).unwrap();
+    assert_eq!(rv(&m, &["status"]), "M b.txt\n");
+    assert!(std::fs::read_to_string(&b).unwrap().starts_with("after\n"));
+    drop(w);
+
+    // Reverted while a writer holds it: the name is the revision's file again, and the
+    // writer's later writes go to the file it holds, not to the reverted one.
+    let c = m.dir.join("c.txt");
+    let original = out(hg_cmd(&repo, &["cat", "-r", "tip", "c.txt"]));
+    let w = OpenOptions::new().write(true).open(&c).unwrap();
+    w.write_at(b"junk", 0).unwrap();
+    assert_eq!(rv(&m, &["status", "c.txt"]), "M c.txt\n");
+    rv(&m, &["revert", "--no-backup", "c.txt"]);
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), original);
+    w.write_at(b"more junk", 0).unwrap();
+    drop(w);
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), original);
+    assert_eq!(rv(&m, &["status"]), "M b.txt\n");
+}
