@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): a kernel build in a mount of the linux corpus against the same
+# build in a native copy of the tree, every cache dropped before each, in one run.
+# Usage: tests/bench/build_bench.sh CORPUS [REVFS] (default target/release/revfs; RUNS=1)
+# CORPUS is the linux corpus of ../shared/corpus/make-corpus.sh. Each build is
+# `make allnoconfig` then `make -j$(nproc)` (vmlinux and friends), in a fresh native copy, then
+# on fresh mounts with mount.passthrough off and on (the objects are written into the
+# overlay: a build's write-heavy phase). Prints the wall times of both steps, medians of RUNS.
+set -euo pipefail
+corpus=$(cd "$1" && pwd)
+bin=${2:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/revfs}
+runs=${RUNS:-1}
+export HGPLAIN=1 HGRCPATH=
+work=$(mktemp -d /var/tmp/revfs-build-bench.XXXXXX)
+trap 'for m in "$work"/mnt*; do fusermount3 -uz "$m" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+build() { # dir -> "config_seconds build_seconds"
+  drop
+  local c b
+  c=$(cd "$1" && t make allnoconfig)
+  b=$(cd "$1" && t make -j"$(nproc)")
+  echo "$c $b"
+}
+declare -A res
+for ((r = 0; r < runs; r++)); do
+  nat="$work/native"; rm -rf "$nat"; mkdir -p "$nat"
+  (cd "$corpus" && tar cf - --exclude=./.hg --exclude=./.corpus-done . | tar xf - -C "$nat")
+  res[native]+="$(build "$nat");"
+  rm -rf "$nat"
+  for pt in false true; do
+    export REVFS_STATE_DIR="$work/state-$pt" REVFS_CONFIG="$work/config-$pt.toml"
+    printf '[mount]\npassthrough = %s\n' "$pt" > "$REVFS_CONFIG"
+    m="$work/mnt-$pt"; mkdir -p "$m"
+    timeout 60 "$bin" mount "$corpus" "$m"
+    res[$pt]+="$(build "$m");"
+    timeout 300 "$bin" unmount "$m"
+    rm -rf "$REVFS_STATE_DIR" "$m"
+  done
+done
+med() { tr ';' '\n' | sed '/^$/d' | awk -v f="$1" '{print $f}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| step | native | mount, passthrough off | mount, passthrough on |"
+echo "|---|---:|---:|---:|"
+for f in 1 2; do
+  [ $f = 1 ] && name="make allnoconfig" || name="make -j$(nproc)"
+  n=$(echo "${res[native]}" | med $f)
+  off=$(echo "${res[false]}" | med $f)
+  on=$(echo "${res[true]}" | med $f)
+  printf '| %s | %.1f s | %.1f s (%.2fx) | %.1f s (%.2fx) |\n' "$name" "$n" "$off" "$(echo "$off / $n" | bc -l)" "$on" "$(echo "$on / $n" | bc -l)"
+done
