@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): a kernel build in a mount of the linux corpus against the same
-# build in a native copy of the tree, every cache dropped before each, in one run.
+# build in a native copy of the tree, every cache dropped before each, in one run. Both are
+# of revision 0 (revision 1 appends a comment line to 1% of the files, Kconfig files among
+# them, which the build refuses).
 # Usage: tests/bench/build_bench.sh CORPUS [REVFS] (default target/release/revfs; RUNS=1)
 # CORPUS is the linux corpus of ../shared/corpus/make-corpus.sh. Each build is
 # `make allnoconfig` then `make -j$(nproc)` (vmlinux and friends), in a fresh native copy, then
@@ -13,7 +15,7 @@ runs=${RUNS:-1}
 export HGPLAIN=1 HGRCPATH=
 work=$(mktemp -d /var/tmp/revfs-build-bench.XXXXXX)
 trap 'for m in "$work"/mnt*; do fusermount3 -uz "$m" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
+t() { local s e; s=$(date +%s.%N); "$@" >"$work/out.log" 2>&1 || { tail -20 "$work/out.log" >&2; exit 1; }; e=$(date +%s.%N); echo "$e - $s" | bc; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 build() { # dir -> "config_seconds build_seconds"
   drop
@@ -25,14 +27,14 @@ build() { # dir -> "config_seconds build_seconds"
 declare -A res
 for ((r = 0; r < runs; r++)); do
   nat="$work/native"; rm -rf "$nat"; mkdir -p "$nat"
-  (cd "$corpus" && tar cf - --exclude=./.hg --exclude=./.corpus-done . | tar xf - -C "$nat")
+  rmdir "$nat"; hg -R "$corpus" archive -q -r 0 --config ui.archivemeta=false "$nat"
   res[native]+="$(build "$nat");"
   rm -rf "$nat"
   for pt in false true; do
     export REVFS_STATE_DIR="$work/state-$pt" REVFS_CONFIG="$work/config-$pt.toml"
     printf '[mount]\npassthrough = %s\n' "$pt" > "$REVFS_CONFIG"
     m="$work/mnt-$pt"; mkdir -p "$m"
-    timeout 60 "$bin" mount "$corpus" "$m"
+    timeout 60 "$bin" mount -r 0 "$corpus" "$m"
     res[$pt]+="$(build "$m");"
     timeout 300 "$bin" unmount "$m"
     rm -rf "$REVFS_STATE_DIR" "$m"
