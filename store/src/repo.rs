@@ -312,28 +312,33 @@ impl Repo {
     }
 
     /// The first lines of changeset `rev` (its manifest, user, date and extras, the branch
-    /// among them), with no files and no description: read from the start of its text,
-    /// without rebuilding the whole of it (a first changeset lists every file of the tree,
-    /// megabytes of them). Not hash-checked; a text whose head is long is read whole.
+    /// among them), with no files and no description. A big changeset (a first one lists
+    /// every file of the tree, megabytes of them) is read from the start of its text only,
+    /// without rebuilding or hash-checking the rest; a small one, or a head that does not
+    /// parse, is read whole and checked, so that damage is reported as the revlog's.
     pub fn changeset_head(&self, rev: Rev) -> Result<Changeset> {
         if rev == NULL_REV {
             return Ok(Changeset::default());
         }
         const PEEK: usize = 4096;
+        let whole = || -> Result<Changeset> {
+            let mut c = self.changeset(rev)?;
+            c.files.clear();
+            c.description.clear();
+            Ok(c)
+        };
+        if self.changelog.raw_len(rev)?.unwrap_or(0) <= 16 * PEEK {
+            return whole();
+        }
         let prefix = self.changelog.text_prefix(rev, PEEK)?;
         let ends: Vec<usize> = memchr::memchr_iter(b'\n', &prefix).take(3).collect();
         match ends.get(2) {
             Some(&end) => {
                 let mut head = prefix[..end].to_vec();
                 head.extend_from_slice(b"\n\n");
-                Changeset::parse(&head, &self.changelog.node(rev)?)
+                Changeset::parse(&head, &self.changelog.node(rev)?).or_else(|_| whole())
             }
-            None => {
-                let mut c = self.changeset(rev)?;
-                c.files.clear();
-                c.description.clear();
-                Ok(c)
-            }
+            None => whole(),
         }
     }
 
