@@ -138,16 +138,17 @@ fn journal(m: &Mount) -> String {
 #[test]
 fn passthrough_writes_keep_status_diff_and_the_journal_exact_across_kill_and_remount() {
     let tmp = tempfile::tempdir().unwrap();
-    for side in ["on", "off"] {
-        std::fs::create_dir(tmp.path().join(side)).unwrap();
-    }
-    let repo_on = hg_repo(&tmp.path().join("on"), &files());
-    let repo_off = hg_repo(&tmp.path().join("off"), &files());
+    let repo_on = hg_repo(tmp.path(), &files());
+    // The same changeset in a repository of its own (and a working copy of it for hg).
+    let repo_off = tmp.path().join("off");
     let clone = tmp.path().join("clone");
-    out(hg_cmd(
-        tmp.path(),
-        &["clone", "-q", &repo_on.display().to_string(), "clone"],
-    ));
+    for (dest, args) in [(&repo_off, &["-U"][..]), (&clone, &[][..])] {
+        let mut a = vec!["clone", "-q"];
+        a.extend_from_slice(args);
+        let (from, to) = (repo_on.display().to_string(), dest.display().to_string());
+        a.extend([from.as_str(), to.as_str()]);
+        out(hg_cmd(tmp.path(), &a));
+    }
     let on = Mount::with_config(&repo_on, ON);
     let off = Mount::with_config(&repo_off, OFF);
     let doctor = out(on.revfs(&["doctor", &on.dir.display().to_string()]));

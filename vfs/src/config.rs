@@ -384,20 +384,10 @@ impl Config {
                         config.mount.readahead_size = checker.size(&full, v)? as u64
                     }
                     ("mount", "passthrough") => {
-                        config.mount.passthrough = v.as_bool().ok_or_else(|| {
-                            checker.value(
-                                &full,
-                                format!("expected true or false, found {}", describe(v)),
-                            )
-                        })?
+                        config.mount.passthrough = checker.boolean(&full, v)?
                     }
                     ("mount", "allow_other") => {
-                        config.mount.allow_other = v.as_bool().ok_or_else(|| {
-                            checker.value(
-                                &full,
-                                format!("expected true or false, found {}", describe(v)),
-                            )
-                        })?
+                        config.mount.allow_other = checker.boolean(&full, v)?
                     }
                     ("log", "level") => {
                         config.log.level =
@@ -492,6 +482,15 @@ impl Checker<'_> {
     }
 
     /// A number of seconds, integer or not, from 0.1 to 3600.
+    fn boolean(&self, key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
+        v.as_bool().ok_or_else(|| {
+            self.value(
+                key,
+                format!("expected true or false, found {}", describe(v)),
+            )
+        })
+    }
+
     fn seconds(&self, key: &str, v: &toml::Value) -> Result<std::time::Duration, ConfigError> {
         let secs = match v {
             toml::Value::Integer(n) => Some(*n as f64),

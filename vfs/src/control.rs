@@ -200,17 +200,6 @@ pub struct PathState {
     pub p2: bool,
 }
 
-/// What read-ahead did, in `stats` (see `revfs_vfs::readahead::ReadaheadStats`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReadaheadCounts {
-    pub rounds: u64,
-    pub files: u64,
-    pub bytes: u64,
-    pub dropped: u64,
-    pub used: u64,
-    pub pending_bytes: u64,
-}
-
 /// The daemon's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
@@ -242,7 +231,7 @@ pub enum Response {
         /// Read-ahead (`readahead.rs`), when on: rounds started, files and bytes read
         /// ahead, files dropped, files a reader then read, bytes read ahead not read yet.
         #[serde(default)]
-        readahead: Option<ReadaheadCounts>,
+        readahead: Option<crate::readahead::ReadaheadStats>,
         /// Opens answered through a backing file and in the page cache (passthrough on;
         /// both 0 when off).
         #[serde(default)]

@@ -184,16 +184,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 manifest_bytes: s.manifest_bytes,
                 mapped_manifest_bytes: s.mapped_manifest_bytes,
                 listed: s.listed,
-                readahead: wc
-                    .readahead_stats()
-                    .map(|r| crate::control::ReadaheadCounts {
-                        rounds: r.rounds,
-                        files: r.files,
-                        bytes: r.bytes,
-                        dropped: r.dropped,
-                        used: r.used,
-                        pending_bytes: r.pending_bytes,
-                    }),
+                readahead: wc.readahead_stats(),
                 passthrough_opens: ctx.passthrough.counts().0,
                 cached_opens: ctx.passthrough.counts().1,
             }

@@ -36,8 +36,8 @@ pub struct Job {
     pub node: Node,
 }
 
-/// Counters, for `stats` and the tests.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// Counters, for `stats` (docs/FORMATS.md) and the tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReadaheadStats {
     /// Directories whose round started.
     pub rounds: u64,
