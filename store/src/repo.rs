@@ -31,6 +31,9 @@ pub struct RepoOptions {
     /// Bytes of full manifest texts kept in the repository's cache directory
     /// ([`crate::manifest_cache`]); 0 keeps none.
     pub manifest_cache_bytes: u64,
+    /// Bytes of file sizes kept in the repository's cache directory
+    /// ([`crate::size_cache`], 28 bytes a file revision); 0 keeps none.
+    pub size_cache_bytes: u64,
 }
 
 impl RepoOptions {
@@ -42,6 +45,7 @@ impl RepoOptions {
         filelog_cache_bytes: 16 << 20,
         big_text_cache_bytes: 2 << 30,
         manifest_cache_bytes: 1 << 30,
+        size_cache_bytes: 64 << 20,
     };
 
     /// Makes `options` what [`Repo::open`] uses in this process from now on. The mount
@@ -125,6 +129,9 @@ pub struct Repo {
     /// (a text with a metadata header, or one whose start a delta chain rewrites) costs
     /// decompressions that status would otherwise pay on every call.
     sizes: Mutex<LruCache<Node, u64>>,
+    /// The size cache on disk: where and how big, and the cache once opened.
+    size_cache_at: (PathBuf, u64),
+    size_cache: std::sync::OnceLock<Option<Arc<crate::size_cache::SizeCache>>>,
     /// Opened with a transaction's pending changelog ([`Repo::open_pending`]): the revisions
     /// from this one on are not committed yet.
     pending_from: Option<usize>,
@@ -244,6 +251,11 @@ impl Repo {
                 crate::manifest_cache::cache_dir(&source_hg),
                 options.manifest_cache_bytes,
             ),
+            size_cache_at: (
+                crate::size_cache::cache_path(&source_hg),
+                options.size_cache_bytes,
+            ),
+            size_cache: std::sync::OnceLock::new(),
         })
     }
 
@@ -484,8 +496,18 @@ impl Repo {
         if let Some(size) = known {
             return Ok(size);
         }
-        let fl = self.filelog(path)?;
-        let size = fl.size(fl.rev_of(node)?)?;
+        let kept = self.size_cache().and_then(|c| c.get(node));
+        let size = match kept {
+            Some(size) => size,
+            None => {
+                let fl = self.filelog(path)?;
+                let size = fl.size(fl.rev_of(node)?)?;
+                if let Some(c) = self.size_cache() {
+                    c.put(*node, size);
+                }
+                size
+            }
+        };
         self.sizes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -493,13 +515,34 @@ impl Repo {
         Ok(size)
     }
 
-    /// The size of file revision `node` when [`Repo::file_size`] has it at hand (no I/O).
+    /// The repository's size cache on disk (opened at first use; `None` when off).
+    fn size_cache(&self) -> Option<&Arc<crate::size_cache::SizeCache>> {
+        self.size_cache
+            .get_or_init(|| {
+                let (path, limit) = &self.size_cache_at;
+                crate::size_cache::SizeCache::shared(path.clone(), *limit)
+            })
+            .as_ref()
+    }
+
+    /// Writes the sizes learned since the size cache was last written (at the end of a
+    /// mount).
+    pub fn save_size_cache(&self) {
+        if let Some(c) = self.size_cache.get().and_then(Option::as_ref) {
+            c.save();
+        }
+    }
+
+    /// The size of file revision `node` when [`Repo::file_size`] has it without opening
+    /// its filelog (in memory, or in the size cache).
     pub fn known_size(&self, node: &Node) -> Option<u64> {
-        self.sizes
+        let known = self
+            .sizes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .peek(node)
-            .copied()
+            .copied();
+        known.or_else(|| self.size_cache().and_then(|c| c.get(node)))
     }
 
     /// Opens the filelog of `path` without keeping it open in the repository's set of open

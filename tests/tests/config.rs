@@ -232,7 +232,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     let config = t.write_config(
         "config.toml",
         "version = 1\n\n[store]\ntext_cache_size = \"8 MiB\"\nopen_filelogs = 100\n\
-         filelog_cache_size = \"1 MiB\"\nmanifest_cache_size = 0\n\n\
+         filelog_cache_size = \"1 MiB\"\nmanifest_cache_size = 0\nsize_cache_size = 0\n\n\
          [mount]\nthreads = 3\nopen_files = 40\n\n[log]\nlevel = \"debug\"\n",
     );
     let env = [("REVFS_CONFIG", config.as_path())];
@@ -242,7 +242,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     assert_eq!(t.fuse_threads(), 3);
     let log = t.log();
     let settings = format!(
-        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=debug",
+        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 size_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=debug",
         config.display()
     );
     assert!(log.contains(&settings), "{log}");
@@ -250,8 +250,8 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
         log.contains(" DEBUG "),
         "no debug lines at level debug:\n{log}"
     );
-    // `manifest_cache_size = 0`: no manifest kept (the thread that would keep it has had
-    // the time of the reads above and the unmount).
+    // `manifest_cache_size = 0`, `size_cache_size = 0`: no manifest kept (the thread that
+    // would keep it has had the time of the reads above and the unmount), no size.
     let log_file = t.state_dir().join("daemon.log");
     t.unmount();
     assert!(!t.repo.join(".hg/cache/revfs").exists());
@@ -294,7 +294,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     );
     assert!(out.status.success(), "{}", s(&out.stderr));
     assert_eq!(t.fuse_threads(), 8);
-    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=info"));
+    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 size_cache_size=67108864 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=info"));
     t.unmount();
 }
 

@@ -19,6 +19,7 @@
 //! filelog_cache_size = "16 MiB" # memory the open filelogs may hold
 //! big_text_cache_size = "2 GiB" # rebuilt big texts kept on disk, per mount
 //! manifest_cache_size = "1 GiB" # full manifests kept in the repository's .hg/cache
+//! size_cache_size = "64 MiB"   # file sizes kept in the repository's .hg/cache
 //!
 //! [mount]
 //! threads = 8                  # FUSE request threads (`revfs mount --threads` wins)
@@ -132,6 +133,8 @@ pub struct StoreConfig {
     pub big_text_cache_size: u64,
     /// Bytes of full manifest texts kept in the repository's cache directory.
     pub manifest_cache_size: u64,
+    /// Bytes of file sizes kept in the repository's cache directory.
+    pub size_cache_size: u64,
 }
 
 /// `[mount]`: defaults of `revfs mount`.
@@ -200,6 +203,7 @@ impl Default for Config {
                 filelog_cache_size: repo.filelog_cache_bytes,
                 big_text_cache_size: repo.big_text_cache_bytes,
                 manifest_cache_size: repo.manifest_cache_bytes,
+                size_cache_size: repo.size_cache_bytes,
             },
             mount: MountConfig {
                 threads: DEFAULT_THREADS,
@@ -359,6 +363,9 @@ impl Config {
                     ("store", "filelog_cache_size") => {
                         config.store.filelog_cache_size = checker.size(&full, v)?
                     }
+                    ("store", "size_cache_size") => {
+                        config.store.size_cache_size = checker.size(&full, v)? as u64
+                    }
                     ("store", "manifest_cache_size") => {
                         config.store.manifest_cache_size = checker.size(&full, v)? as u64
                     }
@@ -408,7 +415,7 @@ impl Config {
                     _ => {
                         let known = match section.as_str() {
                             "store" => {
-                                "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size"
+                                "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size, size_cache_size"
                             }
                             "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough",
                             "control" => "timeout",
@@ -432,6 +439,7 @@ impl Config {
             filelog_cache_bytes: self.store.filelog_cache_size,
             big_text_cache_bytes: self.store.big_text_cache_size,
             manifest_cache_bytes: self.store.manifest_cache_size,
+            size_cache_bytes: self.store.size_cache_size,
         }
     }
 }

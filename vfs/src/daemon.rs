@@ -185,6 +185,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 mapped_manifest_bytes: s.mapped_manifest_bytes,
                 listed: s.listed,
                 readahead: wc.readahead_stats(),
+                open_filelogs: wc.repo().open_filelogs().0 as u64,
                 passthrough_opens: ctx.passthrough.counts().0,
                 cached_opens: ctx.passthrough.counts().1,
             }
@@ -521,6 +522,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         open_filelogs = options.open_filelogs,
         filelog_cache_size = options.filelog_cache_bytes,
         manifest_cache_size = options.manifest_cache_bytes,
+        size_cache_size = options.size_cache_bytes,
         open_files = req.config.mount.open_files,
         loaded_files = req.config.mount.loaded_files,
         listed_files = req.config.mount.listed_files,
@@ -732,6 +734,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     if let Err(e) = wc.sync_journal() {
         tracing::error!("final journal sync: {e}");
     }
+    // The file sizes learned since they were last written, for the next mount.
+    wc.repo().save_size_cache();
     let _ = std::fs::remove_file(&pid_file);
     let _ = std::fs::remove_file(state_dir.socket());
     result

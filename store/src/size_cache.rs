@@ -1,0 +1,403 @@
+//! The size cache: the content size of file revisions by file node, kept in the
+//! repository's cache directory (`.hg/cache/revfs/sizes`, the share source's for a share),
+//! so that a lookup after a remount knows a file's size without opening its filelog (`ls
+//! -l`, `find -size`, a build's stat of every source). A node names one text, whatever the
+//! path, so its size never changes. The format is in docs/FORMATS.md ("Size cache").
+//!
+//! The file holds sorted records and is mapped: a lookup is a binary search in it, nothing
+//! on the heap. Sizes learned since are kept in memory and written out in the background,
+//! merged with the file into a new one renamed into place, once they are many (a quarter
+//! of the file, 4,096 at least) and when the process ends ([`SizeCache::save`]). A file
+//! that does not check out (magic, version, length, checksum) is removed and started again.
+//! One cache per file is shared by every repository handle of the process.
+
+use crate::node::Node;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+
+const MAGIC: &[u8; 8] = b"RVFSSIZE";
+/// The format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// magic, version, record count (u64), crc32 of the records, zeros.
+const HEADER: usize = 32;
+/// node, size (u64 BE).
+const RECORD: usize = 28;
+/// Sizes learned before a write is due, at least.
+const MIN_BATCH: usize = 4096;
+
+/// The sorted records of the file, mapped.
+struct Mapped {
+    map: memmap2::Mmap,
+    count: usize,
+}
+
+impl Mapped {
+    fn record(&self, i: usize) -> (&[u8], u64) {
+        let at = HEADER + i * RECORD;
+        let r = &self.map[at..at + RECORD];
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&r[20..]);
+        (&r[..20], u64::from_be_bytes(size))
+    }
+
+    fn get(&self, node: &Node) -> Option<u64> {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (n, size) = self.record(mid);
+            match n.cmp(&node.0[..]) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(size),
+            }
+        }
+        None
+    }
+}
+
+struct State {
+    /// `None` until first used (a command that never asks for a size never reads the file).
+    mapped: Option<Option<Mapped>>,
+    learned: HashMap<Node, u64>,
+    /// A write is under way or wanted.
+    saving: bool,
+    /// Past the limit: nothing more is learned.
+    full: bool,
+}
+
+/// The size cache of one repository (see the module's documentation).
+pub struct SizeCache {
+    path: PathBuf,
+    limit: u64,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl std::fmt::Debug for SizeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SizeCache({})", self.path.display())
+    }
+}
+
+/// The caches of this process, by file.
+static CACHES: OnceLock<Mutex<HashMap<PathBuf, Weak<SizeCache>>>> = OnceLock::new();
+
+/// Where the size cache of a repository whose store is in `source_hg` lives.
+pub fn cache_path(source_hg: &Path) -> PathBuf {
+    source_hg.join("cache").join("revfs").join("sizes")
+}
+
+impl SizeCache {
+    /// The cache at `path` (shared with every other handle of this process on that file),
+    /// at most `limit` bytes on disk; `None` when `limit` is 0 (no cache).
+    pub fn shared(path: PathBuf, limit: u64) -> Option<Arc<SizeCache>> {
+        if limit == 0 {
+            return None;
+        }
+        let mut all = CACHES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = all.get(&path).and_then(Weak::upgrade) {
+            return Some(c);
+        }
+        all.retain(|_, w| w.strong_count() > 0);
+        let c = Arc::new(SizeCache::new(path.clone(), limit));
+        all.insert(path, Arc::downgrade(&c));
+        let weak = Arc::downgrade(&c);
+        let spawned = std::thread::Builder::new()
+            .name("revfs-sizes".into())
+            .spawn(move || writer(weak));
+        if let Err(e) = spawned {
+            tracing::warn!("size cache: no writer thread: {e}");
+        }
+        Some(c)
+    }
+
+    /// A cache of its own on `path` (not shared, no writer thread: [`SizeCache::shared`]).
+    fn new(path: PathBuf, limit: u64) -> SizeCache {
+        SizeCache {
+            path,
+            limit,
+            state: Mutex::new(State {
+                mapped: None,
+                learned: HashMap::new(),
+                saving: false,
+                full: false,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The size of file revision `node`, if known.
+    pub fn get(&self, node: &Node) -> Option<u64> {
+        let mut st = self.lock();
+        if let Some(&s) = st.learned.get(node) {
+            return Some(s);
+        }
+        if st.mapped.is_none() {
+            st.mapped = Some(self.open());
+        }
+        st.mapped.as_ref()?.as_ref()?.get(node)
+    }
+
+    /// Keeps the size of file revision `node`; a write of the file follows once enough are
+    /// new.
+    pub fn put(&self, node: Node, size: u64) {
+        let mut st = self.lock();
+        if st.full {
+            return;
+        }
+        let count = st
+            .mapped
+            .as_ref()
+            .and_then(Option::as_ref)
+            .map_or(0, |m| m.count);
+        if (HEADER + (count + st.learned.len() + 1) * RECORD) as u64 > self.limit {
+            tracing::info!(
+                path = %self.path.display(),
+                limit = self.limit,
+                "size cache full: no more sizes kept"
+            );
+            st.full = true;
+            return;
+        }
+        st.learned.insert(node, size);
+        if st.learned.len() >= MIN_BATCH.max(count / 4) && !st.saving {
+            st.saving = true;
+            self.wake.notify_all();
+        }
+    }
+
+    /// Writes what was learned into the file now (at the end of a mount), if anything. A
+    /// file that cannot be written (a read-only repository, a full disk) turns the cache
+    /// off for this process: nothing more is learned.
+    pub fn save(&self) {
+        if let Err(e) = self.write_out() {
+            tracing::warn!(
+                "size cache {}: {e}: no more sizes kept",
+                self.path.display()
+            );
+            let mut st = self.lock();
+            st.full = true;
+            st.learned.clear();
+        }
+    }
+
+    /// Maps the file; a file that does not check out is removed.
+    fn open(&self) -> Option<Mapped> {
+        let file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!("size cache {}: {e}", self.path.display());
+                return None;
+            }
+        };
+        // SAFETY: the file is only ever replaced by a rename, never written in place; a map
+        // of the old one stays valid.
+        let map = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("size cache {}: {e}", self.path.display());
+                return None;
+            }
+        };
+        match check(&map) {
+            Ok(count) => {
+                let _ = map.advise(memmap2::Advice::Random);
+                Some(Mapped { map, count })
+            }
+            Err(why) => {
+                tracing::warn!("size cache {}: {why}: removed", self.path.display());
+                let _ = std::fs::remove_file(&self.path);
+                None
+            }
+        }
+    }
+
+    /// Merges the learned sizes with the file's into a new file renamed into place.
+    fn write_out(&self) -> std::io::Result<()> {
+        let learned: Vec<(Node, u64)> = {
+            let st = self.lock();
+            if st.learned.is_empty() {
+                return Ok(());
+            }
+            st.learned.iter().map(|(n, s)| (*n, *s)).collect()
+        };
+        let mut learned = learned;
+        learned.sort_unstable_by_key(|(n, _)| n.0);
+        // The file as it is now (another process may have written it meanwhile).
+        let current = self.open();
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".sizes-")
+            .tempfile_in(dir)?;
+        let mut body: Vec<u8> = Vec::new();
+        let mut count = 0u64;
+        {
+            let mut push = |n: &[u8], s: u64| {
+                body.extend_from_slice(n);
+                body.extend_from_slice(&s.to_be_bytes());
+                count += 1;
+            };
+            let mut i = 0;
+            let old = current.as_ref().map_or(0, |m| m.count);
+            let mut new = learned.iter().peekable();
+            while i < old || new.peek().is_some() {
+                let from_old = match (i < old, new.peek()) {
+                    (true, Some((n, _))) => {
+                        let (o, _) = current.as_ref().map(|m| m.record(i)).unwrap_or_default();
+                        match o.cmp(&n.0[..]) {
+                            std::cmp::Ordering::Less => true,
+                            std::cmp::Ordering::Greater => false,
+                            // The same node: one size, whoever found it.
+                            std::cmp::Ordering::Equal => {
+                                i += 1;
+                                continue;
+                            }
+                        }
+                    }
+                    (true, None) => true,
+                    (false, _) => false,
+                };
+                if from_old {
+                    if let Some(m) = current.as_ref() {
+                        let (n, s) = m.record(i);
+                        push(n, s);
+                    }
+                    i += 1;
+                } else if let Some((n, s)) = new.next() {
+                    push(&n.0, *s);
+                }
+            }
+        }
+        let mut header = [0u8; HEADER];
+        header[..8].copy_from_slice(MAGIC);
+        header[8..12].copy_from_slice(&VERSION.to_be_bytes());
+        header[12..20].copy_from_slice(&count.to_be_bytes());
+        header[20..24].copy_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        // Readable as the repository's other caches are (tempfile makes it 0600).
+        tmp.as_file()
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        tmp.write_all(&header)?;
+        tmp.write_all(&body)?;
+        tmp.flush()?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
+        // Map the new file; forget what it now holds.
+        let mapped = self.open();
+        let mut st = self.lock();
+        if let Some(m) = &mapped {
+            st.learned.retain(|n, _| m.get(n).is_none());
+        }
+        st.mapped = Some(mapped);
+        Ok(())
+    }
+}
+
+/// The record count of a mapped file, or why it is not a size cache of this version.
+fn check(map: &[u8]) -> Result<usize, String> {
+    if map.len() < HEADER || &map[..8] != MAGIC {
+        return Err("not a size cache".into());
+    }
+    let word = |at: usize| u32::from_be_bytes([map[at], map[at + 1], map[at + 2], map[at + 3]]);
+    let version = word(8);
+    if version != VERSION {
+        return Err(format!("version {version}, this revfs reads {VERSION}"));
+    }
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&map[12..20]);
+    let count = usize::try_from(u64::from_be_bytes(count)).map_err(|_| "bad count")?;
+    if count
+        .checked_mul(RECORD)
+        .and_then(|b| b.checked_add(HEADER))
+        != Some(map.len())
+    {
+        return Err(format!("{} bytes for {count} records", map.len()));
+    }
+    if crc32fast::hash(&map[HEADER..]) != word(20) {
+        return Err("checksum mismatch".into());
+    }
+    Ok(count)
+}
+
+/// Writes a cache out whenever [`SizeCache::put`] asks, until the cache is dropped.
+fn writer(cache: Weak<SizeCache>) {
+    loop {
+        let Some(c) = cache.upgrade() else {
+            return;
+        };
+        {
+            let st = c.lock();
+            let st = c
+                .wake
+                .wait_timeout_while(st, std::time::Duration::from_secs(5), |s| !s.saving)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+            if !st.saving {
+                continue;
+            }
+        }
+        c.save();
+        c.lock().saving = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: u32) -> Node {
+        let mut n = [0u8; 20];
+        n[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+        n[4..8].copy_from_slice(&i.to_be_bytes());
+        Node(n)
+    }
+
+    #[test]
+    fn sizes_written_out_are_found_again_by_another_cache_on_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sizes");
+        let a = SizeCache::new(path.clone(), 1 << 20);
+        for i in 0..300 {
+            a.put(node(i), u64::from(i) * 7);
+        }
+        a.save();
+        for i in 300..400 {
+            a.put(node(i), u64::from(i) * 7);
+        }
+        a.put(node(5), 35);
+        a.save();
+        assert!(a.lock().learned.is_empty());
+        let b = SizeCache::new(path.clone(), 1 << 20);
+        for i in 0..400 {
+            assert_eq!(b.get(&node(i)), Some(u64::from(i) * 7), "{i}");
+        }
+        assert_eq!(b.get(&node(400)), None);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            (HEADER + 400 * RECORD) as u64
+        );
+
+        // A damaged file is removed, and nothing is found in it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER + 3] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let c = SizeCache::new(path.clone(), 1 << 20);
+        assert_eq!(c.get(&node(1)), None);
+        assert!(!path.exists());
+        // Past the limit nothing more is kept.
+        let d = SizeCache::new(path, (HEADER + 10 * RECORD) as u64);
+        for i in 0..20 {
+            d.put(node(i), 1);
+        }
+        assert_eq!(d.lock().learned.len(), 10);
+    }
+}
