@@ -3,7 +3,7 @@
 side by side with the corpus's own checkout (native), in the same run.
 
 Usage: tests/bench/first_touch_bench.py CORPUS [--bin REVFS[::CONFIG] ...] [--runs N]
-                                        [--only warm,cold,parallel,latency] [--out FILE]
+                                        [--only warm,stat,cold,parallel,latency] [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh (an hg repository with a working
 copy at tip). Each --bin (default target/release/revfs) is measured on fresh mounts of tip;
 CONFIG is a revfs configuration file (REVFS_CONFIG), so one build with two configurations
@@ -11,6 +11,9 @@ compares in one run (read-ahead on and off, say). Per run:
 
   warm      `tar cf - . | wc -c` on a fresh mount, the store in the page cache (read once
             before), against the same tar of the native checkout, warm (`.hg` excluded);
+  stat      `find . -type f -size +1k | wc -l` on a fresh mount (every file's size: what
+            `ls -l`, rsync's scan or a build's stat of every source asks), against the same
+            find on the native checkout (`.hg` left out), warm;
   cold      the same with every cache dropped before (`echo 3 > /proc/sys/vm/drop_caches`),
             the native checkout too;
   parallel  the top-level directories split into 8 groups of about equal size: one tar per
@@ -141,7 +144,7 @@ def main():
     ap.add_argument('corpus')
     ap.add_argument('--bin', action='append')
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='warm,cold,parallel,latency')
+    ap.add_argument('--only', default='warm,stat,cold,parallel,latency')
     ap.add_argument('--out')
     a = ap.parse_args()
     corpus = os.path.abspath(a.corpus)
@@ -166,6 +169,14 @@ def main():
                 m = Mounted(revfs, config, corpus)
                 try:
                     add(('warm', label), timed(mount_tar, m.dir))
+                finally:
+                    m.close()
+            if 'stat' in only:
+                find = "find . -type f -size +1k -not -path './.hg/*' | wc -l"
+                add(('stat', 'native'), timed(find, corpus))
+                m = Mounted(revfs, config, corpus)
+                try:
+                    add(('stat', label), timed(find, m.dir))
                 finally:
                     m.close()
             if 'cold' in only:
