@@ -316,6 +316,9 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let report = self.stop_watchdog();
+        let pid = std::fs::read_to_string(self.state_dir().join("daemon.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
         let detached = std::process::Command::new("fusermount3")
             .arg("-uz")
             .arg(&self.dir)
@@ -328,6 +331,21 @@ impl Drop for Mount {
                 .arg(&self.dir)
                 .stderr(std::process::Stdio::null())
                 .status();
+        }
+        // As `revfs unmount` does: the daemon's last writes (its journal, the repository's
+        // size cache) are done before the test's directories go.
+        if let Some(pid) = pid {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let alive = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                    // The state after the command's name: a zombie has ended.
+                    st.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+                })
+            };
+            while alive() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
         if let Some(report) = report {
             if !std::thread::panicking() {
