@@ -143,7 +143,7 @@ impl ManifestCache {
         if path.exists() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir).map_err(|source| CacheFileError::Io {
+        crate::cache_dir::create(&self.dir).map_err(|source| CacheFileError::Io {
             path: self.dir.clone(),
             source,
         })?;
@@ -171,7 +171,7 @@ impl ManifestCache {
         node: &Node,
     ) -> std::result::Result<(Manifest, PendingManifest), StoreError> {
         let dir_io = |source| StoreError::io(&self.dir, source);
-        std::fs::create_dir_all(&self.dir).map_err(dir_io)?;
+        crate::cache_dir::create(&self.dir).map_err(dir_io)?;
         let temp = self.temp_path();
         let file = File::options()
             .read(true)

@@ -236,7 +236,7 @@ impl SizeCache {
         // The file as it is now (another process may have written it meanwhile).
         let current = self.open();
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
+        crate::cache_dir::create(dir)?;
         let mut tmp = tempfile::Builder::new()
             .prefix(".sizes-")
             .tempfile_in(dir)?;

@@ -184,12 +184,16 @@ impl Mount {
 
     /// The mount's state directory.
     pub fn state_dir(&self) -> PathBuf {
+        self.try_state_dir().expect("one mount state")
+    }
+
+    /// The mount's state directory, if it has one (`revfs unmount --discard` removes it).
+    fn try_state_dir(&self) -> Option<PathBuf> {
         std::fs::read_dir(self.state_root.join("mounts"))
-            .expect("state dir")
+            .ok()?
             .flatten()
             .next()
-            .expect("one mount state")
-            .path()
+            .map(|e| e.path())
     }
 
     /// The daemon's process id.
@@ -316,8 +320,9 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let report = self.stop_watchdog();
-        let pid = std::fs::read_to_string(self.state_dir().join("daemon.pid"))
-            .ok()
+        let pid = self
+            .try_state_dir()
+            .and_then(|d| std::fs::read_to_string(d.join("daemon.pid")).ok())
             .and_then(|s| s.trim().parse::<i32>().ok());
         let detached = std::process::Command::new("fusermount3")
             .arg("-uz")
