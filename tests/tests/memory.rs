@@ -401,8 +401,10 @@ fn listed(m: &Mount) -> u64 {
 
 /// `find . -type f` in the mount (readdir's types: every directory listed and held by the
 /// kernel, no file looked up), then waits until the daemon's listings hold at most `limit`
-/// names.
+/// names. It waits out the reads before (a listing while files are read gives its entries
+/// with their attributes, which thaws them: vfs/src/readers.rs).
 fn find_and_wait_for_listings(m: &Mount, limit: u64) {
+    std::thread::sleep(Duration::from_millis(1100)); // readers::WINDOW is 1 s
     let out = std::process::Command::new("find")
         .args([".", "-type", "f"])
         .current_dir(&m.dir)

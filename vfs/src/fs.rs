@@ -10,6 +10,7 @@
 use crate::busy::Busy;
 use crate::journal::SpecialKind;
 use crate::passthrough::{Decision, Passthrough, FH_PASSTHROUGH, FH_WRITER};
+use crate::readers::Readers;
 use crate::wc::{
     Attr, EntryType, SetAttr, WcError, WorkingCopy, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
 };
@@ -23,7 +24,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may trust entries and attributes. revfs invalidates explicitly
 /// whenever it changes the tree behind the kernel's back, so this can be long.
@@ -79,6 +80,8 @@ pub struct RevFs {
     busy: Arc<Busy>,
     /// Kernel passthrough of overlay files, and the open files (`passthrough.rs`).
     passthrough: Arc<Passthrough>,
+    /// Whether a program is reading files now: listings then carry attributes.
+    readers: Readers,
 }
 
 impl RevFs {
@@ -96,6 +99,7 @@ impl RevFs {
             started: SystemTime::now(),
             busy: Arc::new(Busy::default()),
             passthrough,
+            readers: Readers::default(),
         }
     }
 
@@ -288,6 +292,28 @@ fn time_of(t: TimeOrNow) -> SystemTime {
     }
 }
 
+/// The attributes of an entry a listing names without making it (node id 0): the kernel
+/// reads only the inode number and the type.
+fn name_only(ino: u64, kind: FileType) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 impl Filesystem for RevFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         for cap in [
@@ -300,6 +326,9 @@ impl Filesystem for RevFs {
             // and keeps their page cache.
             InitFlags::FUSE_NO_OPEN_SUPPORT,
             InitFlags::FUSE_NO_OPENDIR_SUPPORT,
+            // Every listing is a READDIRPLUS (not the kernel's "auto" choice): `readdirplus`
+            // decides per listing whether its entries carry attributes.
+            InitFlags::FUSE_DO_READDIRPLUS,
         ] {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks {cap:?}");
@@ -672,6 +701,7 @@ impl Filesystem for RevFs {
         reply: ReplyData,
     ) {
         let _busy = self.busy.enter();
+        self.readers.read(offset);
         match self.wc.read_file(ino.0, offset, size as usize) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(errno("read", &e)),
@@ -888,38 +918,72 @@ impl Filesystem for RevFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _busy = self.busy.enter();
-        // Not requested from the kernel (plain readdir keeps `find` cheap), but correct: each
-        // entry but the dots is a lookup (the kernel counts it as one).
+        if ino.0 == CONTROL_DIR_INO {
+            // Names only (node id 0), as readdir gives them.
+            for (i, (child, kind, name)) in control_entries()
+                .into_iter()
+                .enumerate()
+                .skip(offset as usize)
+            {
+                if reply.add(
+                    INodeNo(0),
+                    i as u64 + 1,
+                    name,
+                    &TTL,
+                    &name_only(child, kind),
+                    Generation(0),
+                ) {
+                    break;
+                }
+            }
+            return reply.ok();
+        }
         let (parent, children) = match self.wc.readdir(ino.0) {
             Ok(x) => x,
             Err(e) => return reply.error(errno("readdirplus", &e)),
         };
-        let dots = [(ino.0, &b"."[..]), (parent, &b".."[..])];
+        // Entries with attributes only while a program reads files (`readers.rs`): each is
+        // a lookup (the kernel counts it as one) and thaws the entry. Otherwise node id 0:
+        // the kernel takes the name and makes no entry, as for a plain readdir.
+        let plus = self.readers.active();
+        let dots = [
+            (ino.0, EntryType::Dir, &b"."[..]),
+            (parent, EntryType::Dir, &b".."[..]),
+        ];
         let all = dots
             .into_iter()
-            .chain(children.iter().map(|(n, i, _)| (*i, &n[..])));
-        for (i, (child, name)) in all.enumerate().skip(offset as usize) {
-            let dot = i < 2;
-            let found = if dot {
-                self.wc.getattr(child).map(Some)
+            .chain(children.iter().map(|(n, i, t)| (*i, *t, &n[..])));
+        for (i, (child, t, name)) in all.enumerate().skip(offset as usize) {
+            let looked_up = if plus && i >= 2 {
+                match self.wc.lookup(ino.0, name) {
+                    Ok(Some(a)) => Some(a),
+                    // Gone since the listing.
+                    Ok(None) => continue,
+                    Err(e) => return reply.error(errno("readdirplus", &e)),
+                }
             } else {
-                self.wc.lookup(ino.0, name)
+                None
             };
-            let a = match found {
-                Ok(Some(a)) => a,
-                // Gone since the listing.
-                Ok(None) => continue,
-                Err(e) => return reply.error(errno("readdirplus", &e)),
+            let full = match &looked_up {
+                Some(a) => reply.add(
+                    INodeNo(a.ino),
+                    i as u64 + 1,
+                    OsStr::from_bytes(name),
+                    &TTL,
+                    &self.file_attr(a),
+                    Generation(0),
+                ),
+                None => reply.add(
+                    INodeNo(0),
+                    i as u64 + 1,
+                    OsStr::from_bytes(name),
+                    &TTL,
+                    &name_only(child, file_type(t)),
+                    Generation(0),
+                ),
             };
-            if reply.add(
-                INodeNo(a.ino),
-                i as u64 + 1,
-                OsStr::from_bytes(name),
-                &TTL,
-                &self.file_attr(&a),
-                Generation(0),
-            ) {
-                if !dot {
+            if full {
+                if let Some(a) = looked_up {
                     self.wc.forget(a.ino, 1);
                 }
                 break;

@@ -19,6 +19,7 @@ pub mod notify;
 pub mod overlay;
 pub mod passthrough;
 pub mod readahead;
+pub mod readers;
 pub mod share;
 pub mod state;
 pub mod status;

@@ -1,0 +1,86 @@
+//! A listing carries its entries' attributes (READDIRPLUS) only while a program reads the
+//! tree's files: a reader's `lstat` of each entry then needs no lookup, while `find` and
+//! `ls` of a tree nobody reads keep its files frozen. The attributes a listing gives are
+//! the ones a lookup gives: what the kernel shows equals hg's checkout.
+
+use revfs_tests::mount::Mount;
+use revfs_tests::{hg_cmd, hg_repo};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Names in `dir`, listed without a stat of any.
+fn list(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// (mode, size, link target or content) of every entry of `dir`.
+fn attrs(dir: &Path) -> Vec<(String, u32, u64, Vec<u8>)> {
+    list(dir)
+        .into_iter()
+        .map(|n| {
+            let p = dir.join(&n);
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            let data = if md.file_type().is_symlink() {
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else {
+                std::fs::read(&p).unwrap()
+            };
+            (n, md.mode(), md.size(), data)
+        })
+        .collect()
+}
+
+#[test]
+fn listings_carry_attributes_only_while_a_program_reads_files() {
+    let tmp = revfs_tests::scratch_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in ["a", "b", "c"] {
+        for f in 0..20 {
+            files.push((format!("{d}/f{f}"), format!("{d} {f}\n").repeat(f + 1)));
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    for d in ["b", "c"] {
+        std::os::unix::fs::symlink("f3", repo.join(d).join("link")).unwrap();
+        let run = repo.join(d).join("run.sh");
+        std::fs::write(&run, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let out = hg_cmd(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]);
+    assert!(out.status.success(), "{out:?}");
+    let m = Mount::new(&repo, None);
+    let frozen = || m.stats().get("frozen");
+
+    // Nobody reads: listings name their entries only, and no file is thawed (a listed
+    // directory's files are frozen until looked up).
+    assert_eq!(list(&m.dir.join("a")).len(), 20);
+    assert_eq!(frozen(), 20, "after a listing with no reader");
+
+    // A file read from its start: the next listing gives every entry with its attributes,
+    // which thaws them (the kernel counts each as a lookup).
+    std::fs::read(m.dir.join("a/f0")).unwrap();
+    assert_eq!(list(&m.dir.join("b")).len(), 22);
+    assert_eq!(
+        frozen(),
+        19,
+        "after a listing while a reader reads (a/f0 and b's 22 entries thawed)"
+    );
+    // What the kernel took from the listing is what hg checks out.
+    assert_eq!(attrs(&m.dir.join("b")), attrs(&repo.join("b")));
+
+    // Once reading stops (a second with no first read), listings name entries only again.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(list(&m.dir.join("c")).len(), 22);
+    assert_eq!(frozen(), 19 + 22, "after a listing with no reader");
+    assert_eq!(attrs(&m.dir.join("c")), attrs(&repo.join("c")));
+}
