@@ -3,7 +3,7 @@
 side by side with the corpus's own checkout (native), in the same run.
 
 Usage: tests/bench/first_touch_bench.py CORPUS [--bin REVFS[::CONFIG] ...] [--runs N]
-                                        [--only warm,stat,cold,parallel,latency] [--out FILE]
+                                        [--only warm,stat,grep,list,cold,parallel,latency] [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh (an hg repository with a working
 copy at tip). Each --bin (default target/release/revfs) is measured on fresh mounts of tip;
 CONFIG is a revfs configuration file (REVFS_CONFIG), so one build with two configurations
@@ -14,6 +14,10 @@ compares in one run (read-ahead on and off, say). Per run:
   stat      `find . -type f -size +1k | wc -l` on a fresh mount (every file's size: what
             `ls -l`, rsync's scan or a build's stat of every source asks), against the same
             find on the native checkout (`.hg` left out), warm;
+  grep      `grep -r` of a string found nowhere (reads every file, no stat after a read, as
+            a code search or an indexer does) on a fresh mount, against native, warm;
+  list      `find . -type f | wc -l` on a fresh mount (names only: readdir's types, no
+            stat), against native, warm;
   cold      the same with every cache dropped before (`echo 3 > /proc/sys/vm/drop_caches`),
             the native checkout too;
   parallel  the top-level directories split into 8 groups of about equal size: one tar per
@@ -177,6 +181,23 @@ def main():
                 m = Mounted(revfs, config, corpus)
                 try:
                     add(('stat', label), timed(find, m.dir))
+                finally:
+                    m.close()
+            if 'grep' in only:
+                grep = "grep -r --exclude-dir=.hg revfs_bench_matches_nothing . | wc -l"
+                timed(native_tar, corpus)
+                add(('grep', 'native'), timed(grep, corpus))
+                m = Mounted(revfs, config, corpus)
+                try:
+                    add(('grep', label), timed(grep, m.dir))
+                finally:
+                    m.close()
+            if 'list' in only:
+                names = "find . -type f -not -path './.hg/*' | wc -l"
+                add(('list', 'native'), timed(names, corpus))
+                m = Mounted(revfs, config, corpus)
+                try:
+                    add(('list', label), timed(names, m.dir))
                 finally:
                     m.close()
             if 'cold' in only:

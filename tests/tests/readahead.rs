@@ -110,3 +110,27 @@ fn read_ahead_is_off_with_no_threads() {
         hg_cmd(&repo, &["cat", "-r", "0", "d/f119"]).stdout
     );
 }
+
+#[test]
+fn a_directory_listed_while_a_program_reads_is_read_ahead_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
+    );
+    // A read (e/one: its directory's round, e/two) makes the listing of d/ give its entries
+    // with their attributes, which loads them (readers.rs); they are read ahead all the same.
+    std::fs::read(m.dir.join("e/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(2), "{s}");
+    assert!(s.readahead("files").unwrap() >= 2, "{s}");
+    assert!(s.readahead("dropped").unwrap() >= 100, "{s}");
+    for i in [1, 60, 119] {
+        let name = format!("d/f{i:03}");
+        let want = hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout;
+        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
+    }
+}

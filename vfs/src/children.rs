@@ -193,16 +193,20 @@ impl Children {
         })
     }
 
-    /// The frozen files named after `name`, in name order: their names and file nodes
-    /// (symlinks left out).
-    pub fn frozen_after<'a>(&'a self, name: &[u8]) -> impl Iterator<Item = (&'a [u8], Node)> {
+    /// The files named after `name`, in name order (directories and frozen symlinks left
+    /// out): their names, and a frozen file's node or a loaded one's inode (its entry has
+    /// what it is).
+    pub fn files_after<'a>(
+        &'a self,
+        name: &[u8],
+    ) -> impl Iterator<Item = (&'a [u8], Result<Node, u64>)> {
         use std::ops::Bound;
         self.names
             .range::<[u8], _>((Bound::Excluded(name), Bound::Unbounded))
             .filter_map(|(n, c)| match c.state {
-                State::Frozen(FileFlag::Symlink) => None,
-                State::Frozen(_) => Some((&n[..], c.node)),
-                _ => None,
+                State::Dir | State::Frozen(FileFlag::Symlink) => None,
+                State::Frozen(_) => Some((&n[..], Ok(c.node))),
+                State::Loaded => Some((&n[..], Err(c.ino))),
             })
     }
 

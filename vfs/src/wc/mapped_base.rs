@@ -74,18 +74,24 @@ impl WorkingCopy {
                         tracing::debug!(node = %node.to_hex(), elapsed = ?t0.elapsed(), "mapped base manifest verified")
                     }
                     Ok(false) => {
+                        // Replaced before the log says so (what a reader of the log then
+                        // sees holds).
+                        let replaced = match (repo.manifest(&node), wc.upgrade()) {
+                            (Ok(good), Some(wc)) => {
+                                wc.replace_base(&base, good);
+                                Ok(())
+                            }
+                            (Err(e), _) => Err(e.to_string()),
+                            (Ok(_), None) => Ok(()),
+                        };
                         tracing::error!(
                             node = %node.to_hex(),
                             "the manifest cache's copy of the base manifest does not hash to its node: removed; \
                              the manifest log's text replaces it, but directories listed until now came from the \
                              bad copy: unmount and mount again"
                         );
-                        match (repo.manifest(&node), wc.upgrade()) {
-                            (Ok(good), Some(wc)) => {
-                                wc.replace_base(&base, good);
-                            }
-                            (Err(e), _) => tracing::error!("reading the base manifest: {e}"),
-                            _ => {}
+                        if let Err(e) = replaced {
+                            tracing::error!("reading the base manifest: {e}");
                         }
                     }
                     Err(e) => tracing::warn!("checking the mapped base manifest: {e}"),

@@ -251,10 +251,10 @@ impl WorkingCopy {
         Ok(self.store_text(&repo, &path, &node)?.read(offset, size)?)
     }
 
-    /// A store file (`e`, revision `node`) is read from its start: the files after it in
-    /// its directory are queued for read-ahead, once a while per directory
-    /// (`readahead.rs`). Only frozen files are queued: a file with an entry was looked up,
-    /// and most likely read, already.
+    /// A store file (`e`, revision `node`) is read from its start: the store files after it
+    /// in its directory are queued for read-ahead, once a while per directory
+    /// (`readahead.rs`): frozen ones, and loaded ones (a listing while a program reads
+    /// gives its entries with their attributes, which loads them: `readers.rs`).
     fn read_ahead_after(&self, inner: &Inner, e: &Entry, node: &Node) {
         let Some(ra) = self.readahead.get() else {
             return;
@@ -267,18 +267,25 @@ impl WorkingCopy {
         else {
             return;
         };
-        if children.frozen() == 0 || !ra.starts_round(e.parent) {
+        if !ra.starts_round(e.parent) {
             return;
         }
         let jobs: Vec<crate::readahead::Job> = children
-            .frozen_after(&e.name)
-            .take(crate::readahead::PER_DIR)
-            .filter_map(|(name, node)| {
-                Some(crate::readahead::Job {
+            .files_after(&e.name)
+            .filter_map(|(name, file)| match file {
+                Ok(node) => Some(crate::readahead::Job {
                     path: children.store_path(name)?,
                     node,
-                })
+                }),
+                Err(ino) => match &inner.entry(ino).ok()?.kind {
+                    Kind::File(FileData::Store { path, node, .. }) => Some(crate::readahead::Job {
+                        path: path.to_vec(),
+                        node: *node,
+                    }),
+                    _ => None,
+                },
             })
+            .take(crate::readahead::PER_DIR)
             .collect();
         ra.queue(&inner.repo, jobs);
     }
