@@ -167,48 +167,38 @@ def main():
         for spec in bins:
             revfs, _, config = spec.partition('::')
             label = spec
-            if 'warm' in only:
-                timed(native_tar, corpus)  # the store and checkout in the page cache
-                add(('warm', 'native'), timed(native_tar, corpus))
+            def side_by_side(kind, native_cmd, mount_cmd, before=None):
+                """`native_cmd` in the corpus, then `mount_cmd` on a fresh mount, each
+                after `before()` (the mount's after it is mounted)."""
+                if before:
+                    before()
+                add((kind, 'native'), timed(native_cmd, corpus))
                 m = Mounted(revfs, config, corpus)
                 try:
-                    add(('warm', label), timed(mount_tar, m.dir))
+                    if before:
+                        before()
+                    add((kind, label), timed(mount_cmd, m.dir))
                 finally:
                     m.close()
+
+            def warm_store():
+                timed(native_tar, corpus)  # the store and checkout in the page cache
+
+            if 'warm' in only:
+                warm_store()
+                side_by_side('warm', native_tar, mount_tar)
             if 'stat' in only:
                 find = "find . -type f -size +1k -not -path './.hg/*' | wc -l"
-                add(('stat', 'native'), timed(find, corpus))
-                m = Mounted(revfs, config, corpus)
-                try:
-                    add(('stat', label), timed(find, m.dir))
-                finally:
-                    m.close()
+                side_by_side('stat', find, find)
             if 'grep' in only:
                 grep = "grep -r --exclude-dir=.hg revfs_bench_matches_nothing . | wc -l"
-                timed(native_tar, corpus)
-                add(('grep', 'native'), timed(grep, corpus))
-                m = Mounted(revfs, config, corpus)
-                try:
-                    add(('grep', label), timed(grep, m.dir))
-                finally:
-                    m.close()
+                warm_store()
+                side_by_side('grep', grep, grep)
             if 'list' in only:
                 names = "find . -type f -not -path './.hg/*' | wc -l"
-                add(('list', 'native'), timed(names, corpus))
-                m = Mounted(revfs, config, corpus)
-                try:
-                    add(('list', label), timed(names, m.dir))
-                finally:
-                    m.close()
+                side_by_side('list', names, names)
             if 'cold' in only:
-                drop_caches()
-                add(('cold', 'native'), timed(native_tar, corpus))
-                m = Mounted(revfs, config, corpus)
-                try:
-                    drop_caches()
-                    add(('cold', label), timed(mount_tar, m.dir))
-                finally:
-                    m.close()
+                side_by_side('cold', native_tar, mount_tar, before=drop_caches)
             if 'parallel' in only:
                 timed(native_tar, corpus)
                 add(('1 reader', 'native'), timed(tar_of(sum(gs, [])), corpus))
