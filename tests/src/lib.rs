@@ -61,6 +61,26 @@ pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn hg (is mercurial installed?)")
 }
 
+/// `hg archive -r REV` of `repo` into `dest` (no `.hg_archival.txt`): revision `rev` as hg
+/// checks it out, to compare a mount with. Panics with hg's error if it fails.
+pub fn hg_archive(repo: &Path, rev: &str, dest: &Path) {
+    let dest = dest.display().to_string();
+    let args = [
+        "archive",
+        "-r",
+        rev,
+        "--config",
+        "ui.archivemeta=false",
+        &dest,
+    ];
+    let out = hg_cmd(repo, &args);
+    assert!(
+        out.status.success(),
+        "hg archive: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A repository `dir/repo` made with hg, with one commit of `files` (path, content).
 pub fn hg_repo<P: AsRef<str>, C: AsRef<[u8]>>(dir: &Path, files: &[(P, C)]) -> PathBuf {
     let repo = dir.join("repo");

@@ -196,18 +196,7 @@ fn prefetch_reads_what_hg_has_and_reports_like_hg_cat() {
 
     // The files read through the mount afterwards are hg's.
     let archive = tmp.path().join("archive");
-    let out = hg_cmd(
-        &repo,
-        &[
-            "archive",
-            "-r",
-            "tip",
-            "--config",
-            "ui.archivemeta=false",
-            archive.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", s(&out.stderr));
+    revfs_tests::hg_archive(&repo, "tip", &archive);
     assert!(
         snapshot(&m.dir) == snapshot(&archive),
         "the mount differs from hg archive"

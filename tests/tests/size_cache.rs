@@ -35,18 +35,7 @@ fn sizes_kept_by_one_mount_serve_the_next_without_opening_filelogs() {
     let tmp = fixture_copy("history");
     let repo = tmp.path().join("repo");
     let tip = tmp.path().join("tip");
-    let out = hg_cmd(
-        &repo,
-        &[
-            "archive",
-            "-r",
-            "tip",
-            "--config",
-            "ui.archivemeta=false",
-            &tip.display().to_string(),
-        ],
-    );
-    assert!(out.status.success(), "{out:?}");
+    revfs_tests::hg_archive(&repo, "tip", &tip);
     let want = sizes_of(&tip);
     // (Mounts of the shared fixture may have kept sizes in it already.)
     let cache = repo.join(".hg/cache/revfs/sizes");

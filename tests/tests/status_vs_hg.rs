@@ -299,19 +299,7 @@ fn sides(config: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     );
     // The base revision's bytes, to write files back to.
     let originals = tmp.path().join("orig");
-    assert!(hg_cmd(
-        &wc,
-        &[
-            "archive",
-            "-r",
-            "tip",
-            "--config",
-            "ui.archivemeta=false",
-            &originals.display().to_string()
-        ]
-    )
-    .status
-    .success());
+    revfs_tests::hg_archive(&wc, "tip", &originals);
     let mount = Mount::at_with_config(&repo, "tip", config);
     (tmp, wc, originals, mount)
 }
