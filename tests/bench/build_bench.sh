@@ -9,14 +9,10 @@
 # on fresh mounts with mount.passthrough off and on (the objects are written into the
 # overlay: a build's write-heavy phase). Prints the wall times of both steps, medians of RUNS.
 set -euo pipefail
-corpus=$(cd "$1" && pwd)
-bin=${2:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/revfs}
+. "$(dirname "$0")/common.sh"
+bench_init build-bench "$1" "${2:-}"
 runs=${RUNS:-1}
-export HGPLAIN=1 HGRCPATH=
-work=$(mktemp -d /var/tmp/revfs-build-bench.XXXXXX)
-trap 'for m in "$work"/mnt*; do fusermount3 -uz "$m" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 t() { local s e; s=$(date +%s.%N); "$@" >"$work/out.log" 2>&1 || { tail -20 "$work/out.log" >&2; exit 1; }; e=$(date +%s.%N); echo "$e - $s" | bc; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 build() { # dir -> "config_seconds build_seconds"
   drop
   local c b
@@ -40,7 +36,7 @@ for ((r = 0; r < runs; r++)); do
     rm -rf "$REVFS_STATE_DIR" "$m"
   done
 done
-med() { tr ';' '\n' | sed '/^$/d' | awk -v f="$1" '{print $f}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+med() { tr ';' '\n' | sed '/^$/d' | awk -v f="$1" '{print $f}' | median; }
 echo "| step | native | mount, passthrough off | mount, passthrough on |"
 echo "|---|---:|---:|---:|"
 for f in 1 2; do

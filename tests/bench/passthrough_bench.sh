@@ -12,16 +12,11 @@
 #   1 GiB       `dd` of 1 GiB into a new file (1 MiB blocks, fsync at the end), then a read
 #               of it after the caches were dropped.
 set -euo pipefail
-corpus=$(cd "$1" && pwd)
-bin=${2:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/revfs}
+. "$(dirname "$0")/common.sh"
+bench_init pt-bench "$1" "${2:-}"
 runs=${RUNS:-3}
-export HGPLAIN=1 HGRCPATH=
-work=$(mktemp -d /var/tmp/revfs-pt-bench.XXXXXX)
-trap 'for m in "$work"/mnt*; do fusermount3 -uz "$m" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 (cd "$corpus" && tar cf "$work/net.tar" drivers/net)
 t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 declare -A res
 measure() { # label dir
   local label=$1 d=$2
