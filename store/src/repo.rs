@@ -487,32 +487,23 @@ impl Repo {
     /// The content size of file revision `node` of `path` (metadata excluded), kept by node:
     /// a node names one text, whatever the path.
     pub fn file_size(&self, path: &[u8], node: &Node) -> Result<u64> {
-        let known = self
-            .sizes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(node)
-            .copied();
-        if let Some(size) = known {
+        if let Some(size) = self.known_size(node) {
             return Ok(size);
         }
-        let kept = self.size_cache().and_then(|c| c.get(node));
-        let size = match kept {
-            Some(size) => size,
-            None => {
-                let fl = self.filelog(path)?;
-                let size = fl.size(fl.rev_of(node)?)?;
-                if let Some(c) = self.size_cache() {
-                    c.put(*node, size);
-                }
-                size
-            }
-        };
+        let fl = self.filelog(path)?;
+        let size = fl.size(fl.rev_of(node)?)?;
+        if let Some(c) = self.size_cache() {
+            c.put(*node, size);
+        }
+        self.remember_size(*node, size);
+        Ok(size)
+    }
+
+    fn remember_size(&self, node: Node, size: u64) {
         self.sizes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .put(*node, size);
-        Ok(size)
+            .put(node, size);
     }
 
     /// The repository's size cache on disk (opened at first use; `None` when off).
@@ -534,15 +525,21 @@ impl Repo {
     }
 
     /// The size of file revision `node` when [`Repo::file_size`] has it without opening
-    /// its filelog (in memory, or in the size cache).
+    /// its filelog: in memory, or in the size cache (then kept in memory too, so that the
+    /// `file_size` that follows a lookup's early ask finds it there).
     pub fn known_size(&self, node: &Node) -> Option<u64> {
         let known = self
             .sizes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .peek(node)
+            .get(node)
             .copied();
-        known.or_else(|| self.size_cache().and_then(|c| c.get(node)))
+        if known.is_some() {
+            return known;
+        }
+        let size = self.size_cache()?.get(node)?;
+        self.remember_size(*node, size);
+        Some(size)
     }
 
     /// Opens the filelog of `path` without keeping it open in the repository's set of open

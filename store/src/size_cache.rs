@@ -224,14 +224,13 @@ impl SizeCache {
 
     /// Merges the learned sizes with the file's into a new file renamed into place.
     fn write_out(&self) -> std::io::Result<()> {
-        let learned: Vec<(Node, u64)> = {
+        let mut learned: Vec<(Node, u64)> = {
             let st = self.lock();
             if st.learned.is_empty() {
                 return Ok(());
             }
             st.learned.iter().map(|(n, s)| (*n, *s)).collect()
         };
-        let mut learned = learned;
         learned.sort_unstable_by_key(|(n, _)| n.0);
         // The file as it is now (another process may have written it meanwhile).
         let current = self.open();
@@ -240,44 +239,34 @@ impl SizeCache {
         let mut tmp = tempfile::Builder::new()
             .prefix(".sizes-")
             .tempfile_in(dir)?;
-        let mut body: Vec<u8> = Vec::new();
+        // The file's records and the learned ones, both sorted, merged; a node in both
+        // keeps one record (a node has one size, whoever found it).
+        let old_count = current.as_ref().map_or(0, |m| m.count);
+        let mut old = current
+            .iter()
+            .flat_map(|m| (0..m.count).map(move |i| m.record(i)))
+            .peekable();
+        let mut body: Vec<u8> = Vec::with_capacity((old_count + learned.len()) * RECORD);
         let mut count = 0u64;
-        {
-            let mut push = |n: &[u8], s: u64| {
-                body.extend_from_slice(n);
-                body.extend_from_slice(&s.to_be_bytes());
-                count += 1;
-            };
-            let mut i = 0;
-            let old = current.as_ref().map_or(0, |m| m.count);
-            let mut new = learned.iter().peekable();
-            while i < old || new.peek().is_some() {
-                let from_old = match (i < old, new.peek()) {
-                    (true, Some((n, _))) => {
-                        let (o, _) = current.as_ref().map(|m| m.record(i)).unwrap_or_default();
-                        match o.cmp(&n.0[..]) {
-                            std::cmp::Ordering::Less => true,
-                            std::cmp::Ordering::Greater => false,
-                            // The same node: one size, whoever found it.
-                            std::cmp::Ordering::Equal => {
-                                i += 1;
-                                continue;
-                            }
-                        }
-                    }
-                    (true, None) => true,
-                    (false, _) => false,
-                };
-                if from_old {
-                    if let Some(m) = current.as_ref() {
-                        let (n, s) = m.record(i);
-                        push(n, s);
-                    }
-                    i += 1;
-                } else if let Some((n, s)) = new.next() {
-                    push(&n.0, *s);
+        let mut push = |n: &[u8], s: u64| {
+            body.extend_from_slice(n);
+            body.extend_from_slice(&s.to_be_bytes());
+            count += 1;
+        };
+        for (n, s) in &learned {
+            while let Some(&(o, os)) = old.peek() {
+                if o > &n.0[..] {
+                    break;
+                }
+                old.next();
+                if o < &n.0[..] {
+                    push(o, os);
                 }
             }
+            push(&n.0, *s);
+        }
+        for (o, os) in old {
+            push(o, os);
         }
         let mut header = [0u8; HEADER];
         header[..8].copy_from_slice(MAGIC);

@@ -232,12 +232,12 @@ pub enum Response {
         /// ahead, files dropped, files a reader then read, bytes read ahead not read yet.
         #[serde(default)]
         readahead: Option<crate::readahead::ReadaheadStats>,
-        /// Opens answered through a backing file and in the page cache (passthrough on;
-        /// both 0 when off).
         /// Filelogs the repository handle holds open (version 7; missing from older
         /// daemons: 0).
         #[serde(default)]
         open_filelogs: u64,
+        /// Opens answered through a backing file and in the page cache (passthrough on;
+        /// both 0 when off).
         #[serde(default)]
         passthrough_opens: u64,
         #[serde(default)]
