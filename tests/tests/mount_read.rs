@@ -385,3 +385,17 @@ fn an_ioctl_is_refused_as_ext4_refuses_it_and_leaves_no_log_line() {
         mount.log()
     );
 }
+
+#[test]
+fn a_mount_reads_ahead_up_to_a_megabyte() {
+    // The kernel caps a FUSE mount's read-ahead at its backing device's default (128 KiB)
+    // unless the daemon raises the device's (vfs/src/bdi.rs), before `revfs mount` returns.
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let dev = std::fs::metadata(&mount.dir).unwrap().dev();
+    let file = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "1024");
+}

@@ -666,6 +666,11 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let busy = fs.busy();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let mut unmounter = session.unmount_callable();
+    // Before the control socket answers, which is when `revfs mount` returns.
+    match crate::bdi::raise_read_ahead(&req.mountpoint) {
+        Ok(kib) => tracing::info!("read-ahead {kib} KiB"),
+        Err(e) => tracing::info!("read-ahead left as the kernel set it: {e}"),
+    }
     let invalidator =
         Arc::new(
             Invalidator::start(session.notifier()).map_err(|source| DaemonError::Io {

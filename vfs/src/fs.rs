@@ -352,7 +352,7 @@ impl Filesystem for RevFs {
             }
         }
         tracing::info!(passthrough = %self.passthrough.mode(), "kernel connection");
-        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_readahead(crate::bdi::READ_AHEAD);
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_background(256);
         let _ = config.set_congestion_threshold(192);

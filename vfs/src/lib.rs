@@ -5,6 +5,7 @@
 //! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
 //! ([`daemon`]). It reads source-control objects only through `revfs-store`.
 
+pub mod bdi;
 pub mod busy;
 pub mod checkout;
 pub mod children;
@@ -15,6 +16,7 @@ pub mod daemon;
 pub mod fs;
 pub mod journal;
 pub mod kept;
+pub mod mount_table;
 pub mod notify;
 pub mod overlay;
 pub mod passthrough;
