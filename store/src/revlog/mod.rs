@@ -55,16 +55,33 @@ impl FileBytes {
             return Ok(Some(FileBytes::Empty));
         }
         if len < MAP_THRESHOLD {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut (&file), &mut buf)
-                .map_err(|e| StoreError::io(path, e))?;
-            return Ok(Some(FileBytes::Read(buf)));
+            return read_prefix(&file, len as usize)
+                .map(|buf| Some(FileBytes::Read(buf)))
+                .map_err(|e| StoreError::io(path, e));
         }
         // SAFETY: revlogs are append-only; the map covers the length seen at open and no
         // writer truncates a revlog below that length except an explicit `hg strip`/recover.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
         Ok(Some(FileBytes::Mapped(map)))
     }
+}
+
+/// The first `len` bytes of `file` (fewer if it is shorter now), read with as few calls as
+/// can be: `read_to_end` would ask the file's size and position again and read once more
+/// to see its end, three system calls a filelog on a first read of every file.
+fn read_prefix(file: &File, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0; len];
+    let mut filled = 0;
+    while filled < len {
+        match std::io::Read::read(&mut &*file, &mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(buf)
 }
 
 impl Deref for FileBytes {
