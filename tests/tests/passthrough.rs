@@ -242,3 +242,135 @@ fn commit_and_revert_leave_a_file_open_through_passthrough_to_its_writers() {
     assert_eq!(std::fs::read_to_string(&c).unwrap(), original);
     assert_eq!(rv(&m, &["status"]), "M b.txt\n");
 }
+
+/// Files of every size a push meets: empty, a page, several, past the 1 MiB pushed at most.
+fn sized_files() -> Vec<(String, Vec<u8>)> {
+    [
+        0usize,
+        1,
+        4095,
+        4096,
+        4097,
+        70_000,
+        1 << 20,
+        (1 << 20) + 1,
+        3 << 20,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, &n)| {
+        let data: Vec<u8> = (0..n).map(|k| b'a' + ((k * 7 + i) % 26) as u8).collect();
+        (format!("d/f{i}"), data)
+    })
+    .collect()
+}
+
+#[test]
+fn a_first_open_fills_the_page_cache_with_what_hg_has_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = sized_files();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(&repo, ON);
+    for (name, data) in &files {
+        let p = m.dir.join(name);
+        let read = std::fs::read(&p).unwrap();
+        assert!(
+            read == *data,
+            "{name}: {} bytes read, {} in hg",
+            read.len(),
+            data.len()
+        );
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), data.len() as u64);
+    }
+    // Every file with bytes, up to 1 MiB, was pushed at its first open; none again.
+    let pushable = files
+        .iter()
+        .filter(|(_, d)| !d.is_empty() && d.len() <= 1 << 20)
+        .count() as u64;
+    assert_eq!(m.stats().get("pushed_opens"), pushable);
+    for (name, data) in &files {
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
+    }
+    assert_eq!(m.stats().get("pushed_opens"), pushable);
+    assert_eq!(rv(&m, &["status"]), "");
+}
+
+#[test]
+fn a_change_during_a_first_open_is_never_undone_by_its_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..9)
+        .map(|i| {
+            (
+                format!("f{i}"),
+                format!("{i} old\n").repeat(3000).into_bytes(),
+            )
+        })
+        .collect();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(&repo, ON);
+    // Each push waits 100 ms before it fills the pages and 100 ms after: the change below
+    // comes during the first wait, and must wait for the push, else the push lands over it
+    // in the page cache, where a handle in the page cache (not through a backing file)
+    // reads it during the second wait (the open that pushed then drops the pages).
+    assert_eq!(
+        m.control("{\"cmd\":\"debug_push_delay\",\"ms\":100}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    for (i, (name, old)) in files.iter().enumerate() {
+        let p = m.dir.join(name);
+        let new = format!("{i} new\n").repeat(100).into_bytes();
+        let start = std::time::Instant::now();
+        let (during, reader) = std::thread::scope(|s| {
+            let reader = s.spawn(|| std::fs::File::open(&p).unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            match i % 3 {
+                // In place, the size unchanged: nothing makes the kernel look again.
+                0 => OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .write_all_at(&new, 4096)
+                    .unwrap(),
+                1 => std::fs::write(&p, &new).unwrap(),
+                _ => {
+                    // A truncate by path (no open), then a write.
+                    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+                    // SAFETY: a valid NUL-terminated path.
+                    assert_eq!(unsafe { libc::truncate(c.as_ptr(), 0) }, 0);
+                    OpenOptions::new()
+                        .write(true)
+                        .open(&p)
+                        .unwrap()
+                        .write_all(&new)
+                        .unwrap();
+                }
+            }
+            // In the push's second wait, if the change did not wait for the push.
+            let t = std::time::Duration::from_millis(150);
+            std::thread::sleep(t.saturating_sub(start.elapsed()));
+            let during = std::fs::read(&p).unwrap();
+            (during, reader.join().unwrap())
+        });
+        let want = if i % 3 == 0 {
+            let mut w = old.clone();
+            w[4096..4096 + new.len()].copy_from_slice(&new);
+            w
+        } else {
+            new
+        };
+        assert!(
+            during == want,
+            "{name} (case {}): read after the change",
+            i % 3
+        );
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut &reader, &mut got).unwrap();
+        assert!(got == want, "{name} (case {}): the reader's handle", i % 3);
+        assert!(
+            std::fs::read(&p).unwrap() == want,
+            "{name} (case {})",
+            i % 3
+        );
+    }
+    assert_eq!(m.stats().get("pushed_opens"), files.len() as u64);
+}

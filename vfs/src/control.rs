@@ -146,6 +146,12 @@ pub enum Request {
     /// Debug builds only: the daemon stops answering its filesystem (it holds the working
     /// copy's lock forever), as a deadlock would. For tests of the watchdogs.
     DebugHang,
+    /// Debug builds only: every push into the page cache at open (passthrough on) waits
+    /// `ms` milliseconds before it fills the pages and as long after, so that tests can
+    /// change and read the file meanwhile.
+    DebugPushDelay {
+        ms: u64,
+    },
 }
 
 /// Options that any request may carry next to its `cmd`.
@@ -242,6 +248,10 @@ pub enum Response {
         passthrough_opens: u64,
         #[serde(default)]
         cached_opens: u64,
+        /// Of the opens in the page cache, those that filled it first (missing from older
+        /// daemons: 0).
+        #[serde(default)]
+        pushed_opens: u64,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

@@ -188,6 +188,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 open_filelogs: wc.repo().open_filelogs().0 as u64,
                 passthrough_opens: ctx.passthrough.counts().0,
                 cached_opens: ctx.passthrough.counts().1,
+                pushed_opens: ctx.passthrough.counts().2,
             }
         }
         Request::Status {
@@ -408,6 +409,15 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                     std::thread::sleep(Duration::from_millis(100));
                     std::process::exit(0);
                 });
+            Response::Done
+        }
+        Request::DebugPushDelay { ms } => {
+            if !cfg!(debug_assertions) {
+                return Ok(Response::Error {
+                    message: "debug_push_delay is only available in debug builds".into(),
+                });
+            }
+            ctx.passthrough.set_push_delay(Duration::from_millis(ms));
             Response::Done
         }
         Request::DebugHang => {
@@ -664,7 +674,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         source,
     };
     let busy = fs.busy();
+    let notifier_slot = fs.notifier_slot();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
+    let _ = notifier_slot.set(session.notifier());
     let mut unmounter = session.unmount_callable();
     // Before the control socket answers, which is when `revfs mount` returns.
     match crate::bdi::raise_read_ahead(&req.mountpoint) {

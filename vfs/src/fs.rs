@@ -82,6 +82,9 @@ pub struct RevFs {
     passthrough: Arc<Passthrough>,
     /// Whether a program is reading files now: listings then carry attributes.
     readers: Readers,
+    /// The session's notifier once it serves (set by the daemon), for pushes into the page
+    /// cache at open (passthrough on: `passthrough.rs`).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 impl RevFs {
@@ -100,7 +103,55 @@ impl RevFs {
             busy: Arc::new(Busy::default()),
             passthrough,
             readers: Readers::default(),
+            notifier: Arc::default(),
         }
+    }
+
+    /// Where the daemon puts the session's notifier once the session is made.
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// Fills the page cache of `ino`, a store file whose first read-only open
+    /// `Passthrough::decide` chose to push, with its content (files up to [`PUSH_MAX`]).
+    /// Returns (whether the kernel may keep the pages it has after the open, whether
+    /// pages were filled): not to keep when the file is no longer that revision after the
+    /// push (an update changed it meanwhile; the open then drops what was pushed).
+    fn push(&self, ino: u64) -> (bool, bool) {
+        let Some(notifier) = self.notifier.get() else {
+            return (true, false);
+        };
+        let Some(node) = self.wc.store_node(ino) else {
+            return (true, false);
+        };
+        let size = match self.wc.getattr(ino) {
+            Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
+            _ => return (true, false),
+        };
+        // A first read from the start, as far as listings go (`readers.rs`).
+        self.readers.read(0);
+        let content = match self.wc.read_file(ino, 0, size as usize) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(ino, "push: {e}");
+                return (true, false);
+            }
+        };
+        let delay = self.passthrough.push_delay();
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let filled = match notifier.store(INodeNo(ino), 0, &content) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(ino, "push: {e}");
+                false
+            }
+        };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        (self.wc.store_node(ino) == Some(node), filled)
     }
 
     /// What this filesystem is serving right now, shared with the control socket.
@@ -210,6 +261,10 @@ impl RevFs {
 /// Logs a failure (store errors are the interesting ones) and gives the errno.
 /// The open flags of a handle in the kernel's page cache: keep the pages it holds, unless
 /// they may be older than the file.
+/// The largest file pushed into the page cache at its first open (passthrough on); bigger
+/// ones are read with READs, 1 MiB at a time.
+const PUSH_MAX: u64 = 1 << 20;
+
 fn cached_flags(keep: bool) -> FopenFlags {
     if keep {
         FopenFlags::FOPEN_KEEP_CACHE
@@ -410,6 +465,8 @@ impl Filesystem for RevFs {
         let _busy = self.busy.enter();
         if !Self::is_control(ino.0) {
             self.wc.forget(ino.0, nlookup);
+            // The kernel forgets an inode when it evicts it, pages and all.
+            self.passthrough.forgotten(ino.0);
         }
     }
 
@@ -456,6 +513,9 @@ impl Filesystem for RevFs {
                 return reply.error(Errno::EPERM);
             }
         }
+        // A truncate waits for a push into the page cache of the file (`passthrough.rs`).
+        let _change =
+            (size.is_some() && self.passthrough.on()).then(|| self.passthrough.begin_change(ino.0));
         let change = SetAttr {
             mode,
             uid,
@@ -635,26 +695,36 @@ impl Filesystem for RevFs {
         }
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         let truncate = flags.0 & libc::O_TRUNC != 0;
+        // Held until the open's handle is in the table (which then keeps pushes off).
+        let _change = (write || truncate).then(|| self.passthrough.begin_change(ino.0));
         let file = match self.wc.passthrough_file(ino.0, write, truncate) {
             Ok(f) => f,
             Err(e) => return reply.error(errno("open", &e)),
         };
+        let may_push = !write && !truncate && file.is_none();
         let decision = match &file {
             Some((_, f)) => {
                 let make = || reply.open_backing(&**f);
-                self.passthrough.decide(ino.0, Some(&make))
+                self.passthrough.decide(ino.0, Some(&make), may_push)
             }
-            None => self.passthrough.decide(ino.0, None),
+            None => self.passthrough.decide(ino.0, None, may_push),
         };
         match (decision, file) {
             (Decision::Through(backing), Some((id, _))) => {
                 let fh = self.through_handle(id, write);
                 reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing)
             }
-            (Decision::Cached { keep }, file) => {
+            (Decision::Cached { keep, push }, file) => {
                 if file.is_some() {
                     self.wc.unpin(ino.0);
                 }
+                let keep = if push {
+                    let (keep, filled) = self.push(ino.0);
+                    self.passthrough.push_ended(ino.0, filled);
+                    keep
+                } else {
+                    keep
+                };
                 reply.opened(FileHandle(0), cached_flags(keep))
             }
             // Handles on a backing file, and this open finds no overlay file: cannot be
@@ -819,9 +889,9 @@ impl Filesystem for RevFs {
         let decision = match &file {
             Some((_, f)) => {
                 let make = || reply.open_backing(&**f);
-                self.passthrough.decide(a.ino, Some(&make))
+                self.passthrough.decide(a.ino, Some(&make), false)
             }
-            None => self.passthrough.decide(a.ino, None),
+            None => self.passthrough.decide(a.ino, None, false),
         };
         match (decision, file) {
             (Decision::Through(backing), Some((id, _))) => {
@@ -841,9 +911,9 @@ impl Filesystem for RevFs {
                 }
                 if let Decision::Through(_) = decision {
                     self.passthrough.released(a.ino, true);
-                    self.passthrough.decide(a.ino, None);
+                    self.passthrough.decide(a.ino, None, false);
                 }
-                let keep = !matches!(decision, Decision::Cached { keep: false });
+                let keep = !matches!(decision, Decision::Cached { keep: false, .. });
                 reply.created(
                     &TTL,
                     &attr,

@@ -11,11 +11,21 @@
 //! requests), one with passthrough handles gets passthrough ones, on the same backing file.
 //! With passthrough off the daemon answers the first `open` with ENOSYS and the kernel stops
 //! sending them (no round trip per open).
+//!
+//! Since opens are seen, the first read-only open of a store file in the kernel's inode
+//! (no other handle, no change under way) may fill the inode's page cache before the open
+//! returns ([`Decision::Cached`]'s `push`, done in `fs.rs` with `FUSE_NOTIFY_STORE`): the
+//! program's reads then find the pages there, with no READ, and its `fstat` after them no
+//! GETATTR (a page filled by a READ marks atime stale). A push writes pages over whatever
+//! the kernel holds, so nothing that changes the file may run meanwhile: an open for
+//! writing or truncating, and a truncate, wait for the inode's push to end
+//! ([`Passthrough::begin_change`]), and no push starts while one runs or while a handle is
+//! open (a writer's would be).
 
 use fuser::BackingId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// A file handle's bits.
 pub const FH_PASSTHROUGH: u64 = 1;
@@ -46,6 +56,18 @@ struct Opened {
     through: u32,
     /// The backing file's id while `through` > 0.
     backing: Option<Arc<BackingId>>,
+    /// Changes under way (an open for writing or truncating, a truncate: between
+    /// [`Passthrough::begin_change`] and its end).
+    changing: u32,
+    /// A push into the page cache runs (from a read-only open's decision to
+    /// [`Passthrough::pushed`]).
+    pushing: bool,
+}
+
+impl Opened {
+    fn idle(&self) -> bool {
+        self.cached == 0 && self.through == 0 && self.changing == 0 && !self.pushing
+    }
 }
 
 /// What an open should be.
@@ -53,14 +75,20 @@ pub enum Decision {
     /// Through this backing file (the inode's).
     Through(Arc<BackingId>),
     /// In the kernel's page cache; `keep`: the pages it holds are good (else the open
-    /// drops them).
-    Cached { keep: bool },
+    /// drops them); `push`: fill them before answering, then call
+    /// [`Passthrough::pushed`].
+    Cached { keep: bool, push: bool },
 }
 
 /// The mount's passthrough state and open table.
 pub struct Passthrough {
     mode: Mutex<Mode>,
     opens: Mutex<HashMap<u64, Opened>>,
+    /// Signalled when a push ends.
+    push_over: Condvar,
+    /// Inodes whose page cache a push filled since the kernel last forgot them: not pushed
+    /// again (pages the kernel dropped since are read with READs).
+    pushed: Mutex<HashSet<u64>>,
     /// Inodes that had handles on a backing file since their last cached open: their
     /// page cache in the kernel may be older than the backing file, so their next cached
     /// open drops it (no `FOPEN_KEEP_CACHE`).
@@ -68,6 +96,11 @@ pub struct Passthrough {
     /// Opens answered: through the backing file, and in the page cache.
     through_opens: AtomicU64,
     cached_opens: AtomicU64,
+    /// Opens that filled the page cache.
+    pushes: AtomicU64,
+    /// How long each push waits before it fills the pages and after, in milliseconds
+    /// (debug builds' `debug_push_delay`; 0).
+    push_delay_ms: AtomicU64,
 }
 
 impl Passthrough {
@@ -81,9 +114,13 @@ impl Passthrough {
                 Mode::Off("mount.passthrough = false".into())
             }),
             opens: Mutex::new(HashMap::new()),
+            push_over: Condvar::new(),
+            pushed: Mutex::new(HashSet::new()),
             stale_cache: Mutex::new(std::collections::HashSet::new()),
             through_opens: AtomicU64::new(0),
             cached_opens: AtomicU64::new(0),
+            pushes: AtomicU64::new(0),
+            push_delay_ms: AtomicU64::new(0),
         }
     }
 
@@ -113,10 +150,13 @@ impl Passthrough {
     /// overlay: `None` otherwise); it runs under the table's lock (an ioctl on /dev/fuse,
     /// which waits for nothing of the daemon's), so that two opens of one inode never
     /// disagree. A backing that cannot be made turns passthrough off for the mount.
+    /// `may_push`: a read-only open of a store file, which may fill the page cache (see
+    /// the module's comment).
     pub fn decide(
         &self,
         ino: u64,
         backing: Option<&dyn Fn() -> std::io::Result<BackingId>>,
+        may_push: bool,
     ) -> Decision {
         let mut opens = self.opens();
         let o = opens.entry(ino).or_default();
@@ -138,10 +178,66 @@ impl Passthrough {
                 Err(e) => self.refused(format!("the kernel refused a backing file: {e}")),
             }
         }
+        let push = may_push && o.idle() && !self.pushed().contains(&ino);
         o.cached += 1;
         self.cached_opens.fetch_add(1, Ordering::Relaxed);
         let keep = !self.stale().remove(&ino);
-        Decision::Cached { keep }
+        // Pages a push fills would be dropped by this open (not `keep`).
+        let push = push && keep;
+        if push {
+            o.pushing = true;
+            self.pushed().insert(ino);
+        }
+        Decision::Cached { keep, push }
+    }
+
+    fn pushed(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
+        self.pushed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The push that `decide` started for `ino` is over; `filled`: it filled pages (a file
+    /// empty, too big or changed fills none).
+    pub fn push_ended(&self, ino: u64, filled: bool) {
+        if filled {
+            self.pushes.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(o) = self.opens().get_mut(&ino) {
+            o.pushing = false;
+        }
+        self.push_over.notify_all();
+    }
+
+    /// Makes every push wait `delay` before it fills the pages (for tests: control's
+    /// `debug_push_delay`).
+    pub fn set_push_delay(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.push_delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// What [`Passthrough::set_push_delay`] set.
+    pub fn push_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.push_delay_ms.load(Ordering::Relaxed))
+    }
+
+    /// The kernel forgot `ino` (its pages went with it): a later open may push again.
+    pub fn forgotten(&self, ino: u64) {
+        self.pushed().remove(&ino);
+    }
+
+    /// A change of `ino`'s content begins (an open for writing or truncating, a truncate):
+    /// waits for its push, if one runs, and keeps new ones from starting until the
+    /// returned guard is dropped (after the open's decision: its handle then keeps them
+    /// off).
+    pub fn begin_change(&self, ino: u64) -> Change<'_> {
+        let mut opens = self.opens();
+        while opens.get(&ino).is_some_and(|o| o.pushing) {
+            opens = self
+                .push_over
+                .wait(opens)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        opens.entry(ino).or_default().changing += 1;
+        Change { table: self, ino }
     }
 
     fn stale(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<u64>> {
@@ -165,7 +261,7 @@ impl Passthrough {
             } else {
                 o.cached = o.cached.saturating_sub(1);
             }
-            if o.through == 0 && o.cached == 0 {
+            if o.idle() {
                 opens.remove(&ino);
             }
             gone
@@ -173,11 +269,31 @@ impl Passthrough {
         drop(backing);
     }
 
-    /// (opens through a backing file, opens in the page cache) answered so far.
-    pub fn counts(&self) -> (u64, u64) {
+    /// (opens through a backing file, opens in the page cache, of them opens that filled
+    /// it) answered so far.
+    pub fn counts(&self) -> (u64, u64, u64) {
         (
             self.through_opens.load(Ordering::Relaxed),
             self.cached_opens.load(Ordering::Relaxed),
+            self.pushes.load(Ordering::Relaxed),
         )
+    }
+}
+
+/// A change of an inode's content under way ([`Passthrough::begin_change`]).
+pub struct Change<'a> {
+    table: &'a Passthrough,
+    ino: u64,
+}
+
+impl Drop for Change<'_> {
+    fn drop(&mut self) {
+        let mut opens = self.table.opens();
+        if let Some(o) = opens.get_mut(&self.ino) {
+            o.changing = o.changing.saturating_sub(1);
+            if o.idle() {
+                opens.remove(&self.ino);
+            }
+        }
     }
 }

@@ -83,6 +83,14 @@ impl WorkingCopy {
         })
     }
 
+    /// The store revision `ino`'s content is, if it is a store file's.
+    pub fn store_node(&self, ino: u64) -> Option<Node> {
+        match &self.read().entry(ino).ok()?.kind {
+            Kind::File(FileData::Store { node, .. }) => Some(*node),
+            _ => None,
+        }
+    }
+
     /// Attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
         self.attr_of(&self.read(), ino)
