@@ -287,7 +287,12 @@ impl BigTextCache {
                 // Built (or failed): look again; a failure is rebuilt here.
                 continue;
             }
-            let result = self.build(filelog, rev, node, progress);
+            // A build that ended between the look above and taking the table put its text
+            // in the cache before it left the table: look again rather than build twice.
+            let result = match self.cached(&node) {
+                Some(t) => Ok(t),
+                None => self.build(filelog, rev, node, progress),
+            };
             self.building
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

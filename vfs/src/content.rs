@@ -32,15 +32,15 @@ impl StoreText {
         self.len() == 0
     }
 
-    /// Up to `size` bytes from `offset`.
-    pub fn read(&self, offset: u64, size: usize) -> std::io::Result<Vec<u8>> {
+    /// Up to `size` bytes from `offset`: a small text's share them (no copy).
+    pub fn read(self, offset: u64, size: usize) -> std::io::Result<ReadBytes> {
         match self {
             StoreText::Small(t) => {
                 let start = usize::try_from(offset).unwrap_or(usize::MAX).min(t.len());
                 let end = start.saturating_add(size).min(t.len());
-                Ok(t[start..end].to_vec())
+                Ok(ReadBytes::Text(t, start..end))
             }
-            StoreText::Big(t) => t.read(offset, size),
+            StoreText::Big(t) => t.read(offset, size).map(ReadBytes::Owned),
         }
     }
 
@@ -49,6 +49,32 @@ impl StoreText {
         match self {
             StoreText::Small(t) => Box::new(&t[..]),
             StoreText::Big(t) => Box::new(t.reader()),
+        }
+    }
+}
+
+/// Bytes read from a file: a range of a small store text, shared with the text cache,
+/// or bytes of their own (read from the overlay or the on-disk text cache).
+pub enum ReadBytes {
+    Owned(Vec<u8>),
+    Text(FileText, std::ops::Range<usize>),
+}
+
+impl std::ops::Deref for ReadBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadBytes::Owned(v) => v,
+            ReadBytes::Text(t, r) => &t[r.clone()],
+        }
+    }
+}
+
+impl From<ReadBytes> for Vec<u8> {
+    fn from(b: ReadBytes) -> Vec<u8> {
+        match b {
+            ReadBytes::Owned(v) => v,
+            ReadBytes::Text(..) => b.to_vec(),
         }
     }
 }

@@ -513,7 +513,7 @@ impl WorkingCopy {
     pub fn read_path(&self, path: &[u8]) -> Option<Vec<u8>> {
         let ino = self.ino_of(path).ok()??;
         let size = self.getattr(ino).ok()?.size;
-        self.read_file(ino, 0, size as usize).ok()
+        self.read_file(ino, 0, size as usize).ok().map(Vec::from)
     }
 }
 

@@ -520,8 +520,15 @@ impl Revlog {
             .iter()
             .map(|&r| self.decompressed(r, 0))
             .collect::<Result<Vec<_>>>()?;
-        let text = mpatch::apply_chain(&base, &deltas)
-            .map_err(|(i, e)| StoreError::corrupt_rev(&self.name, revs[i] as u32, e.to_string()))?;
+        // A full text stored whole (most files of a young repository) is not patched: no
+        // copy of it before the one into the shared text below.
+        let text: std::borrow::Cow<'_, [u8]> = if deltas.is_empty() {
+            base
+        } else {
+            std::borrow::Cow::Owned(mpatch::apply_chain(&base, &deltas).map_err(|(i, e)| {
+                StoreError::corrupt_rev(&self.name, revs[i] as u32, e.to_string())
+            })?)
+        };
         if entry.raw_len >= 0 && text.len() != entry.raw_len as usize {
             return Err(StoreError::corrupt_rev(
                 &self.name,
@@ -541,7 +548,7 @@ impl Revlog {
                 rev: rev as u32,
             });
         }
-        let text: Arc<[u8]> = Arc::from(text);
+        let text: Arc<[u8]> = Arc::from(&*text);
         if keep {
             self.cache.insert((self.cache_id, rev), text.clone());
         }

@@ -1,6 +1,7 @@
 //! Reading a working copy: attributes, lookups, listings and file contents.
 
 use super::*;
+use crate::content::ReadBytes;
 
 impl WorkingCopy {
     // ----- reading -----
@@ -234,8 +235,9 @@ impl WorkingCopy {
         Ok(())
     }
 
-    /// Reads file content.
-    pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+    /// Up to `size` bytes of file `ino` from `offset` (a small store text's shared with the
+    /// text cache).
+    pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<ReadBytes> {
         let (path, node, repo) = {
             let inner = self.read();
             let e = inner.entry(ino)?;
@@ -243,7 +245,7 @@ impl WorkingCopy {
                 // Read under the (shared) lock: commit may drop an overlay file once its
                 // content is in the store, and does so under the exclusive lock.
                 Kind::File(FileData::Overlay { id }) => {
-                    return Ok(self.overlay.read(*id, offset, size)?)
+                    return Ok(ReadBytes::Owned(self.overlay.read(*id, offset, size)?))
                 }
                 Kind::File(FileData::Store { path, node, .. }) => {
                     if offset == 0 {
