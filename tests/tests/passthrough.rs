@@ -374,3 +374,29 @@ fn a_change_during_a_first_open_is_never_undone_by_its_push() {
     }
     assert_eq!(m.stats().get("pushed_opens"), files.len() as u64);
 }
+
+#[test]
+fn a_read_and_a_first_write_opening_one_file_at_once_both_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = hg_repo(tmp.path(), &files());
+    let m = Mount::with_config(&repo, ON);
+    // A read-only open waits 100 ms between its look at the file (in the store) and its
+    // decision: the writer's open meanwhile copies the file into the overlay and holds a
+    // handle on its backing file, which the reader then must open too (not fail).
+    assert_eq!(
+        m.control("{\"cmd\":\"debug_open_delay\",\"ms\":100}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    let p = m.dir.join("a.txt");
+    let (read, writer) = std::thread::scope(|s| {
+        let reader = s.spawn(|| std::fs::read(&p));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let w = OpenOptions::new().write(true).open(&p).unwrap();
+        w.write_all_at(b"N", 0).unwrap();
+        (reader.join().unwrap(), w)
+    });
+    let read = read.unwrap_or_else(|e| panic!("the reader's open: {e}"));
+    assert_eq!(read, b"N.txt line one\na.txt line two\n");
+    drop(writer);
+    assert!(m.stats().get("passthrough_opens") >= 2);
+}

@@ -152,6 +152,12 @@ pub enum Request {
     DebugPushDelay {
         ms: u64,
     },
+    /// Debug builds only: every read-only open (passthrough on) waits `ms` milliseconds
+    /// between its look at the file and its decision, so that tests can open the file for
+    /// writing meanwhile.
+    DebugOpenDelay {
+        ms: u64,
+    },
 }
 
 /// Options that any request may carry next to its `cmd`.

@@ -411,13 +411,24 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 });
             Response::Done
         }
-        Request::DebugPushDelay { ms } => {
+        Request::DebugPushDelay { ms } | Request::DebugOpenDelay { ms } => {
+            let push = matches!(req, Request::DebugPushDelay { .. });
             if !cfg!(debug_assertions) {
+                let cmd = if push {
+                    "debug_push_delay"
+                } else {
+                    "debug_open_delay"
+                };
                 return Ok(Response::Error {
-                    message: "debug_push_delay is only available in debug builds".into(),
+                    message: format!("{cmd} is only available in debug builds"),
                 });
             }
-            ctx.passthrough.set_push_delay(Duration::from_millis(ms));
+            let delay = Duration::from_millis(ms);
+            if push {
+                ctx.passthrough.set_push_delay(delay);
+            } else {
+                ctx.passthrough.set_open_delay(delay);
+            }
             Response::Done
         }
         Request::DebugHang => {

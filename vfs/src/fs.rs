@@ -697,43 +697,47 @@ impl Filesystem for RevFs {
         let truncate = flags.0 & libc::O_TRUNC != 0;
         // Held until the open's handle is in the table (which then keeps pushes off).
         let _change = (write || truncate).then(|| self.passthrough.begin_change(ino.0));
-        let file = match self.wc.passthrough_file(ino.0, write, truncate) {
-            Ok(f) => f,
-            Err(e) => return reply.error(errno("open", &e)),
-        };
-        let may_push = !write && !truncate && file.is_none();
-        let decision = match &file {
-            Some((_, f)) => {
-                let make = || reply.open_backing(&**f);
-                self.passthrough.decide(ino.0, Some(&make), may_push)
+        // A writer's open may put the file in the overlay, with handles on a backing file,
+        // between this open's look at the file and its decision: then look again.
+        for _ in 0..3 {
+            let file = match self.wc.passthrough_file(ino.0, write, truncate) {
+                Ok(f) => f,
+                Err(e) => return reply.error(errno("open", &e)),
+            };
+            let may_push = !write && !truncate && file.is_none();
+            let delay = self.passthrough.open_delay();
+            if !write && !truncate && !delay.is_zero() {
+                std::thread::sleep(delay);
             }
-            None => self.passthrough.decide(ino.0, None, may_push),
-        };
-        match (decision, file) {
-            (Decision::Through(backing), Some((id, _))) => {
-                let fh = self.through_handle(id, write);
-                reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing)
-            }
-            (Decision::Cached { keep, push }, file) => {
-                if file.is_some() {
-                    self.wc.unpin(ino.0);
+            let decision = match &file {
+                Some((_, f)) => {
+                    let make = || reply.open_backing(&**f);
+                    self.passthrough.decide(ino.0, Some(&make), may_push)
                 }
-                let keep = if push {
-                    let (keep, filled) = self.push(ino.0);
-                    self.passthrough.push_ended(ino.0, filled);
-                    keep
-                } else {
-                    keep
-                };
-                reply.opened(FileHandle(0), cached_flags(keep))
-            }
-            // Handles on a backing file, and this open finds no overlay file: cannot be
-            // (the file is pinned in the overlay while they are open).
-            (Decision::Through(_), None) => {
-                self.passthrough.released(ino.0, true);
-                reply.error(Errno::EIO)
+                None => self.passthrough.decide(ino.0, None, may_push),
+            };
+            match (decision, file) {
+                (Decision::Through(backing), Some((id, _))) => {
+                    let fh = self.through_handle(id, write);
+                    return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing);
+                }
+                (Decision::Cached { keep, push }, file) => {
+                    if file.is_some() {
+                        self.wc.unpin(ino.0);
+                    }
+                    let keep = if push {
+                        let (keep, filled) = self.push(ino.0);
+                        self.passthrough.push_ended(ino.0, filled);
+                        keep
+                    } else {
+                        keep
+                    };
+                    return reply.opened(FileHandle(0), cached_flags(keep));
+                }
+                (Decision::Through(_), None) => self.passthrough.released(ino.0, true),
             }
         }
+        reply.error(Errno::EIO)
     }
 
     fn release(

@@ -101,6 +101,9 @@ pub struct Passthrough {
     /// How long each push waits before it fills the pages and after, in milliseconds
     /// (debug builds' `debug_push_delay`; 0).
     push_delay_ms: AtomicU64,
+    /// How long a read-only open waits between its look at the file and its decision, in
+    /// milliseconds (debug builds' `debug_open_delay`; 0).
+    open_delay_ms: AtomicU64,
 }
 
 impl Passthrough {
@@ -121,6 +124,7 @@ impl Passthrough {
             cached_opens: AtomicU64::new(0),
             pushes: AtomicU64::new(0),
             push_delay_ms: AtomicU64::new(0),
+            open_delay_ms: AtomicU64::new(0),
         }
     }
 
@@ -217,6 +221,18 @@ impl Passthrough {
     /// What [`Passthrough::set_push_delay`] set.
     pub fn push_delay(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.push_delay_ms.load(Ordering::Relaxed))
+    }
+
+    /// Makes every read-only open wait `delay` before its decision (for tests: control's
+    /// `debug_open_delay`).
+    pub fn set_open_delay(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.open_delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// What [`Passthrough::set_open_delay`] set.
+    pub fn open_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.open_delay_ms.load(Ordering::Relaxed))
     }
 
     /// The kernel forgot `ino` (its pages went with it): a later open may push again.
