@@ -39,16 +39,16 @@ fn attrs(dir: &Path) -> Vec<(String, u32, u64, Vec<u8>)> {
         .collect()
 }
 
-#[test]
-fn listings_carry_attributes_only_while_a_program_reads_files() {
-    let tmp = revfs_tests::scratch_dir();
+/// Three directories: `a` of 20 files, `b` and `c` of the same and a symlink and an
+/// executable.
+fn three_directories(dir: &Path) -> std::path::PathBuf {
     let mut files: Vec<(String, String)> = Vec::new();
     for d in ["a", "b", "c"] {
         for f in 0..20 {
             files.push((format!("{d}/f{f}"), format!("{d} {f}\n").repeat(f + 1)));
         }
     }
-    let repo = hg_repo(tmp.path(), &files);
+    let repo = hg_repo(dir, &files);
     for d in ["b", "c"] {
         std::os::unix::fs::symlink("f3", repo.join(d).join("link")).unwrap();
         let run = repo.join(d).join("run.sh");
@@ -58,6 +58,13 @@ fn listings_carry_attributes_only_while_a_program_reads_files() {
     }
     let out = hg_cmd(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]);
     assert!(out.status.success(), "{out:?}");
+    repo
+}
+
+#[test]
+fn listings_carry_attributes_only_while_a_program_reads_files() {
+    let tmp = revfs_tests::scratch_dir();
+    let repo = three_directories(tmp.path());
     let m = Mount::new(&repo, None);
     let frozen = || m.stats().get("frozen");
 
@@ -83,4 +90,44 @@ fn listings_carry_attributes_only_while_a_program_reads_files() {
     assert_eq!(list(&m.dir.join("c")).len(), 22);
     assert_eq!(frozen(), 19 + 22, "after a listing with no reader");
     assert_eq!(attrs(&m.dir.join("c")), attrs(&repo.join("c")));
+}
+
+#[test]
+fn listings_carry_attributes_while_a_program_stats_files() {
+    let tmp = revfs_tests::scratch_dir();
+    let repo = three_directories(tmp.path());
+    let m = Mount::new(&repo, None);
+    let frozen = || m.stats().get("frozen");
+    assert_eq!(list(&m.dir.join("a")).len(), 20);
+    assert_eq!(frozen(), 20, "after a listing with nobody at the files");
+
+    // A file stat'ed, not read (`ls -l`, `find -size`): the next listing gives every entry
+    // with its attributes, so the program's next lstats need no lookup.
+    std::fs::symlink_metadata(m.dir.join("a/f0")).unwrap();
+    assert_eq!(list(&m.dir.join("b")).len(), 22);
+    assert_eq!(
+        frozen(),
+        19,
+        "after a listing while a program stats files (a/f0 and b's 22 entries thawed)"
+    );
+    let sizes = |d: &Path| -> Vec<(String, u64, u32)> {
+        list(d)
+            .into_iter()
+            .map(|n| {
+                let md = std::fs::symlink_metadata(d.join(&n)).unwrap();
+                (n, md.size(), md.mode())
+            })
+            .collect()
+    };
+    assert_eq!(sizes(&m.dir.join("b")), sizes(&repo.join("b")));
+
+    // A directory looked up (as `find` enters it) is no stat of a file.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::symlink_metadata(m.dir.join("c")).unwrap();
+    assert_eq!(list(&m.dir.join("c")).len(), 22);
+    assert_eq!(
+        frozen(),
+        19 + 22,
+        "after a listing with nobody at the files"
+    );
 }

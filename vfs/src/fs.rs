@@ -438,7 +438,14 @@ impl Filesystem for RevFs {
             };
         }
         match self.wc.lookup(parent, name.as_bytes()) {
-            Ok(Some(a)) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Ok(Some(a)) => {
+                // A file looked up one by one: a program stats the tree's files (`ls -l`,
+                // `find -size`, rsync, make), so listings carry attributes for a while.
+                if !matches!(a.kind, EntryType::Dir) {
+                    self.readers.looked_up();
+                }
+                reply.entry(&TTL, &self.file_attr(&a), Generation(0))
+            }
             // A negative entry (inode 0) that the kernel may cache as long as a positive one.
             Ok(None) => {
                 let mut attr = self.file_attr(&Attr {

@@ -1,9 +1,10 @@
-//! Owns the guess whether a program is reading the tree's files: a first read of a file
-//! (a read at offset 0) in the last [`WINDOW`]. While one is, a listing carries its
-//! entries' attributes (READDIRPLUS), so the reader's `lstat` of each entry needs no
-//! lookup of its own; otherwise a listing names its entries only, as a plain READDIR does,
-//! so that `find` or `ls` keep a cold tree cold (no entry is made in the kernel or thawed
-//! in the working copy for it).
+//! Owns the guess whether a program is reading or stat'ing the tree's files: a first read
+//! of a file (a read at offset 0), or a lookup of a file (not a directory: `find` and `ls`
+//! look up only the directories they enter), in the last [`WINDOW`]. While one is, a
+//! listing carries its entries' attributes (READDIRPLUS), so the program's `lstat` of each
+//! entry needs no lookup of its own; otherwise a listing names its entries only, as a
+//! plain READDIR does, so that `find` or `ls` keep a cold tree cold (no entry is made in
+//! the kernel or thawed in the working copy for it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,7 +38,12 @@ impl Readers {
         }
     }
 
-    /// Whether a file was read from its start in the last [`WINDOW`].
+    /// A file (not a directory) was looked up: someone stats files one by one.
+    pub fn looked_up(&self) {
+        self.read(0);
+    }
+
+    /// Whether a file was read from its start or looked up in the last [`WINDOW`].
     pub fn active(&self) -> bool {
         let last = self.last.load(Ordering::Relaxed);
         last != 0 && self.base.elapsed().as_nanos() as u64 + 1 - last < WINDOW.as_nanos() as u64
