@@ -149,6 +149,7 @@ fn a_killed_daemon_is_found_and_the_fix_brings_the_working_copy_back() {
         &format!("checking mount {} (state {})", t.mnt_arg(), sd.display()),
     );
     has_line(&out, &format!("checking repository {}", t.repo_arg()));
+    assert!(out.contains("read-ahead 1024 KiB\n"), "{out}");
     std::fs::write(t.mnt.join("a.txt"), "changed\n").unwrap();
     std::fs::write(t.mnt.join("new.txt"), "new\n").unwrap();
 

@@ -32,10 +32,28 @@ pub fn read_ahead_file(mountpoint: &Path) -> std::io::Result<PathBuf> {
                 format!("{} is not in the mount table", mountpoint.display()),
             )
         })?;
-    // A FUSE mount's device is anonymous: major 0, its connection number as minor.
-    Ok(PathBuf::from(format!(
-        "/sys/class/bdi/0:{conn}/read_ahead_kb"
-    )))
+    Ok(read_ahead_path(conn))
+}
+
+/// Where the backing device of FUSE connection `conn` keeps its read-ahead: a FUSE
+/// mount's device is anonymous, major 0 and its connection number as minor.
+fn read_ahead_path(conn: u32) -> PathBuf {
+    PathBuf::from(format!("/sys/class/bdi/0:{conn}/read_ahead_kb"))
+}
+
+/// The read-ahead of FUSE connection `conn`, in KiB.
+pub fn read_ahead_kib(conn: u32) -> std::io::Result<u32> {
+    read_kib(&read_ahead_path(conn))
+}
+
+fn read_kib(file: &Path) -> std::io::Result<u32> {
+    let text = std::fs::read_to_string(file)?;
+    text.trim().parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("{}: {text:?}: {e}", file.display()),
+        )
+    })
 }
 
 /// Raises the read-ahead of the revfs mount at `mountpoint` to [`READ_AHEAD`] if it is
@@ -44,13 +62,7 @@ pub fn read_ahead_file(mountpoint: &Path) -> std::io::Result<PathBuf> {
 /// root, no sysfs).
 pub fn raise_read_ahead(mountpoint: &Path) -> std::io::Result<u32> {
     let file = read_ahead_file(mountpoint)?;
-    let text = std::fs::read_to_string(&file)?;
-    let now: u32 = text.trim().parse().map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!("{}: {text:?}: {e}", file.display()),
-        )
-    })?;
+    let now = read_kib(&file)?;
     let want = READ_AHEAD / 1024;
     if now >= want {
         return Ok(now);

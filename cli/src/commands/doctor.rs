@@ -531,6 +531,20 @@ fn check_state_dir(
                         ));
                     }
                 }
+                if let Some(kib) = target
+                    .conn
+                    .and_then(|c| revfs_vfs::bdi::read_ahead_kib(c).ok())
+                {
+                    let want = revfs_vfs::bdi::READ_AHEAD / 1024;
+                    notes.push(if kib >= want {
+                        format!("read-ahead {kib} KiB")
+                    } else {
+                        format!(
+                            "read-ahead {kib} KiB (the daemon raises it to {want} KiB when it \
+                             runs as root: more round trips for a first read of each file)"
+                        )
+                    });
+                }
                 check_descriptors(r, pid, need, &mp_arg, &repo_arg);
             }
             Err(control::ControlError::NotAnswering { .. }) => r.problem(
