@@ -1,7 +1,7 @@
 //! The revfs working copy served over FUSE.
 //!
 //! This crate owns everything about a mounted checkout: the inode tree built lazily from a
-//! manifest ([`tree`]), the FUSE request handlers ([`fs`]), the mount's state directory
+//! manifest ([`wc`]), the FUSE request handlers ([`fs`]), the mount's state directory
 //! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
 //! ([`daemon`]). It reads source-control objects only through `revfs-store`.
 

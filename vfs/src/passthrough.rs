@@ -60,7 +60,7 @@ struct Opened {
     /// [`Passthrough::begin_change`] and its end).
     changing: u32,
     /// A push into the page cache runs (from a read-only open's decision to
-    /// [`Passthrough::pushed`]).
+    /// [`Passthrough::push_ended`]).
     pushing: bool,
 }
 
@@ -76,7 +76,7 @@ pub enum Decision {
     Through(Arc<BackingId>),
     /// In the kernel's page cache; `keep`: the pages it holds are good (else the open
     /// drops them); `push`: fill them before answering, then call
-    /// [`Passthrough::pushed`].
+    /// [`Passthrough::push_ended`].
     Cached { keep: bool, push: bool },
 }
 
@@ -108,7 +108,7 @@ pub struct Passthrough {
 
 impl Passthrough {
     /// `wanted`: `mount.passthrough`; the kernel's agreement comes at init
-    /// ([`Passthrough::kernel_refused`]).
+    /// ([`Passthrough::refused`]).
     pub fn new(wanted: bool) -> Passthrough {
         Passthrough {
             mode: Mutex::new(if wanted {
@@ -211,8 +211,8 @@ impl Passthrough {
         self.push_over.notify_all();
     }
 
-    /// Makes every push wait `delay` before it fills the pages (for tests: control's
-    /// `debug_push_delay`).
+    /// Makes every push wait `delay` before it fills the pages, and as long after (for
+    /// tests: control's `debug_push_delay`).
     pub fn set_push_delay(&self, delay: std::time::Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self.push_delay_ms.store(ms, Ordering::Relaxed);
