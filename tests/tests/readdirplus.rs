@@ -61,67 +61,34 @@ fn three_directories(dir: &Path) -> std::path::PathBuf {
     repo
 }
 
-#[test]
-fn listings_carry_attributes_only_while_a_program_reads_files() {
+/// Listings of a tree of [`three_directories`] name entries only until `touch` (a read or
+/// a stat of a file) shows a program at the files; then, for a second, they carry the
+/// entries' attributes, the ones hg checks out.
+fn listings_carry_attributes_after(touch: fn(&Path), what: &str) {
     let tmp = revfs_tests::scratch_dir();
     let repo = three_directories(tmp.path());
     let m = Mount::new(&repo, None);
     let frozen = || m.stats().get("frozen");
 
-    // Nobody reads: listings name their entries only, and no file is thawed (a listed
-    // directory's files are frozen until looked up).
+    // Nobody at the files: listings name their entries only, and no file is thawed (a
+    // listed directory's files are frozen until looked up).
     assert_eq!(list(&m.dir.join("a")).len(), 20);
-    assert_eq!(frozen(), 20, "after a listing with no reader");
+    assert_eq!(frozen(), 20, "after a listing with nobody at the files");
 
-    // A file read from its start: the next listing gives every entry with its attributes,
-    // which thaws them (the kernel counts each as a lookup).
-    std::fs::read(m.dir.join("a/f0")).unwrap();
+    // A file read from its start, or stat'ed: the next listing gives every entry with its
+    // attributes, which thaws them (the kernel counts each as a lookup).
+    touch(&m.dir.join("a/f0"));
     assert_eq!(list(&m.dir.join("b")).len(), 22);
     assert_eq!(
         frozen(),
         19,
-        "after a listing while a reader reads (a/f0 and b's 22 entries thawed)"
+        "after a listing while a program {what} files (a/f0 and b's 22 entries thawed)"
     );
     // What the kernel took from the listing is what hg checks out.
     assert_eq!(attrs(&m.dir.join("b")), attrs(&repo.join("b")));
 
-    // Once reading stops (a second with no first read), listings name entries only again.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(list(&m.dir.join("c")).len(), 22);
-    assert_eq!(frozen(), 19 + 22, "after a listing with no reader");
-    assert_eq!(attrs(&m.dir.join("c")), attrs(&repo.join("c")));
-}
-
-#[test]
-fn listings_carry_attributes_while_a_program_stats_files() {
-    let tmp = revfs_tests::scratch_dir();
-    let repo = three_directories(tmp.path());
-    let m = Mount::new(&repo, None);
-    let frozen = || m.stats().get("frozen");
-    assert_eq!(list(&m.dir.join("a")).len(), 20);
-    assert_eq!(frozen(), 20, "after a listing with nobody at the files");
-
-    // A file stat'ed, not read (`ls -l`, `find -size`): the next listing gives every entry
-    // with its attributes, so the program's next lstats need no lookup.
-    std::fs::symlink_metadata(m.dir.join("a/f0")).unwrap();
-    assert_eq!(list(&m.dir.join("b")).len(), 22);
-    assert_eq!(
-        frozen(),
-        19,
-        "after a listing while a program stats files (a/f0 and b's 22 entries thawed)"
-    );
-    let sizes = |d: &Path| -> Vec<(String, u64, u32)> {
-        list(d)
-            .into_iter()
-            .map(|n| {
-                let md = std::fs::symlink_metadata(d.join(&n)).unwrap();
-                (n, md.size(), md.mode())
-            })
-            .collect()
-    };
-    assert_eq!(sizes(&m.dir.join("b")), sizes(&repo.join("b")));
-
-    // A directory looked up (as `find` enters it) is no stat of a file.
+    // A second later, listings name entries only again; a directory looked up (as `find`
+    // enters it) is no stat of a file.
     std::thread::sleep(Duration::from_millis(1500));
     std::fs::symlink_metadata(m.dir.join("c")).unwrap();
     assert_eq!(list(&m.dir.join("c")).len(), 22);
@@ -129,5 +96,27 @@ fn listings_carry_attributes_while_a_program_stats_files() {
         frozen(),
         19 + 22,
         "after a listing with nobody at the files"
+    );
+    assert_eq!(attrs(&m.dir.join("c")), attrs(&repo.join("c")));
+}
+
+#[test]
+fn listings_carry_attributes_only_while_a_program_reads_files() {
+    listings_carry_attributes_after(
+        |p| {
+            std::fs::read(p).unwrap();
+        },
+        "reads",
+    );
+}
+
+#[test]
+fn listings_carry_attributes_while_a_program_stats_files() {
+    // `ls -l`, `find -size`: a stat, no read.
+    listings_carry_attributes_after(
+        |p| {
+            std::fs::symlink_metadata(p).unwrap();
+        },
+        "stats",
     );
 }

@@ -412,23 +412,16 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
             Response::Done
         }
         Request::DebugPushDelay { ms } | Request::DebugOpenDelay { ms } => {
-            let push = matches!(req, Request::DebugPushDelay { .. });
+            let (cmd, delay) = match req {
+                Request::DebugPushDelay { .. } => ("debug_push_delay", &ctx.passthrough.push_delay),
+                _ => ("debug_open_delay", &ctx.passthrough.open_delay),
+            };
             if !cfg!(debug_assertions) {
-                let cmd = if push {
-                    "debug_push_delay"
-                } else {
-                    "debug_open_delay"
-                };
                 return Ok(Response::Error {
                     message: format!("{cmd} is only available in debug builds"),
                 });
             }
-            let delay = Duration::from_millis(ms);
-            if push {
-                ctx.passthrough.set_push_delay(delay);
-            } else {
-                ctx.passthrough.set_open_delay(delay);
-            }
+            delay.set(Duration::from_millis(ms));
             Response::Done
         }
         Request::DebugHang => {

@@ -137,10 +137,7 @@ impl RevFs {
                 return (true, false);
             }
         };
-        let delay = self.passthrough.push_delay();
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
-        }
+        self.passthrough.push_delay.wait();
         let filled = match notifier.store(INodeNo(ino), 0, &content) {
             Ok(()) => true,
             Err(e) => {
@@ -148,9 +145,7 @@ impl RevFs {
                 false
             }
         };
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
-        }
+        self.passthrough.push_delay.wait();
         (self.wc.store_node(ino) == Some(node), filled)
     }
 
@@ -258,13 +253,12 @@ impl RevFs {
     }
 }
 
-/// Logs a failure (store errors are the interesting ones) and gives the errno.
-/// The open flags of a handle in the kernel's page cache: keep the pages it holds, unless
-/// they may be older than the file.
 /// The largest file pushed into the page cache at its first open (passthrough on); bigger
 /// ones are read with READs, 1 MiB at a time.
 const PUSH_MAX: u64 = 1 << 20;
 
+/// The open flags of a handle in the kernel's page cache: keep the pages it holds, unless
+/// they may be older than the file.
 fn cached_flags(keep: bool) -> FopenFlags {
     if keep {
         FopenFlags::FOPEN_KEEP_CACHE
@@ -273,6 +267,7 @@ fn cached_flags(keep: bool) -> FopenFlags {
     }
 }
 
+/// Logs a failure (store errors are the interesting ones) and gives the errno.
 fn errno(op: &str, err: &WcError) -> Errno {
     match err {
         WcError::Store(_) | WcError::Journal(_) | WcError::Replay { .. } => {
@@ -712,9 +707,8 @@ impl Filesystem for RevFs {
                 Err(e) => return reply.error(errno("open", &e)),
             };
             let may_push = !write && !truncate && file.is_none();
-            let delay = self.passthrough.open_delay();
-            if !write && !truncate && !delay.is_zero() {
-                std::thread::sleep(delay);
+            if !write && !truncate {
+                self.passthrough.open_delay.wait();
             }
             let decision = match &file {
                 Some((_, f)) => {

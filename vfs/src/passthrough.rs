@@ -98,12 +98,32 @@ pub struct Passthrough {
     cached_opens: AtomicU64,
     /// Opens that filled the page cache.
     pushes: AtomicU64,
-    /// How long each push waits before it fills the pages and after, in milliseconds
-    /// (debug builds' `debug_push_delay`; 0).
-    push_delay_ms: AtomicU64,
-    /// How long a read-only open waits between its look at the file and its decision, in
-    /// milliseconds (debug builds' `debug_open_delay`; 0).
-    open_delay_ms: AtomicU64,
+    /// How long each push waits before it fills the pages and after (debug builds'
+    /// `debug_push_delay`; none otherwise).
+    pub push_delay: DebugDelay,
+    /// How long a read-only open waits between its look at the file and its decision
+    /// (debug builds' `debug_open_delay`; none otherwise).
+    pub open_delay: DebugDelay,
+}
+
+/// A wait that tests put where a race would happen (control's debug commands), in
+/// milliseconds; 0: none.
+#[derive(Default)]
+pub struct DebugDelay(AtomicU64);
+
+impl DebugDelay {
+    pub fn set(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(ms, Ordering::Relaxed);
+    }
+
+    /// Waits as long as set (not at all unless set).
+    pub fn wait(&self) {
+        let ms = self.0.load(Ordering::Relaxed);
+        if ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
 }
 
 impl Passthrough {
@@ -123,8 +143,8 @@ impl Passthrough {
             through_opens: AtomicU64::new(0),
             cached_opens: AtomicU64::new(0),
             pushes: AtomicU64::new(0),
-            push_delay_ms: AtomicU64::new(0),
-            open_delay_ms: AtomicU64::new(0),
+            push_delay: DebugDelay::default(),
+            open_delay: DebugDelay::default(),
         }
     }
 
@@ -209,30 +229,6 @@ impl Passthrough {
             o.pushing = false;
         }
         self.push_over.notify_all();
-    }
-
-    /// Makes every push wait `delay` before it fills the pages, and as long after (for
-    /// tests: control's `debug_push_delay`).
-    pub fn set_push_delay(&self, delay: std::time::Duration) {
-        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        self.push_delay_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// What [`Passthrough::set_push_delay`] set.
-    pub fn push_delay(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.push_delay_ms.load(Ordering::Relaxed))
-    }
-
-    /// Makes every read-only open wait `delay` before its decision (for tests: control's
-    /// `debug_open_delay`).
-    pub fn set_open_delay(&self, delay: std::time::Duration) {
-        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        self.open_delay_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// What [`Passthrough::set_open_delay`] set.
-    pub fn open_delay(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.open_delay_ms.load(Ordering::Relaxed))
     }
 
     /// The kernel forgot `ino` (its pages went with it): a later open may push again.
