@@ -107,9 +107,11 @@ impl Setup {
                 .unwrap()
                 .flatten()
                 .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .unwrap_or_default()
-                        .starts_with("fuser-")
+                    // fuser's /dev/fuse threads (fuser-N), not its io_uring ones
+                    // (fuser-ring-N, two a CPU whatever `threads` says).
+                    let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                    comm.strip_prefix("fuser-")
+                        .is_some_and(|n| n.trim().bytes().all(|b| b.is_ascii_digit()))
                 })
                 .count()
         };
@@ -163,7 +165,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
     let cases: &[(&str, &str)] = &[
         (
             "[mount]\nthreds = 4\n",
-            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough)",
+            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring)",
         ),
         (
             "[fuse]\nthreads = 4\n",
@@ -242,7 +244,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     assert_eq!(t.fuse_threads(), 3);
     let log = t.log();
     let settings = format!(
-        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 size_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=debug",
+        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 size_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false io_uring=true log=debug",
         config.display()
     );
     assert!(log.contains(&settings), "{log}");
@@ -294,7 +296,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     );
     assert!(out.status.success(), "{}", s(&out.stderr));
     assert_eq!(t.fuse_threads(), 8);
-    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 size_cache_size=67108864 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false log=info"));
+    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 size_cache_size=67108864 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false io_uring=true log=info"));
     t.unmount();
 }
 

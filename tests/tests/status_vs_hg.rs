@@ -463,6 +463,15 @@ fn status_and_bytes_match_hg_with_kernel_passthrough() {
 }
 
 #[test]
+fn status_and_bytes_match_hg_through_dev_fuse() {
+    // Requests read from /dev/fuse instead of io_uring rings (`mount.io_uring`), with
+    // remounts in the middle.
+    for seed in seeds(4000..4010) {
+        run_seed_with(seed, 80, 37, 0, "[mount]\nio_uring = false\n");
+    }
+}
+
+#[test]
 fn the_kernel_forgetting_inodes_between_operations_changes_nothing() {
     for seed in seeds(2000..2020) {
         run_seed(seed, 60, 0, 6);

@@ -70,8 +70,31 @@ fn fio_verifies_files_the_kernel_writes_through_passthrough() {
     fio_on(PASSTHROUGH);
 }
 
+#[test]
+fn fio_verifies_files_through_dev_fuse() {
+    fio_on(DEV_FUSE);
+}
+
 /// The kernel reads and writes files in the overlay directly (`mount.passthrough`).
 const PASSTHROUGH: &str = "[mount]\npassthrough = true\n";
+/// Requests read from /dev/fuse instead of io_uring rings (`mount.io_uring`).
+const DEV_FUSE: &str = "[mount]\nio_uring = false\n";
+
+/// What the daemon says of its mount: passthrough opens counted when on, requests through
+/// /dev/fuse when io_uring is off.
+fn check_mode(m: &Mount, config: &str) {
+    if config == PASSTHROUGH {
+        let st = m.stats();
+        assert!(st.get("passthrough_opens") > 0, "{st}");
+    }
+    if config == DEV_FUSE {
+        let info = m.control("{\"cmd\":\"info\"}");
+        assert!(
+            info.contains("\"requests\":\"/dev/fuse (mount.io_uring is off)\""),
+            "{info}"
+        );
+    }
+}
 
 fn fio_on(config: &str) {
     let tmp = revfs_tests::scratch_dir();
@@ -135,15 +158,17 @@ fn fio_on(config: &str) {
     assert_eq!(s(&st.stdout), "");
     let st = m.revfs_in(&m.dir, &["status", "big1.bin"]);
     assert_eq!(s(&st.stdout), "M big1.bin\n");
-    if !config.is_empty() {
-        let st = m.stats();
-        assert!(st.get("passthrough_opens") > 0, "{st}");
-    }
+    check_mode(&m, config);
 }
 
 #[test]
 fn stress_ng_file_stressors_verify() {
     stress_ng_on("");
+}
+
+#[test]
+fn stress_ng_file_stressors_verify_through_dev_fuse() {
+    stress_ng_on(DEV_FUSE);
 }
 
 #[test]
@@ -175,8 +200,5 @@ fn stress_ng_on(config: &str) {
         "stress-ng",
     );
     assert!(!out.to_lowercase().contains("fail"), "{out}");
-    if !config.is_empty() {
-        let st = m.stats();
-        assert!(st.get("passthrough_opens") > 0, "{st}");
-    }
+    check_mode(&m, config);
 }

@@ -5,7 +5,9 @@
 //! trip to the daemon. What a first read of a revfs mount costs above this is the
 //! daemon's work (docs/BENCHMARKS.md, "The floor of a round trip").
 //!
-//! `cargo run --release -p revfs-vfs --example fuse_floor -- [THREADS] [N]` (8, 50000).
+//! `cargo run --release -p revfs-vfs --example fuse_floor -- [THREADS] [N] [RING_THREADS]`
+//! (8, 50000, 0). With RING_THREADS > 0, requests come through io_uring (that many threads
+//! per CPU queue) when the kernel offers it (`/sys/module/fuse/parameters/enable_uring`).
 
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -90,6 +92,7 @@ fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let threads: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
     let n: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let ring_threads: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
     let dir = tempfile::Builder::new()
         .prefix("fuse-floor-")
         .tempdir_in("/var/tmp")?;
@@ -97,11 +100,15 @@ fn main() -> std::io::Result<()> {
     config.mount_options = vec![MountOption::FSName("fuse-floor".into())];
     config.n_threads = Some(threads);
     config.clone_fd = true;
+    config.io_uring = ring_threads > 0;
+    config.io_uring_threads = ring_threads;
     let session = Session::new(Floor, dir.path(), &config)?.spawn()?;
     let path = dir.path().join("f");
     let file = std::fs::File::open(&path)?;
     let mut buf = [0u8; SIZE];
-    println!("{threads} FUSE threads, {n} calls each, microseconds per call:");
+    println!(
+        "{threads} FUSE threads, {ring_threads} io_uring threads a CPU, {n} calls each, microseconds per call:"
+    );
     let fstat = time(n, || drop(file.metadata()));
     println!("fstat (GETATTR)             {fstat:6.1}");
     let pread = time(n, || drop(file.read_at(&mut buf, 0)));

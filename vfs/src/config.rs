@@ -30,6 +30,7 @@
 //! readahead_threads = 0        # threads reading a directory's files ahead of a reader
 //! readahead_size = "32 MiB"    # bytes read ahead and not read yet, at most
 //! passthrough = false          # the kernel reads and writes overlay files directly
+//! io_uring = true              # requests through io_uring rings (Linux 6.14+, root)
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -157,6 +158,9 @@ pub struct MountConfig {
     pub readahead_size: u64,
     /// Kernel passthrough for files in the overlay (Linux 6.9+, root).
     pub passthrough: bool,
+    /// Requests through io_uring rings instead of `/dev/fuse` where the kernel offers it
+    /// (Linux 6.14+; the daemon turns the fuse module's `enable_uring` on when root).
+    pub io_uring: bool,
 }
 
 /// The default of `mount.readahead_threads`.
@@ -214,6 +218,7 @@ impl Default for Config {
                 readahead_threads: DEFAULT_READAHEAD_THREADS,
                 readahead_size: DEFAULT_READAHEAD_SIZE,
                 passthrough: false,
+                io_uring: true,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -393,6 +398,7 @@ impl Config {
                     ("mount", "passthrough") => {
                         config.mount.passthrough = checker.boolean(&full, v)?
                     }
+                    ("mount", "io_uring") => config.mount.io_uring = checker.boolean(&full, v)?,
                     ("mount", "allow_other") => {
                         config.mount.allow_other = checker.boolean(&full, v)?
                     }
@@ -417,7 +423,7 @@ impl Config {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size, size_cache_size"
                             }
-                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough",
+                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring",
                             "control" => "timeout",
                             _ => "level",
                         };
@@ -628,7 +634,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring)"
             )
         );
         assert_eq!(

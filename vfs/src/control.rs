@@ -187,6 +187,10 @@ pub struct MountInfo {
     /// (absent from older daemons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<String>,
+    /// How the kernel hands the mount its requests: `io_uring (N rings)`, or
+    /// `/dev/fuse (why)` (absent from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<String>,
 }
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and

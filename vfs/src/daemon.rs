@@ -105,6 +105,8 @@ struct Ctx {
     mountpoint: PathBuf,
     repo: PathBuf,
     passthrough: Arc<crate::passthrough::Passthrough>,
+    /// How the kernel hands the mount its requests (`uring::mode`).
+    requests: String,
 }
 
 impl Ctx {
@@ -128,6 +130,7 @@ impl Ctx {
                 .filter(|n| !n.is_null())
                 .map(|n| n.to_hex()),
             passthrough: Some(self.passthrough.mode().to_string()),
+            requests: Some(self.requests.clone()),
         }
     }
 
@@ -543,6 +546,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         readahead_threads = req.config.mount.readahead_threads,
         readahead_size = req.config.mount.readahead_size,
         passthrough = req.config.mount.passthrough,
+        io_uring = req.config.mount.io_uring,
         log = %log_filter,
         "settings"
     );
@@ -673,6 +677,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     };
     config.n_threads = Some(req.threads.max(1));
     config.clone_fd = true;
+    let uring_prepared = crate::uring::prepare(req.config.mount.io_uring);
+    config.io_uring = uring_prepared.is_ok();
+    config.io_uring_threads = crate::uring::THREADS_PER_CPU;
     let mount_err = |source| DaemonError::Mount {
         path: req.mountpoint.clone(),
         source,
@@ -681,6 +688,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let notifier_slot = fs.notifier_slot();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let _ = notifier_slot.set(session.notifier());
+    let requests = crate::uring::mode(session.io_uring_rings(), &uring_prepared);
+    tracing::info!("requests through {requests}");
     let mut unmounter = session.unmount_callable();
     // Before the control socket answers, which is when `revfs mount` returns.
     match crate::bdi::raise_read_ahead(&req.mountpoint) {
@@ -712,6 +721,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             mountpoint: req.mountpoint.clone(),
             repo: req.repo.clone(),
             passthrough: passthrough.clone(),
+            requests,
         };
         control::serve(
             &state_dir.socket(),

@@ -25,6 +25,7 @@ pub mod readers;
 pub mod share;
 pub mod state;
 pub mod status;
+pub mod uring;
 pub mod wc;
 
 pub use revfs_store as store;

@@ -520,6 +520,9 @@ fn check_state_dir(
                 if let Ok(Response::Info(info)) =
                     control::request(&sd.socket(), &Request::Info, Duration::from_secs(2))
                 {
+                    if let Some(mode) = info.requests {
+                        notes.push(format!("requests through {mode}"));
+                    }
                     if let Some(mode) = info.passthrough {
                         notes.push(format!(
                             "passthrough {mode}{}",

@@ -138,6 +138,9 @@ pub struct Session<FS: Filesystem> {
     /// FUSE protocol version, as reported by the kernel.
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
+    /// io_uring rings agreed at INIT (revfs patch, src/uring.rs).
+    #[cfg(target_os = "linux")]
+    pub(crate) uring: Option<Vec<crate::uring::Ring>>,
     pub(crate) config: Config,
 }
 
@@ -185,6 +188,8 @@ impl<FS: Filesystem> Session<FS> {
             allowed: options.acl,
             session_owner: geteuid(),
             proto_version: None,
+            #[cfg(target_os = "linux")]
+            uring: None,
             config: options.clone(),
         };
 
@@ -213,6 +218,8 @@ impl<FS: Filesystem> Session<FS> {
             allowed: acl,
             session_owner: geteuid(),
             proto_version: None,
+            #[cfg(target_os = "linux")]
+            uring: None,
             config,
         };
 
@@ -251,6 +258,8 @@ impl<FS: Filesystem> Session<FS> {
             allowed,
             session_owner,
             proto_version: _,
+            #[cfg(target_os = "linux")]
+            uring,
             config,
         } = self;
 
@@ -286,9 +295,28 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
+        #[cfg(target_os = "linux")]
+        let ring_ch = ch.clone();
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
+
+        #[cfg(target_os = "linux")]
+        for ring in uring.into_iter().flatten() {
+            let thread_name = format!("fuser-ring-{}", ring.qid());
+            let event_loop = SessionEventLoop {
+                thread_name: thread_name.clone(),
+                filesystem: filesystem.clone(),
+                ch: ring_ch.clone(),
+                allowed,
+                session_owner,
+            };
+            threads.push(
+                thread::Builder::new()
+                    .name(thread_name)
+                    .spawn(move || crate::uring::ring_loop(event_loop, ring))?,
+            );
+        }
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -429,6 +457,23 @@ impl<FS: Filesystem> Session<FS> {
                 return Err(error);
             }
 
+            // FUSE over io_uring when asked for and offered (revfs patch, src/uring.rs).
+            #[cfg(target_os = "linux")]
+            if self.config.io_uring
+                && init.capabilities().contains(InitFlags::FUSE_OVER_IO_URING)
+                && crate::uring::enabled_in_kernel()
+            {
+                let pages = usize::from(config.max_pages()) * page_size::get();
+                let payload = 8192.max(config.max_write as usize).max(pages);
+                match crate::uring::create_rings(&self.ch, payload, self.config.io_uring_threads) {
+                    Ok(rings) => {
+                        config.requested |= InitFlags::FUSE_OVER_IO_URING;
+                        self.uring = Some(rings);
+                    }
+                    Err(e) => warn!("io_uring not used: {e}"),
+                }
+            }
+
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
 
@@ -493,6 +538,16 @@ impl<FS: Filesystem> Session<FS> {
     pub fn notifier(&self) -> Notifier {
         Notifier::new(self.ch.sender())
     }
+
+    /// How many io_uring rings take this session's requests (revfs patch, src/uring.rs):
+    /// 0 when requests go through `/dev/fuse` (not asked for, not offered by the kernel,
+    /// or io_uring unavailable to this process).
+    pub fn io_uring_rings(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        return self.uring.as_ref().map_or(0, Vec::len);
+        #[cfg(not(target_os = "linux"))]
+        0
+    }
 }
 
 #[derive(Debug)]
@@ -530,7 +585,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
             match self.ch.receive_retrying(buf) {
-                Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
+                Ok(size) => match RequestWithSender::new(ReplySender::Channel(self.ch.sender()), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {

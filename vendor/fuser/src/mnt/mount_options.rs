@@ -18,6 +18,11 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// Take requests through io_uring (`FUSE_OVER_IO_URING`, Linux 6.14+ with the fuse
+    /// module's `enable_uring` on), when the kernel offers it (revfs patch).
+    pub io_uring: bool,
+    /// Threads per CPU queue when `io_uring` is in use (each one ring with one entry).
+    pub io_uring_threads: usize,
 }
 
 /// Mount options accepted by the FUSE filesystem type
