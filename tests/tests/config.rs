@@ -244,7 +244,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     assert_eq!(t.fuse_threads(), 3);
     let log = t.log();
     let settings = format!(
-        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 size_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false io_uring=true log=debug",
+        "settings config={} threads=3 allow_other=false text_cache_size=8388608 open_filelogs=100 filelog_cache_size=1048576 manifest_cache_size=0 size_cache_size=0 open_files=40 loaded_files=200000 listed_files=500000 readahead_threads=2 readahead_size=33554432 passthrough=false io_uring=true log=debug",
         config.display()
     );
     assert!(log.contains(&settings), "{log}");
@@ -296,7 +296,7 @@ fn threads_log_level_and_cache_size_come_from_the_configuration() {
     );
     assert!(out.status.success(), "{}", s(&out.stderr));
     assert_eq!(t.fuse_threads(), 8);
-    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 size_cache_size=67108864 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=0 readahead_size=33554432 passthrough=false io_uring=true log=info"));
+    assert!(t.log().contains("settings config=none threads=8 allow_other=false text_cache_size=67108864 open_filelogs=1024 filelog_cache_size=16777216 manifest_cache_size=1073741824 size_cache_size=67108864 open_files=256 loaded_files=200000 listed_files=500000 readahead_threads=2 readahead_size=33554432 passthrough=false io_uring=true log=info"));
     t.unmount();
 }
 

@@ -36,6 +36,73 @@ fn settled(m: &Mount) -> revfs_tests::mount::Stats {
     }
 }
 
+/// Puts `file` out of the page cache (written back first: the kernel drops clean pages only).
+fn evict(file: &std::path::Path) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(file).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: advice on an open descriptor.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+}
+
+/// How many of `file`'s pages are in the page cache, and how many it has.
+fn resident_pages(file: &std::path::Path) -> (usize, usize) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(file).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let pages = len.div_ceil(4096);
+    // SAFETY: a private read-only map of the whole file, unmapped below; mincore writes one
+    // byte per page into `vec`. Mapping reads nothing from the disk.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let mut vec = vec![0u8; pages];
+        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+        libc::munmap(p, len);
+        (vec.iter().filter(|b| **b & 1 == 1).count(), pages)
+    }
+}
+
+#[test]
+fn read_ahead_takes_only_what_the_page_cache_holds() {
+    // Reading the disk ahead of a reader slows it (docs/CONFIG.md): the store files of
+    // d/f060 to d/f119 are out of the page cache, and read-ahead leaves them to the reader.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let index = |i: usize| repo.join(format!(".hg/store/data/d/f{i:03}.i"));
+    for i in 60..120 {
+        evict(&index(i));
+        assert_eq!(resident_pages(&index(i)).0, 0, "f{i:03}.i still cached");
+    }
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\n");
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(1), "{s}");
+    assert_eq!(s.readahead("files"), Some(59), "{s}");
+    assert_eq!(s.readahead("dropped"), Some(60), "{s}");
+    for i in 60..120 {
+        assert_eq!(
+            resident_pages(&index(i)).0,
+            0,
+            "f{i:03}.i read ahead from the disk"
+        );
+    }
+    // The reader reads them from the disk, as hg has them.
+    for i in 0..120 {
+        let name = format!("d/f{i:03}");
+        let want = hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout;
+        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
+    }
+}
+
 #[test]
 fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
     let tmp = tempfile::tempdir().unwrap();

@@ -27,7 +27,7 @@
 //! open_files = 256             # overlay files a daemon keeps open
 //! loaded_files = 200000        # files with an entry kept while the kernel holds them
 //! listed_files = 500000        # names in unchanged directory listings kept
-//! readahead_threads = 0        # threads reading a directory's files ahead of a reader
+//! readahead_threads = 2        # threads reading a directory's files ahead of a reader
 //! readahead_size = "32 MiB"    # bytes read ahead and not read yet, at most
 //! passthrough = false          # the kernel reads and writes overlay files directly
 //! io_uring = true              # requests through io_uring rings (Linux 6.14+, root)
@@ -164,7 +164,7 @@ pub struct MountConfig {
 }
 
 /// The default of `mount.readahead_threads`.
-pub const DEFAULT_READAHEAD_THREADS: usize = 0;
+pub const DEFAULT_READAHEAD_THREADS: usize = 2;
 /// The default of `mount.readahead_size`.
 pub const DEFAULT_READAHEAD_SIZE: u64 = 32 << 20;
 
