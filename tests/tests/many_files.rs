@@ -191,14 +191,25 @@ fn a_hundred_thousand_new_files_under_a_1024_descriptor_limit() {
 fn doctor_warns_when_the_daemon_descriptor_limit_is_below_what_its_settings_need() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let repo = hg_repo(tmp.path(), &[("README", "hello\n")]);
-    // The default settings need 256 overlay files + 2 per thread + 16 + 64 + 64 = 416.
+    // The default settings need 256 overlay files + 2 per thread + 16 + 64 + 64 = 416, and
+    // 2 per io_uring ring (2 a possible CPU).
+    let cpus: usize = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .unwrap()
+        .trim()
+        .split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum();
+    let need = 416 + 2 * 2 * cpus;
     let m = Mount::with_fd_limit(&repo, "", 256);
     let out = m.revfs(&["doctor", &m.dir.display().to_string()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let pid = m.daemon_pid();
     let want = format!(
         " daemon {pid} may run out of file descriptors: its limit is 256, its settings need \
-         up to 416"
+         up to {need}"
     );
     assert!(stdout.contains(&want), "{stdout}");
     assert!(

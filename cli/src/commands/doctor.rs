@@ -662,12 +662,18 @@ fn check_state_dir(
 }
 
 /// The descriptors a daemon with these settings may hold at once: its open overlay files,
-/// two per FUSE thread (its `/dev/fuse` clone, a file being read), its text cache's open
-/// entries, its control connections, and a margin for the rest (journal, log, lock, socket,
-/// scratch files, standard streams).
+/// two per FUSE thread (its `/dev/fuse` clone, a file being read) and per io_uring ring
+/// (the ring, a file being read), its text cache's open entries, its control connections,
+/// and a margin for the rest (journal, log, lock, socket, scratch files, standard streams).
 fn descriptor_need(config: &Config) -> u64 {
+    let rings = if config.mount.io_uring {
+        revfs_vfs::uring::rings()
+    } else {
+        0
+    };
     (config.mount.open_files
         + 2 * config.mount.threads
+        + 2 * rings
         + revfs_vfs::store::bigtext::MAX_OPEN
         + control::MAX_CONNECTIONS
         + 64) as u64
