@@ -104,6 +104,23 @@ fn read_ahead_takes_only_what_the_page_cache_holds() {
 }
 
 #[test]
+fn texts_the_reader_reads_leave_nothing_in_the_budget() {
+    // A reader right behind its round reads some files before read-ahead gets to them:
+    // their turn skips them, so that nothing the reader read stays counted against the
+    // budget (a full budget starts no round).
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\n");
+    for i in 0..120 {
+        std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(1), "{s}");
+    assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
+    assert_eq!(s.readahead("used"), s.readahead("files"), "{s}");
+}
+
+#[test]
 fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());

@@ -12,7 +12,7 @@
 //! hold no lock of the working copy: a foreground request never waits for them.
 
 use revfs_store::{Node, Repo};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,10 @@ const MAX_TEXT: u64 = crate::content::BIG_TEXT;
 const STALE: Duration = Duration::from_secs(20);
 /// How many directories are remembered as having had their round.
 const RECENT_DIRS: usize = 256;
+/// How many texts a reader read (and nobody had read ahead) are remembered, so that a round
+/// queued behind the reader skips them: read ahead after the reader, a text would hold its
+/// bytes in the budget until it went stale, and a full budget starts no round.
+const RECENT_READS: usize = 8192;
 /// A directory's round is not started again within this time.
 const DIR_QUIET: Duration = Duration::from_secs(30);
 
@@ -59,6 +63,10 @@ struct State {
     ahead_bytes: u64,
     /// Directories that had their round lately, with when.
     recent: VecDeque<(u64, Instant)>,
+    /// Texts a reader read that were not read ahead, the latest [`RECENT_READS`] (a set,
+    /// and the order to forget them in).
+    read: HashSet<Node>,
+    read_order: VecDeque<Node>,
     stats: ReadaheadStats,
     stop: bool,
 }
@@ -87,6 +95,8 @@ impl Readahead {
                 ahead: HashMap::new(),
                 ahead_bytes: 0,
                 recent: VecDeque::new(),
+                read: HashSet::new(),
+                read_order: VecDeque::new(),
                 stats: ReadaheadStats::default(),
                 stop: false,
             }),
@@ -152,6 +162,14 @@ impl Readahead {
         if let Some((bytes, _)) = st.ahead.remove(node) {
             st.ahead_bytes -= bytes;
             st.stats.used += 1;
+        } else if st.read.insert(*node) {
+            // Read before its turn came (or with no round): its turn, if it comes, skips it.
+            st.read_order.push_back(*node);
+            if st.read_order.len() > RECENT_READS {
+                if let Some(old) = st.read_order.pop_front() {
+                    st.read.remove(&old);
+                }
+            }
         }
     }
 
@@ -247,7 +265,7 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
             st.stats.dropped += dropped;
             return None;
         }
-        if st.ahead.contains_key(&job.node) {
+        if st.ahead.contains_key(&job.node) || st.read.contains(&job.node) {
             return None;
         }
         st.ahead.insert(job.node, (len, now));
