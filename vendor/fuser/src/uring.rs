@@ -181,6 +181,12 @@ pub(crate) struct Ring {
     fuse_fd: i32,
     /// Set once the ring is being torn down: replies are dropped.
     closed: AtomicBool,
+    /// Set when a command could not be submitted: no completion will come, so the ring's
+    /// thread ends instead of waiting for one.
+    failed: AtomicBool,
+    /// The `unique` of the request in the entry, for an error reply when its own reply
+    /// cannot be sent.
+    current: std::sync::atomic::AtomicU64,
     /// The `/dev/fuse` channel, for passthrough's backing-file ioctls.
     pub(crate) channel: ChannelSender,
 }
@@ -227,6 +233,8 @@ impl Ring {
             qid,
             fuse_fd,
             closed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            current: std::sync::atomic::AtomicU64::new(0),
             channel,
         })
     }
@@ -258,6 +266,7 @@ impl Ring {
         unsafe {
             let mut sq = self.ring.submission_shared();
             if sq.push(&entry).is_err() {
+                self.failed.store(true, Ordering::Release);
                 return Err(io::Error::other("io_uring submission queue full"));
             }
             sq.sync();
@@ -266,7 +275,11 @@ impl Ring {
             match self.ring.submitter().submit() {
                 Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    error!("io_uring queue {}: submission failed: {e}", self.qid);
+                    self.failed.store(true, Ordering::Release);
+                    return Err(e);
+                }
             }
         }
     }
@@ -279,7 +292,9 @@ impl Ring {
         }
         let total: usize = data.iter().map(|d| d.len()).sum();
         if total < OUT_HEADER {
-            return Err(io::Error::other("reply shorter than its header"));
+            // Cannot come from fuser; answer EIO rather than leave the caller waiting.
+            error!("io_uring reply shorter than its header");
+            return self.reply_error(libc::EIO);
         }
         let rest = total - OUT_HEADER;
         let too_big = rest > self.payload_len;
@@ -322,6 +337,16 @@ impl Ring {
         self.command(CMD_COMMIT_AND_FETCH, unique)
     }
 
+    /// Answers the entry's request with error `errno` alone.
+    fn reply_error(&self, errno: i32) -> io::Result<()> {
+        let unique = self.current.load(Ordering::Acquire);
+        let mut header = [0u8; OUT_HEADER];
+        header[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
+        header[4..8].copy_from_slice(&(-errno).to_ne_bytes());
+        header[8..16].copy_from_slice(&unique.to_ne_bytes());
+        self.reply(&[IoSlice::new(&header)])
+    }
+
     /// Waits for the next completion of this ring's entry: `Ok(())` when a request is in
     /// it, `Err` with the kernel's error otherwise.
     fn wait(&self) -> io::Result<i32> {
@@ -346,6 +371,8 @@ impl Ring {
         let opcode = u32::from_ne_bytes(h.in_out[4..8].try_into().unwrap_or([0; 4]));
         let op_in = op_in_size(opcode).unwrap_or(0);
         let len = IN_HEADER + op_in + payload_sz;
+        let unique = u64::from_ne_bytes(h.in_out[8..16].try_into().unwrap_or([0; 8]));
+        self.current.store(unique, Ordering::Release);
         buf.clear();
         buf.extend_from_slice(&h.in_out[..IN_HEADER]);
         buf[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
@@ -427,13 +454,13 @@ pub(crate) fn ring_loop<FS: Filesystem>(se: SessionEventLoop<FS>, ring: Ring) ->
             None => {
                 // Answer it (EIO) rather than leave its caller waiting.
                 error!("io_uring: invalid request");
-                let unique = buf.get(8..16).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
-                let mut header = [0u8; OUT_HEADER];
-                header[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
-                header[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
-                header[8..16].copy_from_slice(&unique.to_ne_bytes());
-                ring.reply(&[IoSlice::new(&header)])?;
+                ring.reply_error(libc::EIO)?;
             }
+        }
+        if ring.failed.load(Ordering::Acquire) {
+            // The reply's commit was not submitted: no completion will come.
+            ring.closed.store(true, Ordering::Release);
+            return Err(io::Error::other("io_uring commit not submitted"));
         }
         let res = ring.wait()?;
         if res < 0 {
