@@ -22,6 +22,15 @@ fn repo(dir: &std::path::Path) -> std::path::PathBuf {
     hg_repo(dir, &files)
 }
 
+/// Every file of `d/` in the mount reads as hg has it.
+fn every_file_reads_as_hg(m: &Mount, repo: &std::path::Path) {
+    for i in 0..120 {
+        let name = format!("d/f{i:03}");
+        let want = hg_cmd(repo, &["cat", "-r", "0", &name]).stdout;
+        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
+    }
+}
+
 /// The daemon's read-ahead counters once they stop moving (its threads are done).
 fn settled(m: &Mount) -> revfs_tests::mount::Stats {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -96,11 +105,7 @@ fn read_ahead_takes_only_what_the_page_cache_holds() {
         );
     }
     // The reader reads them from the disk, as hg has them.
-    for i in 0..120 {
-        let name = format!("d/f{i:03}");
-        let want = hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout;
-        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
-    }
+    every_file_reads_as_hg(&m, &repo);
 }
 
 #[test]
@@ -174,11 +179,7 @@ fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
     assert_eq!(s.readahead("rounds"), Some(2), "{s}");
 
     // Every file reads as hg has it.
-    for i in 0..120 {
-        let name = format!("d/f{i:03}");
-        let want = hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout;
-        assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
-    }
+    every_file_reads_as_hg(&m, &repo);
 }
 
 #[test]
