@@ -169,6 +169,19 @@ pub fn tree_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The machine's possible CPUs (`/sys/devices/system/cpu/possible`): the kernel's FUSE
+/// queues for io_uring, two rings each in a mount.
+pub fn possible_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").expect("cpu list");
+    text.trim()
+        .split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
 /// xorshift64*: small, deterministic, good enough to choose operations in property tests
 /// (a failing seed replays exactly).
 pub struct Rng(u64);

@@ -5,7 +5,7 @@
 //! same files either way (the random-operations, fio and stress-ng tests run both ways).
 
 use revfs_tests::mount::Mount;
-use revfs_tests::{fixtures, hg_archive, tree_files};
+use revfs_tests::{fixtures, hg_archive, possible_cpus, tree_files};
 use std::path::{Path, PathBuf};
 
 const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";
@@ -14,18 +14,6 @@ fn info(m: &Mount) -> serde_json::Value {
     let answer = m.control("{\"cmd\":\"info\"}");
     serde_json::from_str(answer.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("info: {answer}: {e}"))
-}
-
-/// The kernel's number of FUSE queues: its possible CPUs.
-fn possible_cpus() -> usize {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap();
-    text.trim()
-        .split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        })
-        .sum()
 }
 
 /// The daemon's ring threads: (name, the CPUs it may run on).

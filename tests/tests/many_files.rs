@@ -193,16 +193,7 @@ fn doctor_warns_when_the_daemon_descriptor_limit_is_below_what_its_settings_need
     let repo = hg_repo(tmp.path(), &[("README", "hello\n")]);
     // The default settings need 256 overlay files + 2 per thread + 16 + 64 + 64 = 416, and
     // 2 per io_uring ring (2 a possible CPU).
-    let cpus: usize = std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .unwrap()
-        .trim()
-        .split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        })
-        .sum();
-    let need = 416 + 2 * 2 * cpus;
+    let need = 416 + 2 * 2 * revfs_tests::possible_cpus();
     let m = Mount::with_fd_limit(&repo, "", 256);
     let out = m.revfs(&["doctor", &m.dir.display().to_string()]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -11,8 +11,10 @@
 //! directory starts a round at most once a while, of at most `PER_DIR` files). The threads
 //! hold no lock of the working copy: a foreground request never waits for them.
 
+use lru::LruCache;
 use revfs_store::{Node, Repo};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,10 @@ const RECENT_DIRS: usize = 256;
 /// How many texts a reader read (and nobody had read ahead) are remembered, so that a round
 /// queued behind the reader skips them: read ahead after the reader, a text would hold its
 /// bytes in the budget until it went stale, and a full budget starts no round.
-const RECENT_READS: usize = 8192;
+const RECENT_READS: NonZeroUsize = match NonZeroUsize::new(8192) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
 /// A directory's round is not started again within this time.
 const DIR_QUIET: Duration = Duration::from_secs(30);
 
@@ -63,10 +68,8 @@ struct State {
     ahead_bytes: u64,
     /// Directories that had their round lately, with when.
     recent: VecDeque<(u64, Instant)>,
-    /// Texts a reader read that were not read ahead, the latest [`RECENT_READS`] (a set,
-    /// and the order to forget them in).
-    read: HashSet<Node>,
-    read_order: VecDeque<Node>,
+    /// Texts a reader read that were not read ahead, the latest [`RECENT_READS`].
+    read: LruCache<Node, ()>,
     stats: ReadaheadStats,
     stop: bool,
 }
@@ -95,8 +98,7 @@ impl Readahead {
                 ahead: HashMap::new(),
                 ahead_bytes: 0,
                 recent: VecDeque::new(),
-                read: HashSet::new(),
-                read_order: VecDeque::new(),
+                read: LruCache::new(RECENT_READS),
                 stats: ReadaheadStats::default(),
                 stop: false,
             }),
@@ -162,14 +164,9 @@ impl Readahead {
         if let Some((bytes, _)) = st.ahead.remove(node) {
             st.ahead_bytes -= bytes;
             st.stats.used += 1;
-        } else if st.read.insert(*node) {
+        } else {
             // Read before its turn came (or with no round): its turn, if it comes, skips it.
-            st.read_order.push_back(*node);
-            if st.read_order.len() > RECENT_READS {
-                if let Some(old) = st.read_order.pop_front() {
-                    st.read.remove(&old);
-                }
-            }
+            st.read.put(*node, ());
         }
     }
 

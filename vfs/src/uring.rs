@@ -19,36 +19,11 @@ pub const ENABLE_FILE: &str = "/sys/module/fuse/parameters/enable_uring";
 /// and a second keeps the CPU's other requests moving.
 pub const THREADS_PER_CPU: usize = 2;
 
-/// The kernel's FUSE queues: one per possible CPU (`/sys/devices/system/cpu/possible`).
-pub fn possible_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|text| parse_cpu_list(text.trim()))
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// How many CPUs a kernel CPU list names (`0-3,8,10-11`: 7).
-fn parse_cpu_list(list: &str) -> Option<usize> {
-    let mut n = 0usize;
-    for part in list.split(',') {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
-            None => {
-                let a = part.parse::<usize>().ok()?;
-                (a, a)
-            }
-        };
-        n += b.checked_sub(a)? + 1;
-    }
-    Some(n)
-}
-
 /// The rings a mount with io_uring has: [`THREADS_PER_CPU`] a possible CPU, each one thread
 /// with an io_uring descriptor (for `revfs doctor`'s count of the descriptors a daemon may
 /// hold).
 pub fn rings() -> usize {
-    possible_cpus() * THREADS_PER_CPU
+    fuser::io_uring_queues() * THREADS_PER_CPU
 }
 
 /// Whether the mount should ask for io_uring at INIT: `Ok` when the kernel will offer it
@@ -89,15 +64,6 @@ pub fn mode(rings: usize, prepared: &Result<(), String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_count_their_cpus() {
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("0-1"), Some(2));
-        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(7));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
-    }
 
     #[test]
     fn off_in_the_configuration_is_never_asked_for() {

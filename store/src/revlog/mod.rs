@@ -134,20 +134,19 @@ fn in_page_cache(file: &File, len: u64) -> Option<bool> {
     if rc != 0 {
         return None;
     }
+    Some(stat.nr_cache >= len.div_ceil(page_size() as u64))
+}
+
+fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
-        .max(1);
-    Some(stat.nr_cache >= len.div_ceil(page))
+        .max(1)
 }
 
 /// Whether every page of `map` is in memory.
 fn resident(map: &memmap2::Mmap) -> bool {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .unwrap_or(4096)
-        .max(1);
-    let mut vec = vec![0u8; map.len().div_ceil(page)];
+    let mut vec = vec![0u8; map.len().div_ceil(page_size())];
     // SAFETY: the range is the mapping itself; `vec` has one byte per page of it.
     let rc = unsafe {
         libc::mincore(
@@ -178,17 +177,16 @@ impl FileBytes {
         if len == 0 {
             return Ok(Some(FileBytes::Empty));
         }
-        let cached_only = CACHED_ONLY.with(|c| c.get());
-        let cached = if cached_only {
-            in_page_cache(&file, len)
-        } else {
-            Some(true)
-        };
-        if cached == Some(false) {
-            return Err(StoreError::io(path, would_block()));
-        }
+        // Cached-only (read-ahead) without `cachestat`: the read or the map itself must
+        // tell whether the page cache holds the file.
+        let check_as_read = CACHED_ONLY.with(|c| c.get())
+            && match in_page_cache(&file, len) {
+                Some(true) => false,
+                Some(false) => return Err(StoreError::io(path, would_block())),
+                None => true,
+            };
         if len < MAP_THRESHOLD {
-            let read = if cached.is_none() {
+            let read = if check_as_read {
                 read_prefix_cached(&file, len as usize)
             } else {
                 read_prefix(&file, len as usize)
@@ -200,7 +198,7 @@ impl FileBytes {
         // SAFETY: revlogs are append-only; the map covers the length seen at open and no
         // writer truncates a revlog below that length except an explicit `hg strip`/recover.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
-        if cached.is_none() && !resident(&map) {
+        if check_as_read && !resident(&map) {
             return Err(StoreError::io(path, would_block()));
         }
         Ok(Some(FileBytes::Mapped(map)))

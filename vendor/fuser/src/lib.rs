@@ -55,6 +55,8 @@ pub use crate::notify::PollNotifier;
 pub use crate::open_flags::OpenAccMode;
 pub use crate::open_flags::OpenFlags;
 pub use crate::passthrough::BackingId;
+#[cfg(target_os = "linux")]
+pub use crate::uring::io_uring_queues;
 pub use crate::poll_events::PollEvents;
 pub use crate::rename_flags::RenameFlags;
 pub use crate::reply::ReplyAttr;

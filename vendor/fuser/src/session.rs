@@ -461,7 +461,6 @@ impl<FS: Filesystem> Session<FS> {
             #[cfg(target_os = "linux")]
             if self.config.io_uring
                 && init.capabilities().contains(InitFlags::FUSE_OVER_IO_URING)
-                && crate::uring::enabled_in_kernel()
             {
                 let pages = usize::from(config.max_pages()) * page_size::get();
                 let payload = 8192.max(config.max_write as usize).max(pages);

@@ -70,14 +70,9 @@ struct ReqHeader {
     ent: EntInOut,
 }
 
-/// Whether a connection's rings are worth starting: the module parameter is on.
-pub(crate) fn enabled_in_kernel() -> bool {
-    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
-        .is_ok_and(|v| v.trim() == "Y")
-}
-
-/// The kernel's number of queues: `num_possible_cpus()`.
-pub(crate) fn possible_cpus() -> usize {
+/// The kernel's number of FUSE queues for io_uring: `num_possible_cpus()`, from
+/// `/sys/devices/system/cpu/possible` (a CPU list such as `0-3,8`).
+pub fn io_uring_queues() -> usize {
     let parsed = std::fs::read_to_string("/sys/devices/system/cpu/possible")
         .ok()
         .and_then(|text| {
@@ -204,6 +199,11 @@ impl std::fmt::Debug for Ring {
 }
 
 impl Ring {
+    /// The CPU queue this ring serves.
+    pub(crate) fn qid(&self) -> u16 {
+        self.qid
+    }
+
     fn new(qid: u16, fuse_fd: i32, payload_len: usize, channel: ChannelSender) -> io::Result<Ring> {
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(4)?;
         let header = Box::into_raw(Box::new(ReqHeader {
@@ -347,8 +347,8 @@ impl Ring {
         self.reply(&[IoSlice::new(&header)])
     }
 
-    /// Waits for the next completion of this ring's entry: `Ok(())` when a request is in
-    /// it, `Err` with the kernel's error otherwise.
+    /// Waits for the next completion of this ring's entry: its result, 0 when a request is
+    /// in the entry, the kernel's negated errno otherwise; `Err` when waiting itself failed.
     fn wait(&self) -> io::Result<i32> {
         loop {
             // SAFETY: only this ring's own thread reads its completion queue.
@@ -393,20 +393,13 @@ pub(crate) fn create_rings(
     threads_per_queue: usize,
 ) -> io::Result<Vec<Ring>> {
     let mut rings = Vec::new();
-    for qid in 0..possible_cpus() {
+    for qid in 0..io_uring_queues() {
         let qid = u16::try_from(qid).map_err(io::Error::other)?;
         for _ in 0..threads_per_queue.max(1) {
             rings.push(Ring::new(qid, ch.as_fd().as_raw_fd(), payload, ch.sender())?);
         }
     }
     Ok(rings)
-}
-
-impl Ring {
-    /// The CPU queue this ring serves.
-    pub(crate) fn qid(&self) -> u16 {
-        self.qid
-    }
 }
 
 /// Runs one ring's thread: pins it to its queue's CPU (the kernel queues a request on the
