@@ -710,6 +710,17 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             .name("revfs-sweep".into())
             .spawn(move || sweep_loop(&wc, &invalidator, &sweeping));
     }
+    // The session serves from its own thread, so that the kernel learns the way to the share
+    // before the control socket answers (which is when `revfs mount` returns): a lookup of
+    // ours still under way would make an unmount right after the mount fail as busy.
+    let serving = std::thread::Builder::new()
+        .name("revfs-session".into())
+        .spawn(move || session.run())
+        .map_err(|source| DaemonError::Io {
+            path: req.mountpoint.clone(),
+            source,
+        })?;
+    crate::share::prime_kernel_cache(&req.mountpoint);
     {
         let ctx = Ctx {
             wc: wc.clone(),
@@ -723,7 +734,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             passthrough: passthrough.clone(),
             requests,
         };
-        control::serve(
+        let served = control::serve(
             &state_dir.socket(),
             Arc::new(
                 move |r, progress: &control::Progress| match handle(&ctx, r, progress) {
@@ -733,7 +744,13 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
                     },
                 },
             ),
-        )?;
+        );
+        if let Err(e) = served {
+            // No control socket, no mount: the session ends with its unmount.
+            let _ = unmounter.unmount();
+            let _ = serving.join();
+            return Err(e.into());
+        }
     }
 
     let signals = signal_hook::iterator::Signals::new([
@@ -752,14 +769,13 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
                 }
             });
     }
-    // The kernel learns the way to the share as soon as the session serves (not from this
-    // thread, which runs the session).
-    let mountpoint = req.mountpoint.clone();
-    let _ = std::thread::Builder::new()
-        .name("revfs-prime".into())
-        .spawn(move || crate::share::prime_kernel_cache(&mountpoint));
     tracing::info!(repo = %req.repo.display(), mountpoint = %req.mountpoint.display(), node = %state.node, "mounted");
-    let result = session.run().map_err(mount_err);
+    let result = match serving.join() {
+        Ok(r) => r.map_err(mount_err),
+        Err(_) => Err(mount_err(std::io::Error::other(
+            "the FUSE session panicked",
+        ))),
+    };
     tracing::info!("session ended");
     sweeping.store(false, std::sync::atomic::Ordering::Relaxed);
     if let Err(e) = wc.sync_journal() {
