@@ -12,6 +12,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const ON: &str = "[mount]\npassthrough = true\n";
+/// On, with no read-ahead (whose pushes would fill pages before the opens counted here).
+const ON_NO_READAHEAD: &str = "[mount]\npassthrough = true\nreadahead_threads = 0\n";
 const OFF: &str = "[mount]\npassthrough = false\n";
 
 fn files() -> Vec<(String, Vec<u8>)> {
@@ -270,7 +272,7 @@ fn a_first_open_fills_the_page_cache_with_what_hg_has_once() {
     let tmp = tempfile::tempdir().unwrap();
     let files = sized_files();
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(&repo, ON);
+    let m = Mount::with_config(&repo, ON_NO_READAHEAD);
     for (name, data) in &files {
         let p = m.dir.join(name);
         let read = std::fs::read(&p).unwrap();
@@ -307,7 +309,7 @@ fn a_change_during_a_first_open_is_never_undone_by_its_push() {
         })
         .collect();
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(&repo, ON);
+    let m = Mount::with_config(&repo, ON_NO_READAHEAD);
     // Each push waits 100 ms before it fills the pages and 100 ms after: the change below
     // comes during the first wait, and must wait for the push, else the push lands over it
     // in the page cache, where a handle in the page cache (not through a backing file)
@@ -399,4 +401,119 @@ fn a_read_and_a_first_write_opening_one_file_at_once_both_open() {
     assert_eq!(read, b"N.txt line one\na.txt line two\n");
     drop(writer);
     assert!(m.stats().get("passthrough_opens") >= 2);
+}
+
+/// Read-ahead's counters once they stop moving (its threads are done).
+fn settled(m: &Mount) -> revfs_tests::mount::Stats {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut last = m.stats();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = m.stats();
+        if now == last || std::time::Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn files_read_ahead_are_in_the_page_cache_before_their_first_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = sized_files();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\npassthrough = true\nreadahead_threads = 1\nreadahead_size = \"64 MiB\"\n",
+    );
+    // The kernel has every file's inode (a push needs one); d/f1's first read (its open
+    // pushes it) starts d/'s round: the files after it with bytes, up to 1 MiB, are pushed
+    // once read ahead, and their opens find the pages.
+    for (name, data) in &files {
+        assert_eq!(
+            std::fs::metadata(m.dir.join(name)).unwrap().len(),
+            data.len() as u64
+        );
+    }
+    let (first, data) = &files[1];
+    assert!(std::fs::read(m.dir.join(first)).unwrap() == *data);
+    let s = settled(&m);
+    let ahead = files[2..]
+        .iter()
+        .filter(|(_, d)| d.len() <= 1 << 20)
+        .count() as u64;
+    assert_eq!(s.readahead("pushed"), Some(ahead), "{s}");
+    assert_eq!(s.get("pushed_opens"), 1, "{s}");
+    for (name, data) in &files {
+        let read = std::fs::read(m.dir.join(name)).unwrap();
+        assert!(
+            read == *data,
+            "{name}: {} bytes, {} in hg",
+            read.len(),
+            data.len()
+        );
+    }
+    // No open pushed what read-ahead had (f0, empty, has nothing to push).
+    assert_eq!(m.stats().get("pushed_opens"), 1);
+    assert_eq!(rv(&m, &["status"]), "");
+}
+
+#[test]
+fn a_write_during_a_push_after_read_ahead_is_never_undone_by_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..9)
+        .map(|i| {
+            (
+                format!("f{i}"),
+                format!("{i} old\n").repeat(3000).into_bytes(),
+            )
+        })
+        .collect();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\npassthrough = true\nreadahead_threads = 1\n",
+    );
+    // Each push waits 100 ms before it fills the pages and 100 ms after: read-ahead pushes
+    // f1 to f8 one after another (1.6 s) while each file in turn is opened for reading, then
+    // written in place through a second handle (its size unchanged: nothing makes the
+    // kernel look again), and read through the first: both handles are in the page cache
+    // (the first open's made the second's), where the write lands. A write must wait for a
+    // push of its file that runs, else the push lands over it and the reader finds the old
+    // bytes.
+    assert_eq!(
+        m.control("{\"cmd\":\"debug_push_delay\",\"ms\":100}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    for (name, _) in &files {
+        std::fs::metadata(m.dir.join(name)).unwrap();
+    }
+    assert!(std::fs::read(m.dir.join("f0")).unwrap() == files[0].1);
+    let mut waited = 0;
+    for (i, (name, old)) in files.iter().enumerate().skip(1) {
+        let p = m.dir.join(name);
+        let new = format!("{i} new\n").repeat(100).into_bytes();
+        let reader = std::fs::File::open(&p).unwrap();
+        let start = std::time::Instant::now();
+        let w = OpenOptions::new().write(true).open(&p).unwrap();
+        if start.elapsed() >= std::time::Duration::from_millis(50) {
+            waited += 1;
+        }
+        w.write_all_at(&new, 4096).unwrap();
+        drop(w);
+        let mut want = old.clone();
+        want[4096..4096 + new.len()].copy_from_slice(&new);
+        let read = |what: &str| {
+            let mut got = vec![0; want.len()];
+            reader.read_exact_at(&mut got, 0).unwrap();
+            assert!(got == want, "{name}: {what}");
+        };
+        read("read after the write");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        read("read once a push would be over");
+    }
+    // Some writes came during a push of their file (and waited for it).
+    assert!(waited >= 1, "no write met a push");
+    let s = settled(&m);
+    assert!(s.readahead("pushed").unwrap() >= 1, "{s}");
 }

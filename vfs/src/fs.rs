@@ -83,8 +83,10 @@ pub struct RevFs {
     /// Whether a program is reading files now: listings then carry attributes.
     readers: Readers,
     /// The session's notifier once it serves (set by the daemon), for pushes into the page
-    /// cache at open (passthrough on: `passthrough.rs`).
+    /// cache (passthrough on: `passthrough.rs`).
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Fills store files' pages: at an open, and after read-ahead.
+    filler: Arc<PageFiller>,
 }
 
 impl RevFs {
@@ -94,6 +96,13 @@ impl RevFs {
         passthrough: Arc<Passthrough>,
     ) -> RevFs {
         let (uid, gid) = wc.mount_owner();
+        let notifier: Arc<std::sync::OnceLock<fuser::Notifier>> = Arc::default();
+        let filler = Arc::new(PageFiller {
+            wc: wc.clone(),
+            notifier: notifier.clone(),
+            passthrough: passthrough.clone(),
+        });
+        wc.set_readahead_pusher(filler.clone());
         RevFs {
             wc,
             control,
@@ -103,7 +112,8 @@ impl RevFs {
             busy: Arc::new(Busy::default()),
             passthrough,
             readers: Readers::default(),
-            notifier: Arc::default(),
+            notifier,
+            filler,
         }
     }
 
@@ -113,40 +123,11 @@ impl RevFs {
     }
 
     /// Fills the page cache of `ino`, a store file whose first read-only open
-    /// `Passthrough::decide` chose to push, with its content (files up to [`PUSH_MAX`]).
-    /// Returns (whether the kernel may keep the pages it has after the open, whether
-    /// pages were filled): not to keep when the file is no longer that revision after the
-    /// push (an update changed it meanwhile; the open then drops what was pushed).
+    /// `Passthrough::decide` chose to push (see [`PageFiller::fill`]); a first read from
+    /// the start, as far as listings go (`readers.rs`).
     fn push(&self, ino: u64) -> (bool, bool) {
-        let Some(notifier) = self.notifier.get() else {
-            return (true, false);
-        };
-        let Some(node) = self.wc.store_node(ino) else {
-            return (true, false);
-        };
-        let size = match self.wc.getattr(ino) {
-            Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
-            _ => return (true, false),
-        };
-        // A first read from the start, as far as listings go (`readers.rs`).
         self.readers.read(0);
-        let content = match self.wc.read_file(ino, 0, size as usize) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::debug!(ino, "push: {e}");
-                return (true, false);
-            }
-        };
-        self.passthrough.push_delay.wait();
-        let filled = match notifier.store(INodeNo(ino), 0, &content) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(ino, "push: {e}");
-                false
-            }
-        };
-        self.passthrough.push_delay.wait();
-        (self.wc.store_node(ino) == Some(node), filled)
+        self.filler.fill(ino)
     }
 
     /// What this filesystem is serving right now, shared with the control socket.
@@ -253,9 +234,75 @@ impl RevFs {
     }
 }
 
-/// The largest file pushed into the page cache at its first open (passthrough on); bigger
-/// ones are read with READs, 1 MiB at a time.
+/// The largest file pushed into the page cache (passthrough on); bigger ones are read with
+/// READs, 1 MiB at a time.
 const PUSH_MAX: u64 = 1 << 20;
+
+/// Fills store files' pages in the kernel's page cache (`FUSE_NOTIFY_STORE`): at a
+/// read-only open that `Passthrough::decide` chose to push, and in the background for the
+/// files read-ahead rebuilt (the [`Pusher`]), so that a reader's open finds them there.
+/// Only with opens answered (passthrough on): a push writes over whatever pages the kernel
+/// holds, so no handle may be open (a writer's would be), which only opens tell.
+///
+/// [`Pusher`]: crate::readahead::Pusher
+struct PageFiller {
+    wc: Arc<WorkingCopy>,
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    passthrough: Arc<Passthrough>,
+}
+
+impl PageFiller {
+    /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]). Returns (whether
+    /// the kernel may keep the pages it has, whether pages were filled): not to keep when
+    /// the file is no longer that revision after the push (an update changed it meanwhile).
+    fn fill(&self, ino: u64) -> (bool, bool) {
+        let Some(notifier) = self.notifier.get() else {
+            return (true, false);
+        };
+        let Some(node) = self.wc.store_node(ino) else {
+            return (true, false);
+        };
+        let size = match self.wc.getattr(ino) {
+            Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
+            _ => return (true, false),
+        };
+        let content = match self.wc.read_file(ino, 0, size as usize) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(ino, "push: {e}");
+                return (true, false);
+            }
+        };
+        self.passthrough.push_delay.wait();
+        let filled = match notifier.store(INodeNo(ino), 0, &content) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(ino, "push: {e}");
+                false
+            }
+        };
+        self.passthrough.push_delay.wait();
+        (self.wc.store_node(ino) == Some(node), filled)
+    }
+}
+
+impl crate::readahead::Pusher for PageFiller {
+    fn push(&self, ino: u64, node: &revfs_store::Node) -> bool {
+        if self.wc.store_node(ino) != Some(*node) || !self.passthrough.claim_push(ino) {
+            return false;
+        }
+        let (keep, filled) = self.fill(ino);
+        self.passthrough.background_push_ended(ino, filled, keep);
+        if !keep {
+            // Changed during the push: whatever was pushed goes (the update's own
+            // invalidation may have come before it).
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(INodeNo(ino), 0, 0);
+            }
+        }
+        filled && keep
+    }
+}
 
 /// The open flags of a handle in the kernel's page cache: keep the pages it holds, unless
 /// they may be older than the file.

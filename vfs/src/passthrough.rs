@@ -20,7 +20,9 @@
 //! the kernel holds, so nothing that changes the file may run meanwhile: an open for
 //! writing or truncating, and a truncate, wait for the inode's push to end
 //! ([`Passthrough::begin_change`]), and no push starts while one runs or while a handle is
-//! open (a writer's would be).
+//! open (a writer's would be). Read-ahead pushes the files it rebuilt under the same rule
+//! ([`Passthrough::claim_push`]), so that the open after finds them there. With opens not
+//! seen (passthrough off) nothing is ever pushed: a writer might have the file open.
 
 use fuser::BackingId;
 use std::collections::{HashMap, HashSet};
@@ -227,6 +229,47 @@ impl Passthrough {
         }
         if let Some(o) = self.opens().get_mut(&ino) {
             o.pushing = false;
+        }
+        self.push_over.notify_all();
+    }
+
+    /// Claims a push of `ino`'s pages in the background (after read-ahead): only with
+    /// passthrough on, for an inode with no handle open, no change under way and no push
+    /// since the kernel last forgot it, whose pages no open will drop. Then call
+    /// [`Passthrough::background_push_ended`].
+    pub fn claim_push(&self, ino: u64) -> bool {
+        if !self.on() {
+            return false;
+        }
+        let mut opens = self.opens();
+        if opens.get(&ino).is_some_and(|o| !o.idle()) || self.stale().contains(&ino) {
+            return false;
+        }
+        if !self.pushed().insert(ino) {
+            return false;
+        }
+        opens.entry(ino).or_default().pushing = true;
+        true
+    }
+
+    /// The push [`Passthrough::claim_push`] claimed is over: `filled`, it filled pages (if
+    /// not, an open may push later); not `keep`, the file changed meanwhile (the next
+    /// cached open drops the pages).
+    pub fn background_push_ended(&self, ino: u64, filled: bool, keep: bool) {
+        {
+            let mut opens = self.opens();
+            if !filled {
+                self.pushed().remove(&ino);
+            }
+            if !keep {
+                self.stale().insert(ino);
+            }
+            if let Some(o) = opens.get_mut(&ino) {
+                o.pushing = false;
+                if o.idle() {
+                    opens.remove(&ino);
+                }
+            }
         }
         self.push_over.notify_all();
     }

@@ -3,7 +3,9 @@
 //! that come after it are rebuilt on background threads into the repository's caches: the
 //! text cache for their content, the size cache for their size. The reader's next lookups
 //! and reads then find both there, and the decoding overlaps with the reader's own work
-//! instead of adding to it.
+//! instead of adding to it. With opens seen (passthrough on), a file read ahead is also
+//! pushed into the kernel's page cache when no handle has it open ([`Pusher`]): the
+//! reader's open then finds its pages, and neither READ nor GETATTR follows.
 //!
 //! Bounded three ways: by threads (`mount.readahead_threads`, idle-priority, so that they
 //! run on time no foreground request wants), by bytes (`mount.readahead_size`: texts read
@@ -38,11 +40,21 @@ const RECENT_READS: NonZeroUsize = match NonZeroUsize::new(8192) {
 /// A directory's round is not started again within this time.
 const DIR_QUIET: Duration = Duration::from_secs(30);
 
-/// One file to read ahead: the filelog path and revision.
+/// One file to read ahead: the filelog path and revision, and its inode when the kernel
+/// may have one (a loaded entry: its pages can be filled, see [`Pusher`]).
 #[derive(Debug, Clone)]
 pub struct Job {
     pub path: Vec<u8>,
     pub node: Node,
+    pub ino: Option<u64>,
+}
+
+/// Fills the kernel's page cache of an inode whose text was just read ahead, when that is
+/// safe (`fs.rs`: only with opens answered, for an inode no handle has open). The reader's
+/// open then finds the pages: no READ, and no GETATTR after it.
+pub trait Pusher: Send + Sync {
+    /// Fills `ino`'s pages, a store file of revision `node`; whether it did.
+    fn push(&self, ino: u64, node: &Node) -> bool;
 }
 
 /// Counters, for `stats` (docs/FORMATS.md) and the tests.
@@ -59,6 +71,9 @@ pub struct ReadaheadStats {
     pub used: u64,
     /// Bytes read ahead and not read since (what the budget bounds).
     pub pending_bytes: u64,
+    /// Files read ahead whose pages were filled in the kernel's page cache.
+    #[serde(default)]
+    pub pushed: u64,
 }
 
 struct State {
@@ -78,6 +93,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     budget: u64,
+    pusher: std::sync::OnceLock<Arc<dyn Pusher>>,
 }
 
 /// The read-ahead of one mount: its threads and budget.
@@ -104,6 +120,7 @@ impl Readahead {
             }),
             wake: Condvar::new(),
             budget,
+            pusher: std::sync::OnceLock::new(),
         });
         for i in 0..threads {
             let shared = shared.clone();
@@ -119,6 +136,11 @@ impl Readahead {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Who fills pages of the files read ahead (set once, when the session exists).
+    pub fn set_pusher(&self, pusher: Arc<dyn Pusher>) {
+        let _ = self.shared.pusher.set(pusher);
     }
 
     /// True when directory `dir` has not had a round lately: the caller then collects its
@@ -215,11 +237,16 @@ fn worker(shared: &Shared) {
             }
         };
         let outcome = read_ahead(shared, &repo, &job);
+        let pushed = match (outcome, job.ino, shared.pusher.get()) {
+            (Some(_), Some(ino), Some(pusher)) => pusher.push(ino, &job.node),
+            _ => false,
+        };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Some(bytes) => {
                 st.stats.files += 1;
                 st.stats.bytes += bytes;
+                st.stats.pushed += u64::from(pushed);
             }
             None => st.stats.dropped += 1,
         }

@@ -286,11 +286,13 @@ impl WorkingCopy {
                 Ok(node) => Some(crate::readahead::Job {
                     path: children.store_path(name)?,
                     node,
+                    ino: None,
                 }),
                 Err(ino) => match &inner.entry(ino).ok()?.kind {
                     Kind::File(FileData::Store { path, node, .. }) => Some(crate::readahead::Job {
                         path: path.to_vec(),
                         node: *node,
+                        ino: Some(ino),
                     }),
                     _ => None,
                 },
@@ -305,6 +307,15 @@ impl WorkingCopy {
     pub fn start_readahead(&self, threads: usize, bytes: u64) {
         if let Some(ra) = crate::readahead::Readahead::start(threads, bytes) {
             let _ = self.readahead.set(ra);
+        }
+    }
+
+    /// Who fills the kernel's pages of files read ahead (`readahead.rs`'s [`Pusher`]).
+    ///
+    /// [`Pusher`]: crate::readahead::Pusher
+    pub fn set_readahead_pusher(&self, pusher: Arc<dyn crate::readahead::Pusher>) {
+        if let Some(ra) = self.readahead.get() {
+            ra.set_pusher(pusher);
         }
     }
 
