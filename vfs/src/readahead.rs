@@ -7,8 +7,8 @@
 //! pushed into the kernel's page cache when no handle has it open ([`Pusher`]): the
 //! reader's open then finds its pages, and neither READ nor GETATTR follows.
 //!
-//! Bounded three ways: by threads (`mount.readahead_threads`, idle-priority, so that they
-//! run on time no foreground request wants), by bytes (`mount.readahead_size`: texts read
+//! Bounded three ways: by threads (`mount.readahead_threads`, at the lowest priority, nice
+//! 19, so that a foreground request runnable beside them gets nearly all of a CPU), by bytes (`mount.readahead_size`: texts read
 //! ahead and not read since; past it, the queued work is dropped), and per directory (a
 //! directory starts a round at most once a while, of at most `PER_DIR` files). The threads
 //! hold no lock of the working copy: a foreground request never waits for them.
@@ -208,16 +208,16 @@ impl Drop for Readahead {
     }
 }
 
-/// Idle priority for the calling thread: it runs only when a CPU has nothing else to run,
-/// so read-ahead never takes time from a foreground request (nice 19 where SCHED_IDLE is
-/// refused).
+/// The lowest priority of the normal class for the calling thread (nice 19): a
+/// foreground request runnable beside it gets about 98% of the CPU. Not `SCHED_IDLE`: a
+/// thread of that class runs only on a CPU with nothing else to run, so one that reads the
+/// store from the disk sits runnable behind every busy CPU when its read completes, with
+/// the reader soon waiting for the same file (a first tar with every cache dropped took
+/// 12.6 s under SCHED_IDLE, 7.6 s at nice 19, 7.2 s native: docs/BENCHMARKS.md).
 fn lower_priority() {
-    // SAFETY: sched_param is plain data; both calls act on the calling thread only.
+    // SAFETY: acts on the calling thread only.
     unsafe {
-        let param: libc::sched_param = std::mem::zeroed();
-        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-        }
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
     }
 }
 
@@ -255,9 +255,8 @@ fn worker(shared: &Shared) {
 
 /// Reads one file ahead; its bytes, or `None` when it was dropped.
 fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
-    // Only what the page cache holds: reading the disk ahead of a reader competes with the
-    // reader's own reads (a first tar with every cache dropped took 2.5x as long).
-    let _cached = revfs_store::revlog::cached_only();
+    // From the disk too: its reads overlap the reader's work (the disk serves several at
+    // once faster than one after another).
     let fl = repo.filelog(&job.path).ok()?;
     let rev = fl.rev_of(&job.node).ok()?;
     let len = fl.raw_len(rev).ok()??;

@@ -35,129 +35,6 @@ use std::sync::{Arc, OnceLock};
 /// (mmap, page faults, munmap) than one read. Larger files are memory-mapped.
 const MAP_THRESHOLD: u64 = 64 << 10;
 
-thread_local! {
-    /// Whether this thread's revlog opens take only what is in the page cache.
-    static CACHED_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// While the returned guard lives, revlogs this thread opens are read only from the page
-/// cache: a file whose bytes are not all there fails with `ErrorKind::WouldBlock` instead
-/// of waiting for the disk. For work done ahead of a reader (vfs's read-ahead), which must
-/// not add disk reads of its own to the reader's.
-pub fn cached_only() -> CachedOnly {
-    CachedOnly(CACHED_ONLY.with(|c| c.replace(true)))
-}
-
-/// See [`cached_only`]; restores the thread's previous mode when dropped.
-pub struct CachedOnly(bool);
-
-impl Drop for CachedOnly {
-    fn drop(&mut self) {
-        CACHED_ONLY.with(|c| c.set(self.0));
-    }
-}
-
-fn would_block() -> std::io::Error {
-    std::io::Error::from(std::io::ErrorKind::WouldBlock)
-}
-
-/// The first `len` bytes of `file` from the page cache only (`RWF_NOWAIT`), or WouldBlock:
-/// where `cachestat` is missing (the kernel may still start reading the file ahead).
-fn read_prefix_cached(file: &File, len: usize) -> std::io::Result<Vec<u8>> {
-    use std::os::fd::AsRawFd;
-    let mut buf = vec![0u8; len];
-    let mut filled = 0;
-    while filled < len {
-        let iov = libc::iovec {
-            iov_base: buf[filled..].as_mut_ptr().cast(),
-            iov_len: len - filled,
-        };
-        // SAFETY: one iovec over the unfilled part of `buf`, which outlives the call.
-        let n = unsafe {
-            libc::preadv2(
-                file.as_raw_fd(),
-                &iov,
-                1,
-                filled as libc::off_t,
-                libc::RWF_NOWAIT,
-            )
-        };
-        match n {
-            0 => break,
-            n if n > 0 => filled += n as usize,
-            _ => {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::EAGAIN) => return Err(would_block()),
-                    _ => return Err(e),
-                }
-            }
-        }
-    }
-    buf.truncate(filled);
-    Ok(buf)
-}
-
-/// Whether every page of `file`'s first `len` bytes is in the page cache, by `cachestat`
-/// (Linux 6.5+, which starts no I/O); `None` where the kernel lacks it.
-fn in_page_cache(file: &File, len: u64) -> Option<bool> {
-    use std::os::fd::AsRawFd;
-    /// `cachestat`'s number, the same on every architecture (a syscall added after 5.1).
-    const SYS_CACHESTAT: libc::c_long = 451;
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    let range = Range { off: 0, len };
-    let mut stat = Stat::default();
-    // SAFETY: both structs are the kernel's layouts and outlive the call.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut Stat,
-            0u32,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    Some(stat.nr_cache >= len.div_ceil(page_size() as u64))
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .unwrap_or(4096)
-        .max(1)
-}
-
-/// Whether every page of `map` is in memory.
-fn resident(map: &memmap2::Mmap) -> bool {
-    let mut vec = vec![0u8; map.len().div_ceil(page_size())];
-    // SAFETY: the range is the mapping itself; `vec` has one byte per page of it.
-    let rc = unsafe {
-        libc::mincore(
-            map.as_ptr() as *mut libc::c_void,
-            map.len(),
-            vec.as_mut_ptr(),
-        )
-    };
-    rc == 0 && vec.iter().all(|b| b & 1 == 1)
-}
-
 /// The bytes of a file: mapped, read, or absent (an empty or missing revlog).
 pub enum FileBytes {
     Empty,
@@ -177,30 +54,14 @@ impl FileBytes {
         if len == 0 {
             return Ok(Some(FileBytes::Empty));
         }
-        // Cached-only (read-ahead) without `cachestat`: the read or the map itself must
-        // tell whether the page cache holds the file.
-        let check_as_read = CACHED_ONLY.with(|c| c.get())
-            && match in_page_cache(&file, len) {
-                Some(true) => false,
-                Some(false) => return Err(StoreError::io(path, would_block())),
-                None => true,
-            };
         if len < MAP_THRESHOLD {
-            let read = if check_as_read {
-                read_prefix_cached(&file, len as usize)
-            } else {
-                read_prefix(&file, len as usize)
-            };
-            return read
+            return read_prefix(&file, len as usize)
                 .map(|buf| Some(FileBytes::Read(buf)))
                 .map_err(|e| StoreError::io(path, e));
         }
         // SAFETY: revlogs are append-only; the map covers the length seen at open and no
         // writer truncates a revlog below that length except an explicit `hg strip`/recover.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
-        if check_as_read && !resident(&map) {
-            return Err(StoreError::io(path, would_block()));
-        }
         Ok(Some(FileBytes::Mapped(map)))
     }
 }
