@@ -243,3 +243,43 @@ fn a_directory_listed_while_a_program_reads_is_read_ahead_too() {
         assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
     }
 }
+
+#[test]
+fn a_directory_listed_while_a_program_reads_is_read_ahead_from_its_first_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
+    );
+    // A program that reads files (e/one) lists d/, the directory it reads next: d/'s
+    // round starts at the listing, from d/f000, before any file of d/ is read.
+    std::fs::read(m.dir.join("e/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(2), "{s}");
+    // e/two (4 bytes), and d/ from its first file until the 40 KiB budget: 9 files of
+    // 4 KiB.
+    assert_eq!(s.readahead("files"), Some(10), "{s}");
+    assert_eq!(s.readahead("bytes"), Some(4 + 9 * 4096), "{s}");
+    assert_eq!(s.readahead("used"), Some(0), "{s}");
+    let want = hg_cmd(&repo, &["cat", "-r", "0", "d/f000"]).stdout;
+    assert_eq!(std::fs::read(m.dir.join("d/f000")).unwrap(), want);
+    assert_eq!(m.stats().readahead("used"), Some(1));
+}
+
+#[test]
+fn a_directory_listed_while_a_program_only_stats_files_is_not_read_ahead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\n");
+    // `find -size` or `ls -l`: files looked up, none read.
+    std::fs::metadata(m.dir.join("e/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    for i in 0..120 {
+        std::fs::metadata(m.dir.join(format!("d/f{i:03}"))).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("rounds"), Some(0), "{s}");
+    assert_eq!(s.readahead("files"), Some(0), "{s}");
+}

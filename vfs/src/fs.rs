@@ -1111,6 +1111,10 @@ impl Filesystem for RevFs {
                 break;
             }
         }
+        // A program reading files lists the directory it reads next.
+        if plus && offset == 0 && self.readers.reading() {
+            self.wc.read_ahead_listed(ino.0);
+        }
         reply.ok()
     }
 

@@ -1,7 +1,8 @@
 //! Reading a directory's files ahead of a reader. When a store file is read from its start
 //! (a program reading the tree: tar, grep, an indexer, a build), the files of its directory
-//! that come after it are rebuilt on background threads into the repository's caches: the
-//! text cache for their content, the size cache for their size. The reader's next lookups
+//! that come after it (all its files, when such a program lists it: the directory it reads
+//! next) are rebuilt on background threads into the repository's caches: the text cache
+//! for their content, the size cache for their size. The reader's next lookups
 //! and reads then find both there, and the decoding overlaps with the reader's own work
 //! instead of adding to it. With opens seen (passthrough on), a file read ahead is also
 //! pushed into the kernel's page cache when no handle has it open ([`Pusher`]): the

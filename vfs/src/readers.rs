@@ -16,8 +16,11 @@ pub const WINDOW: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Readers {
     base: Instant,
-    /// Nanoseconds after `base` of the last first read, plus one (0: none yet).
+    /// Nanoseconds after `base` of the last first read or lookup of a file, plus one (0:
+    /// none yet).
     last: AtomicU64,
+    /// The same, of the last first read only.
+    last_read: AtomicU64,
 }
 
 impl Default for Readers {
@@ -25,6 +28,7 @@ impl Default for Readers {
         Readers {
             base: Instant::now(),
             last: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
         }
     }
 }
@@ -33,20 +37,35 @@ impl Readers {
     /// A read of a file at `offset`.
     pub fn read(&self, offset: u64) {
         if offset == 0 {
-            let now = self.base.elapsed().as_nanos() as u64 + 1;
+            let now = self.now();
             self.last.store(now, Ordering::Relaxed);
+            self.last_read.store(now, Ordering::Relaxed);
         }
     }
 
     /// A file (not a directory) was looked up: someone stats files one by one.
     pub fn looked_up(&self) {
-        self.read(0);
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64 + 1
+    }
+
+    fn within_window(&self, last: &AtomicU64) -> bool {
+        let last = last.load(Ordering::Relaxed);
+        last != 0 && self.now() - last < WINDOW.as_nanos() as u64
     }
 
     /// Whether a file was read from its start or looked up in the last [`WINDOW`].
     pub fn active(&self) -> bool {
-        let last = self.last.load(Ordering::Relaxed);
-        last != 0 && self.base.elapsed().as_nanos() as u64 + 1 - last < WINDOW.as_nanos() as u64
+        self.within_window(&self.last)
+    }
+
+    /// Whether a file was read from its start in the last [`WINDOW`] (a lookup does not
+    /// count: `find` or `ls -l` stat files and read none).
+    pub fn reading(&self) -> bool {
+        self.within_window(&self.last_read)
     }
 }
 
@@ -62,5 +81,14 @@ mod tests {
         assert!(!r.active());
         r.read(0);
         assert!(r.active());
+        assert!(r.reading());
+    }
+
+    #[test]
+    fn a_lookup_makes_a_reader_active_and_not_reading() {
+        let r = Readers::default();
+        r.looked_up();
+        assert!(r.active());
+        assert!(!r.reading());
     }
 }
