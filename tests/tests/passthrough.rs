@@ -297,17 +297,22 @@ fn a_first_open_fills_the_page_cache_with_what_hg_has_once() {
     assert_eq!(rv(&m, &["status"]), "");
 }
 
-#[test]
-fn a_change_during_a_first_open_is_never_undone_by_its_push() {
-    let tmp = tempfile::tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = (0..9)
+/// f0 to f8, 3,000 lines each ("N old").
+fn nine_old_files() -> Vec<(String, Vec<u8>)> {
+    (0..9)
         .map(|i| {
             (
                 format!("f{i}"),
                 format!("{i} old\n").repeat(3000).into_bytes(),
             )
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_change_during_a_first_open_is_never_undone_by_its_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = nine_old_files();
     let repo = hg_repo(tmp.path(), &files);
     let m = Mount::with_config(&repo, ON_NO_READAHEAD);
     // Each push waits 100 ms before it fills the pages and 100 ms after: the change below
@@ -461,14 +466,7 @@ fn files_read_ahead_are_in_the_page_cache_before_their_first_open() {
 #[test]
 fn a_write_during_a_push_after_read_ahead_is_never_undone_by_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = (0..9)
-        .map(|i| {
-            (
-                format!("f{i}"),
-                format!("{i} old\n").repeat(3000).into_bytes(),
-            )
-        })
-        .collect();
+    let files = nine_old_files();
     let repo = hg_repo(tmp.path(), &files);
     let m = Mount::with_config(
         &repo,

@@ -220,18 +220,24 @@ fn read_ahead_is_off_with_no_threads() {
     );
 }
 
+/// A mount with a 40 KiB read-ahead budget where e/one was read, then d/ listed.
+fn read_e_then_list_d(repo: &std::path::Path) -> Mount {
+    let m = Mount::with_config(
+        repo,
+        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
+    );
+    std::fs::read(m.dir.join("e/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    m
+}
+
 #[test]
 fn a_directory_listed_while_a_program_reads_is_read_ahead_too() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
-    );
     // A read (e/one: its directory's round, e/two) makes the listing of d/ give its entries
     // with their attributes, which loads them (readers.rs); they are read ahead all the same.
-    std::fs::read(m.dir.join("e/one")).unwrap();
-    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    let m = read_e_then_list_d(&repo);
     std::fs::read(m.dir.join("d/f000")).unwrap();
     let s = settled(&m);
     assert_eq!(s.readahead("rounds"), Some(2), "{s}");
@@ -248,14 +254,9 @@ fn a_directory_listed_while_a_program_reads_is_read_ahead_too() {
 fn a_directory_listed_while_a_program_reads_is_read_ahead_from_its_first_file() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
-    );
     // A program that reads files (e/one) lists d/, the directory it reads next: d/'s
     // round starts at the listing, from d/f000, before any file of d/ is read.
-    std::fs::read(m.dir.join("e/one")).unwrap();
-    assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
+    let m = read_e_then_list_d(&repo);
     let s = settled(&m);
     assert_eq!(s.readahead("rounds"), Some(2), "{s}");
     // e/two (4 bytes), and d/ from its first file until the 40 KiB budget: 9 files of
