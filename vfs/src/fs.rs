@@ -98,7 +98,7 @@ impl RevFs {
         let (uid, gid) = wc.mount_owner();
         let notifier: Arc<std::sync::OnceLock<fuser::Notifier>> = Arc::default();
         let filler = Arc::new(PageFiller {
-            wc: wc.clone(),
+            wc: Arc::downgrade(&wc),
             notifier: notifier.clone(),
             passthrough: passthrough.clone(),
         });
@@ -246,7 +246,8 @@ const PUSH_MAX: u64 = 1 << 20;
 ///
 /// [`Pusher`]: crate::readahead::Pusher
 struct PageFiller {
-    wc: Arc<WorkingCopy>,
+    /// Weak: the working copy holds read-ahead, which holds this.
+    wc: std::sync::Weak<WorkingCopy>,
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     passthrough: Arc<Passthrough>,
 }
@@ -256,17 +257,17 @@ impl PageFiller {
     /// the kernel may keep the pages it has, whether pages were filled): not to keep when
     /// the file is no longer that revision after the push (an update changed it meanwhile).
     fn fill(&self, ino: u64) -> (bool, bool) {
-        let Some(notifier) = self.notifier.get() else {
+        let (Some(notifier), Some(wc)) = (self.notifier.get(), self.wc.upgrade()) else {
             return (true, false);
         };
-        let Some(node) = self.wc.store_node(ino) else {
+        let Some(node) = wc.store_node(ino) else {
             return (true, false);
         };
-        let size = match self.wc.getattr(ino) {
+        let size = match wc.getattr(ino) {
             Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
             _ => return (true, false),
         };
-        let content = match self.wc.read_file(ino, 0, size as usize) {
+        let content = match wc.read_file(ino, 0, size as usize) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(ino, "push: {e}");
@@ -282,13 +283,17 @@ impl PageFiller {
             }
         };
         self.passthrough.push_delay.wait();
-        (self.wc.store_node(ino) == Some(node), filled)
+        (wc.store_node(ino) == Some(node), filled)
     }
 }
 
 impl crate::readahead::Pusher for PageFiller {
     fn push(&self, ino: u64, node: &revfs_store::Node) -> bool {
-        if self.wc.store_node(ino) != Some(*node) || !self.passthrough.claim_push(ino) {
+        let unchanged = self
+            .wc
+            .upgrade()
+            .is_some_and(|wc| wc.store_node(ino) == Some(*node));
+        if !unchanged || !self.passthrough.claim_push(ino) {
             return false;
         }
         let (keep, filled) = self.fill(ino);
