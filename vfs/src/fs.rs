@@ -82,10 +82,7 @@ pub struct RevFs {
     passthrough: Arc<Passthrough>,
     /// Whether a program is reading files now: listings then carry attributes.
     readers: Readers,
-    /// The session's notifier once it serves (set by the daemon), for pushes into the page
-    /// cache (passthrough on: `passthrough.rs`).
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    /// Fills store files' pages: at an open, and after read-ahead.
+    /// Fills store files' pages: at an open, and after read-ahead (passthrough on).
     filler: Arc<PageFiller>,
 }
 
@@ -96,13 +93,15 @@ impl RevFs {
         passthrough: Arc<Passthrough>,
     ) -> RevFs {
         let (uid, gid) = wc.mount_owner();
-        let notifier: Arc<std::sync::OnceLock<fuser::Notifier>> = Arc::default();
         let filler = Arc::new(PageFiller {
             wc: Arc::downgrade(&wc),
-            notifier: notifier.clone(),
+            notifier: Arc::default(),
             passthrough: passthrough.clone(),
         });
-        wc.set_readahead_pusher(filler.clone());
+        // Pushes need opens seen: with passthrough off read-ahead has no pusher at all.
+        if passthrough.on() {
+            wc.set_readahead_pusher(filler.clone());
+        }
         RevFs {
             wc,
             control,
@@ -112,14 +111,13 @@ impl RevFs {
             busy: Arc::new(Busy::default()),
             passthrough,
             readers: Readers::default(),
-            notifier,
             filler,
         }
     }
 
     /// Where the daemon puts the session's notifier once the session is made.
     pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
-        self.notifier.clone()
+        self.filler.notifier.clone()
     }
 
     /// Fills the page cache of `ino`, a store file whose first read-only open

@@ -9,10 +9,11 @@
 //! reader's open then finds its pages, and neither READ nor GETATTR follows.
 //!
 //! Bounded three ways: by threads (`mount.readahead_threads`, at the lowest priority, nice
-//! 19, so that a foreground request runnable beside them gets nearly all of a CPU), by bytes (`mount.readahead_size`: texts read
-//! ahead and not read since; past it, the queued work is dropped), and per directory (a
-//! directory starts a round at most once a while, of at most `PER_DIR` files). The threads
-//! hold no lock of the working copy: a foreground request never waits for them.
+//! 19, so that a foreground request runnable beside them gets nearly all of a CPU), by
+//! bytes (`mount.readahead_size`: texts read ahead and not read since; past it, the queued
+//! work is dropped), and per directory (a directory starts a round at most once a while, of
+//! at most `PER_DIR` files). The threads hold no lock of the working copy: a foreground
+//! request never waits for them.
 
 use lru::LruCache;
 use revfs_store::{Node, Repo};
