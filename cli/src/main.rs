@@ -99,6 +99,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The daemon's lease helper (vfs/src/lease.rs), before anything a command does.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == revfs_vfs::lease::HELPER_ARG) {
+        let code = match args.next() {
+            Some(mountpoint) => revfs_vfs::lease::helper_main(&mountpoint),
+            None => 2,
+        };
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     // hg takes a flag given twice; so does every revfs command.
     let parser = <Cli as clap::CommandFactory>::command()
         .args_override_self(true)

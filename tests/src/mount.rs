@@ -250,6 +250,15 @@ impl Mount {
         );
     }
 
+    /// Debug builds: read-ahead pushes nothing into the page cache from now on
+    /// (`debug_no_push`), for tests of what read-ahead holds itself.
+    pub fn debug_no_push(&self) {
+        assert_eq!(
+            self.control("{\"cmd\":\"debug_no_push\"}"),
+            "{\"reply\":\"done\"}\n"
+        );
+    }
+
     /// How long the oldest filesystem request being served has waited, as `ping` says.
     pub fn busy(&self) -> Duration {
         let pong = self.control("{\"cmd\":\"ping\"}");

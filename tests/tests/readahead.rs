@@ -140,6 +140,8 @@ fn texts_the_reader_reads_leave_nothing_in_the_budget() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());
     let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\n");
+    // Pushed texts leave the budget by themselves: this is about those read with READs.
+    m.debug_no_push();
     for i in 0..120 {
         std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap();
     }
@@ -158,6 +160,8 @@ fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
         &repo,
         "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
     );
+    // Pushed texts leave the budget by themselves: this is about those read with READs.
+    m.debug_no_push();
     let before = m.stats();
     assert_eq!(before.readahead("rounds"), Some(0), "{before}");
     // Listing and looking up read nothing ahead.
@@ -185,17 +189,26 @@ fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
     // The other files of the round were dropped at the budget, not read.
     assert!(s.readahead("dropped").unwrap() >= 100, "{s}");
 
-    // Reading the files read ahead uses them and frees the budget.
+    // Reading the files read ahead uses them and frees the budget. Which ten they are
+    // depends on the threads: one that took d/f001 and was then kept off the CPU finds the
+    // budget spent by the other when it comes back (at most d/f001 to d/f012 then).
     for i in 1..=5 {
         std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap();
     }
     let s = settled(&m);
-    assert_eq!(s.readahead("used"), Some(5), "{s}");
+    let used = s.readahead("used").unwrap();
+    assert!((4..=5).contains(&used), "{s}");
     assert_eq!(
         s.readahead("pending_bytes"),
-        Some(pending - 5 * 4096),
+        Some(pending - used * 4096),
         "{s}"
     );
+    for i in 6..=12 {
+        std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("used"), Some(files), "{s}");
+    assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
     // Another directory starts its own round; d/ does not start a second one so soon.
     std::fs::read(m.dir.join("e/one")).unwrap();
     std::fs::read(m.dir.join("d/f000")).unwrap();
@@ -226,6 +239,8 @@ fn read_e_then_list_d(repo: &std::path::Path) -> Mount {
         repo,
         "[mount]\nreadahead_threads = 2\nreadahead_size = \"40 KiB\"\n",
     );
+    // Pushed texts leave the budget by themselves: these are about the budget.
+    m.debug_no_push();
     std::fs::read(m.dir.join("e/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d")).unwrap().count(), 120);
     m
@@ -283,4 +298,154 @@ fn a_directory_listed_while_a_program_only_stats_files_is_not_read_ahead() {
     let s = settled(&m);
     assert_eq!(s.readahead("rounds"), Some(0), "{s}");
     assert_eq!(s.readahead("files"), Some(0), "{s}");
+}
+
+#[test]
+fn with_opens_not_seen_files_read_ahead_are_in_the_page_cache_before_their_first_read() {
+    // Passthrough off: the daemon sees no open, and pushes a file read ahead under a read
+    // lease (no writer can have it open). The reader's reads then find its pages.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("files"), Some(119), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(119), "{s}");
+    // Pushed texts are not held against the budget.
+    assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
+    for i in 1..120 {
+        let (resident, pages) = resident_pages(&m.dir.join(format!("d/f{i:03}")));
+        assert_eq!((resident, pages), (1, 1), "d/f{i:03} not pushed");
+    }
+    every_file_reads_as_hg(&m, &repo);
+    // The reads found the pages: none reached the daemon.
+    assert_eq!(m.stats().readahead("used"), Some(0));
+    m.unmount();
+}
+
+#[test]
+fn read_ahead_never_pushes_a_file_open_for_writing_or_mapped_for_writing() {
+    // A push writes over the kernel's pages: a writer's descriptor (d/f010) or a dirty
+    // shared mapping (d/f020) would lose what it wrote. The read lease is refused for both.
+    // Files of two pages: the mapping is of the second, so that its first read is not from
+    // the file's start (which would start d/'s round there).
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..120)
+        .map(|i| (format!("d/f{i:03}"), format!("{i:07}\n").repeat(1024).into_bytes()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.dir.join("d/f010"))
+        .unwrap();
+    writer.write_all_at(b"written", 100).unwrap();
+    let mapped = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.dir.join("d/f020"))
+        .unwrap();
+    // SAFETY: a shared map of the file's second page, written and unmapped below; no
+    // read-around (the fault reads that page alone).
+    let map = unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            mapped.as_raw_fd(),
+            4096,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        assert_eq!(libc::madvise(map, 4096, libc::MADV_RANDOM), 0);
+        map
+    };
+    drop(mapped);
+    // SAFETY: within the mapping.
+    unsafe { std::ptr::copy_nonoverlapping(b"mapped".as_ptr(), (map as *mut u8).add(200), 6) };
+    assert_eq!(m.stats().readahead("rounds"), Some(0));
+
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    let s = settled(&m);
+    // d/f010 is in the overlay since its write (read ahead no more); d/f020 is not pushed.
+    assert_eq!(s.readahead("files"), Some(118), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(117), "{s}");
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(map, 4096) };
+    drop(writer);
+    let want = |i: usize, at: usize, what: &[u8]| {
+        let mut v = hg_cmd(&repo, &["cat", "-r", "0", &format!("d/f{i:03}")]).stdout;
+        v[at..at + what.len()].copy_from_slice(what);
+        v
+    };
+    assert!(std::fs::read(m.dir.join("d/f010")).unwrap() == want(10, 100, b"written"));
+    assert!(std::fs::read(m.dir.join("d/f020")).unwrap() == want(20, 4096 + 200, b"mapped"));
+    m.unmount();
+    m.remount(&repo, None);
+    assert!(std::fs::read(m.dir.join("d/f010")).unwrap() == want(10, 100, b"written"));
+    assert!(std::fs::read(m.dir.join("d/f020")).unwrap() == want(20, 4096 + 200, b"mapped"));
+}
+
+#[test]
+fn an_unmount_while_read_ahead_pushes_is_not_refused_as_busy() {
+    // Each push holds a descriptor in the mount for a moment (its read lease): `revfs
+    // unmount` first asks the daemon to let go of them and take no more. Here each push
+    // holds its lease 100 ms (`debug_push_delay`), one after another on two threads.
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..300)
+        .map(|i| (format!("d/f{i:03}"), format!("file {i}\n").repeat(50).into_bytes()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &files);
+    for round in 0..3 {
+        let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+        assert_eq!(
+            m.control("{\"cmd\":\"debug_push_delay\",\"ms\":50}"),
+            "{\"reply\":\"done\"}\n"
+        );
+        std::fs::read(m.dir.join("d/f000")).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(m.stats().readahead("files").unwrap() >= 1);
+        let out = m.revfs(&["unmount", &m.dir.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_daemon_killed_while_read_ahead_waits_on_its_own_mount_ends_and_frees_it() {
+    // Read-ahead opens files through the mount (its read leases): an open waiting for the
+    // daemon when the daemon is killed cannot be interrupted. The daemon must end all the
+    // same, so that the kernel ends the connection and the mount fails instead of hanging.
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..300)
+        .map(|i| (format!("d/f{i:03}"), format!("file {i}\n").repeat(50).into_bytes()))
+        .collect();
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    std::fs::metadata(m.dir.join("d/f000")).unwrap();
+    // Every lookup now takes 5 s: read-ahead's first open (of d/f001, not looked up yet)
+    // waits in one that the daemon has taken when the daemon is killed.
+    assert_eq!(
+        m.control("{\"cmd\":\"debug_lookup_delay\",\"ms\":5000}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = m.daemon_pid();
+    m.kill_daemon();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            Instant::now() < deadline,
+            "the killed daemon did not end: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m.unmount();
 }

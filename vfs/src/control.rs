@@ -143,6 +143,14 @@ pub enum Request {
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
     /// unmount left files open.
     Shutdown,
+    /// The daemon opens nothing in its own mount for a while (`QUIESCE_PAUSE`) and answers
+    /// once it has nothing open there (it waits up to `QUIESCE_WAIT`): `revfs unmount`
+    /// sends it first, so that read-ahead's read leases (`lease.rs`) never make the
+    /// unmount fail as busy (version 8).
+    Quiesce,
+    /// Debug builds only: read-ahead pushes nothing into the page cache from now on, for
+    /// tests of what read-ahead holds itself (version 8).
+    DebugNoPush,
     /// Debug builds only: the daemon stops answering its filesystem (it holds the working
     /// copy's lock forever), as a deadlock would. For tests of the watchdogs.
     DebugHang,
@@ -156,6 +164,11 @@ pub enum Request {
     /// between its look at the file and its decision, so that tests can open the file for
     /// writing meanwhile.
     DebugOpenDelay {
+        ms: u64,
+    },
+    /// Debug builds only: every lookup waits `ms` milliseconds before it is served, so that
+    /// tests can kill the daemon while one waits (version 8).
+    DebugLookupDelay {
         ms: u64,
     },
 }
@@ -195,7 +208,12 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
+
+/// How long [`Request::Quiesce`] keeps the daemon out of its mount, and how long it waits
+/// for what the daemon has open there.
+pub const QUIESCE_PAUSE: std::time::Duration = std::time::Duration::from_secs(10);
+pub const QUIESCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn protocol_one() -> u32 {
     1

@@ -414,10 +414,28 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 });
             Response::Done
         }
-        Request::DebugPushDelay { ms } | Request::DebugOpenDelay { ms } => {
+        Request::Quiesce => {
+            ctx.passthrough
+                .leases
+                .quiesce(control::QUIESCE_PAUSE, control::QUIESCE_WAIT);
+            Response::Done
+        }
+        Request::DebugNoPush => {
+            if !cfg!(debug_assertions) {
+                return Ok(Response::Error {
+                    message: "debug_no_push is only available in debug builds".into(),
+                });
+            }
+            ctx.passthrough.stop_background_pushes();
+            Response::Done
+        }
+        Request::DebugPushDelay { ms }
+        | Request::DebugOpenDelay { ms }
+        | Request::DebugLookupDelay { ms } => {
             let (cmd, delay) = match req {
                 Request::DebugPushDelay { .. } => ("debug_push_delay", &ctx.passthrough.push_delay),
-                _ => ("debug_open_delay", &ctx.passthrough.open_delay),
+                Request::DebugOpenDelay { .. } => ("debug_open_delay", &ctx.passthrough.open_delay),
+                _ => ("debug_lookup_delay", &ctx.passthrough.lookup_delay),
             };
             if !cfg!(debug_assertions) {
                 return Ok(Response::Error {
@@ -721,6 +739,8 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             source,
         })?;
     crate::share::prime_kernel_cache(&req.mountpoint);
+    // From a thread that serves no request: it looks at the mount's root.
+    passthrough.leases.start(&req.mountpoint);
     {
         let ctx = Ctx {
             wc: wc.clone(),

@@ -98,10 +98,7 @@ impl RevFs {
             notifier: Arc::default(),
             passthrough: passthrough.clone(),
         });
-        // Pushes need opens seen: with passthrough off read-ahead has no pusher at all.
-        if passthrough.on() {
-            wc.set_readahead_pusher(filler.clone());
-        }
+        wc.set_readahead_pusher(filler.clone());
         RevFs {
             wc,
             control,
@@ -125,7 +122,7 @@ impl RevFs {
     /// the start, as far as listings go (`readers.rs`).
     fn push(&self, ino: u64) -> (bool, bool) {
         self.readers.read(0);
-        self.filler.fill(ino)
+        self.filler.fill(ino, true)
     }
 
     /// What this filesystem is serving right now, shared with the control socket.
@@ -239,8 +236,9 @@ const PUSH_MAX: u64 = 1 << 20;
 /// Fills store files' pages in the kernel's page cache (`FUSE_NOTIFY_STORE`): at a
 /// read-only open that `Passthrough::decide` chose to push, and in the background for the
 /// files read-ahead rebuilt (the [`Pusher`]), so that a reader's open finds them there.
-/// Only with opens answered (passthrough on): a push writes over whatever pages the kernel
-/// holds, so no handle may be open (a writer's would be), which only opens tell.
+/// A push writes over whatever pages the kernel holds, so no writer may have the file
+/// open: with opens answered (passthrough on) the open table tells; with passthrough off
+/// a read lease on the file does (`lease.rs`).
 ///
 /// [`Pusher`]: crate::readahead::Pusher
 struct PageFiller {
@@ -251,10 +249,12 @@ struct PageFiller {
 }
 
 impl PageFiller {
-    /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]). Returns (whether
-    /// the kernel may keep the pages it has, whether pages were filled): not to keep when
-    /// the file is no longer that revision after the push (an update changed it meanwhile).
-    fn fill(&self, ino: u64) -> (bool, bool) {
+    /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]); `reader`: for a
+    /// program's open (a first read, as far as read-ahead goes), not read-ahead's own push.
+    /// Returns (whether the kernel may keep the pages it has, whether pages were filled):
+    /// not to keep when the file is no longer that revision after the push (an update
+    /// changed it meanwhile).
+    fn fill(&self, ino: u64, reader: bool) -> (bool, bool) {
         let (Some(notifier), Some(wc)) = (self.notifier.get(), self.wc.upgrade()) else {
             return (true, false);
         };
@@ -265,7 +265,12 @@ impl PageFiller {
             Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
             _ => return (true, false),
         };
-        let content = match wc.read_file(ino, 0, size as usize) {
+        let read = if reader {
+            wc.read_file(ino, 0, size as usize)
+        } else {
+            wc.read_file_to_push(ino, size as usize)
+        };
+        let content = match read {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(ino, "push: {e}");
@@ -285,24 +290,55 @@ impl PageFiller {
     }
 }
 
-impl crate::readahead::Pusher for PageFiller {
-    fn push(&self, ino: u64, node: &revfs_store::Node) -> bool {
-        let unchanged = self
-            .wc
+impl PageFiller {
+    /// Whether `ino` is a store file of revision `node` now.
+    fn is_revision(&self, ino: u64, node: &revfs_store::Node) -> bool {
+        self.wc
             .upgrade()
-            .is_some_and(|wc| wc.store_node(ino) == Some(*node));
-        if !unchanged || !self.passthrough.claim_push(ino) {
-            return false;
-        }
-        let (keep, filled) = self.fill(ino);
-        self.passthrough.background_push_ended(ino, filled, keep);
+            .is_some_and(|wc| wc.store_node(ino) == Some(*node))
+    }
+
+    /// After a push that found the file changed (`keep` false): whatever was pushed goes
+    /// (the change's own invalidation may have come before it).
+    fn drop_if_changed(&self, ino: u64, keep: bool) {
         if !keep {
-            // Changed during the push: whatever was pushed goes (the update's own
-            // invalidation may have come before it).
             if let Some(n) = self.notifier.get() {
                 let _ = n.inval_inode(INodeNo(ino), 0, 0);
             }
         }
+    }
+}
+
+impl crate::readahead::Pusher for PageFiller {
+    fn push(&self, job: &crate::readahead::Job) -> bool {
+        if !self.passthrough.background_pushes() {
+            return false;
+        }
+        if self.passthrough.on() {
+            // Opens seen: the open table says whether a handle has it.
+            let Some(ino) = job.ino else {
+                return false;
+            };
+            if !self.is_revision(ino, &job.node) || !self.passthrough.claim_push(ino) {
+                return false;
+            }
+            let (keep, filled) = self.fill(ino, false);
+            self.passthrough.background_push_ended(ino, filled, keep);
+            self.drop_if_changed(ino, keep);
+            return filled && keep;
+        }
+        // Opens not seen: under a read lease, which no writer's descriptor can be open
+        // beside, and which an open for writing or a truncate waits for.
+        let Some(lease) = self.passthrough.leases.take(&job.path) else {
+            return false;
+        };
+        let ino = lease.ino();
+        if !self.is_revision(ino, &job.node) {
+            return false;
+        }
+        let (keep, filled) = self.fill(ino, false);
+        self.drop_if_changed(ino, keep);
+        drop(lease);
         filled && keep
     }
 }
@@ -461,6 +497,7 @@ impl Filesystem for RevFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _busy = self.busy.enter();
+        self.passthrough.lookup_delay.wait();
         let parent = parent.0;
         if parent == ROOT_INO && (name == CONTROL_DIR || name == DOT_HG) {
             let ino = if name == DOT_HG {

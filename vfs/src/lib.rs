@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod fs;
 pub mod journal;
 pub mod kept;
+pub mod lease;
 pub mod mount_table;
 pub mod notify;
 pub mod overlay;

@@ -22,7 +22,10 @@
 //! ([`Passthrough::begin_change`]), and no push starts while one runs or while a handle is
 //! open (a writer's would be). Read-ahead pushes the files it rebuilt under the same rule
 //! ([`Passthrough::claim_push`]), so that the open after finds them there. With opens not
-//! seen (passthrough off) nothing is ever pushed: a writer might have the file open.
+//! seen (passthrough off) read-ahead asks the kernel instead: it pushes a file only under a
+//! read lease, which the kernel grants while no descriptor has the file open for writing
+//! and which an open for writing or a truncate waits for ([`Passthrough::leases`],
+//! `lease.rs`).
 
 use fuser::BackingId;
 use std::collections::{HashMap, HashSet};
@@ -106,6 +109,14 @@ pub struct Passthrough {
     /// How long a read-only open waits between its look at the file and its decision
     /// (debug builds' `debug_open_delay`; none otherwise).
     pub open_delay: DebugDelay,
+    /// How long each lookup waits before it is served (debug builds' `debug_lookup_delay`;
+    /// none otherwise).
+    pub lookup_delay: DebugDelay,
+    /// Read leases, for pushes after read-ahead with opens not seen (passthrough off).
+    pub leases: crate::lease::Leases,
+    /// Read-ahead pushes nothing (debug builds' `debug_no_push`, for tests of what
+    /// read-ahead holds itself).
+    no_push: std::sync::atomic::AtomicBool,
 }
 
 /// A wait that tests put where a race would happen (control's debug commands), in
@@ -147,7 +158,21 @@ impl Passthrough {
             pushes: AtomicU64::new(0),
             push_delay: DebugDelay::default(),
             open_delay: DebugDelay::default(),
+            lookup_delay: DebugDelay::default(),
+            leases: crate::lease::Leases::default(),
+            no_push: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Read-ahead pushes nothing from now on (`debug_no_push`).
+    pub fn stop_background_pushes(&self) {
+        self.no_push.store(true, Ordering::Relaxed);
+        self.leases.disable();
+    }
+
+    /// Whether read-ahead may push the files it rebuilt.
+    pub fn background_pushes(&self) -> bool {
+        !self.no_push.load(Ordering::Relaxed)
     }
 
     pub fn mode(&self) -> Mode {

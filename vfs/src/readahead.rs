@@ -4,9 +4,12 @@
 //! next) are rebuilt on background threads into the repository's caches: the text cache
 //! for their content, the size cache for their size. The reader's next lookups
 //! and reads then find both there, and the decoding overlaps with the reader's own work
-//! instead of adding to it. With opens seen (passthrough on), a file read ahead is also
-//! pushed into the kernel's page cache when no handle has it open ([`Pusher`]): the
-//! reader's open then finds its pages, and neither READ nor GETATTR follows.
+//! instead of adding to it. A file read ahead is also pushed into the kernel's page cache
+//! when no writer can have it open ([`Pusher`]: with opens seen, passthrough on, when no
+//! handle has it open; with passthrough off, under a read lease): the reader's open then
+//! finds its pages, and neither READ nor GETATTR follows. A pushed text leaves the budget
+//! (its reader sends no READ to say it read it; it is in the kernel's page cache, not the
+//! daemon's memory).
 //!
 //! Bounded three ways: by threads (`mount.readahead_threads`, at the lowest priority, nice
 //! 19, so that a foreground request runnable beside them gets nearly all of a CPU), by
@@ -42,8 +45,9 @@ const RECENT_READS: NonZeroUsize = match NonZeroUsize::new(8192) {
 /// A directory's round is not started again within this time.
 const DIR_QUIET: Duration = Duration::from_secs(30);
 
-/// One file to read ahead: the filelog path and revision, and its inode when the kernel
-/// may have one (a loaded entry: its pages can be filled, see [`Pusher`]).
+/// One file to read ahead: the filelog path (the file's path in the working copy, unless
+/// renamed since) and revision, and its inode when the kernel may have one (a loaded entry:
+/// with passthrough on, its pages can be filled, see [`Pusher`]).
 #[derive(Debug, Clone)]
 pub struct Job {
     pub path: Vec<u8>,
@@ -51,12 +55,12 @@ pub struct Job {
     pub ino: Option<u64>,
 }
 
-/// Fills the kernel's page cache of an inode whose text was just read ahead, when that is
-/// safe (`fs.rs`: only with opens answered, for an inode no handle has open). The reader's
-/// open then finds the pages: no READ, and no GETATTR after it.
+/// Fills the kernel's page cache of a file whose text was just read ahead, when that is
+/// safe (`fs.rs`: no writer may have it open). The reader's open then finds the pages: no
+/// READ, and no GETATTR after it.
 pub trait Pusher: Send + Sync {
-    /// Fills `ino`'s pages, a store file of revision `node`; whether it did.
-    fn push(&self, ino: u64, node: &Node) -> bool;
+    /// Fills the pages of `job`'s file, if it still is that revision; whether it did.
+    fn push(&self, job: &Job) -> bool;
 }
 
 /// Counters, for `stats` (docs/FORMATS.md) and the tests.
@@ -239,8 +243,8 @@ fn worker(shared: &Shared) {
             }
         };
         let outcome = read_ahead(shared, &repo, &job);
-        let pushed = match (outcome, job.ino, shared.pusher.get()) {
-            (Some(_), Some(ino), Some(pusher)) => pusher.push(ino, &job.node),
+        let pushed = match (outcome, shared.pusher.get()) {
+            (Some(_), Some(pusher)) => pusher.push(&job),
             _ => false,
         };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -248,7 +252,13 @@ fn worker(shared: &Shared) {
             Some(bytes) => {
                 st.stats.files += 1;
                 st.stats.bytes += bytes;
-                st.stats.pushed += u64::from(pushed);
+                if pushed {
+                    st.stats.pushed += 1;
+                    // Its reader finds the pages: no READ will take it out of the budget.
+                    if let Some((b, _)) = st.ahead.remove(&job.node) {
+                        st.ahead_bytes -= b;
+                    }
+                }
             }
             None => st.stats.dropped += 1,
         }

@@ -442,6 +442,10 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
             }
             .into());
         }
+        // Read-ahead's descriptors in the mount (its read leases) would make it busy: the
+        // daemon lets them go and takes no new one for a while. An older daemon does not
+        // know the request; it has none.
+        let _ = control::request(&state_dir.socket(), &Request::Quiesce, ask);
         let out = Command::new("fusermount3")
             .arg("-u")
             .arg(&mountpoint)

@@ -1,0 +1,385 @@
+//! Read leases on files of the mount, so that read-ahead may fill a file's pages with
+//! passthrough off (`passthrough.rs`).
+//!
+//! A push (`FUSE_NOTIFY_STORE`) writes pages over whatever the kernel holds, so no writer
+//! may have the file open meanwhile. With passthrough off the daemon never sees an open
+//! (the kernel stops sending them), so it asks the kernel instead: it opens the file
+//! through its own mount, read-only, and takes a read lease on it (`F_SETLEASE`,
+//! `F_RDLCK`). The kernel grants one only while no descriptor has the file open for
+//! writing (a writable shared mapping holds one), and an open for writing or a truncate
+//! breaks the lease and waits until it is let go, which is after the push. Without the
+//! kernel's write-back cache (revfs never asks for it) no dirty page outlives a writer's
+//! descriptor. A lease break's signal (SIGIO) is ignored by the daemon: the push holds its
+//! lease for microseconds and lets it go unasked.
+//!
+//! The descriptor is one of the mount's: an unmount while it is open fails as busy, so
+//! `revfs unmount` first asks the daemon to take no lease for a while
+//! ([`Leases::quiesce`], the control socket's `quiesce`).
+//!
+//! The descriptors are opened and held by a helper process of the daemon's (the revfs
+//! binary run as [`HELPER_ARG`], on pipes), not by the daemon. A process waiting in a
+//! request to a daemon's mount cannot be killed while the daemon has the request (the
+//! kernel waits for the answer uninterruptibly); were it a thread of the daemon, a `kill -9`
+//! of the daemon would leave the daemon's process half ended, and its connection to the
+//! kernel open (with requests through io_uring, even when that thread has a descriptor table
+//! of its own), until the answer came, which nobody is left to give: the mount would hang
+//! instead of failing. A helper's wait ends with the daemon: once the daemon's process is
+//! gone the kernel ends the connection, the open fails, and the helper, its pipe closed,
+//! exits.
+
+use std::ffi::{CString, OsStr};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The first argument that makes the revfs binary the lease helper (`cli/src/main.rs`
+/// hands it to [`helper_main`] before anything else).
+pub const HELPER_ARG: &str = "--revfs-lease-helper";
+
+/// The leases of one mount.
+#[derive(Default)]
+pub struct Leases {
+    /// The helper (set once the mount serves).
+    helper: OnceLock<Mutex<Helper>>,
+    /// The kernel refused leases on this mount for good, the helper is gone, or tests
+    /// turned them off.
+    disabled: AtomicBool,
+    state: Mutex<State>,
+    idle: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Leases held or being taken now (descriptors open in the mount, or about to be).
+    held: usize,
+    /// No lease is taken before this (an unmount is coming).
+    paused_until: Option<Instant>,
+}
+
+/// The helper process and its pipes. Each request is a byte and a NUL-terminated argument;
+/// each answer one line.
+struct Helper {
+    child: Child,
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+}
+
+impl Helper {
+    /// Sends `op` with `arg` and reads the answer's line (without its newline).
+    fn ask(&mut self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut msg = Vec::with_capacity(arg.len() + 2);
+        msg.push(op);
+        msg.extend_from_slice(arg);
+        msg.push(0);
+        self.to.write_all(&msg)?;
+        self.to.flush()?;
+        let mut line = Vec::new();
+        if self.from.read_until(b'\n', &mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        line.pop();
+        Ok(line)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        // Its pipe closes with `to`: it exits.
+        let _ = self.child.try_wait();
+    }
+}
+
+/// A read lease held on one file of the mount, let go (and its descriptor closed) when
+/// dropped.
+pub struct Leased<'a> {
+    /// The descriptor's number in the helper.
+    fd: RawFd,
+    ino: u64,
+    leases: &'a Leases,
+}
+
+impl Leased<'_> {
+    /// The inode the lease is on.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+}
+
+impl Drop for Leased<'_> {
+    fn drop(&mut self) {
+        let fd = self.fd.to_string();
+        if let Err(e) = self.leases.ask(b'R', fd.as_bytes()) {
+            self.leases.gone(&e);
+        }
+        self.leases.let_go();
+    }
+}
+
+impl Leases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One lease fewer held (its descriptor closed, or never opened).
+    fn let_go(&self) {
+        let mut st = self.lock();
+        st.held = st.held.saturating_sub(1);
+        drop(st);
+        self.idle.notify_all();
+    }
+
+    fn ask(&self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+        match self.helper.get() {
+            Some(h) => h.lock().unwrap_or_else(|p| p.into_inner()).ask(op, arg),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// The helper stopped answering: no lease from now on.
+    fn gone(&self, e: &std::io::Error) {
+        if !self.disabled.swap(true, Ordering::Relaxed) {
+            tracing::warn!("the lease helper is gone, no pushes with passthrough off: {e}");
+        }
+    }
+
+    /// The mount serves at `mountpoint`: starts the helper, and leases may be taken from
+    /// then on. Called once, from a thread that serves no request (the helper looks at
+    /// the mount's root before it answers).
+    pub fn start(&self, mountpoint: &Path) {
+        let spawned = Command::new("/proc/self/exe")
+            .arg(HELPER_ARG)
+            .arg(mountpoint)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::info!("no read leases: the lease helper did not start: {e}");
+                return;
+            }
+        };
+        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        };
+        let mut from = BufReader::new(from);
+        let mut line = Vec::new();
+        let ready = from.read_until(b'\n', &mut line);
+        if !matches!(ready, Ok(n) if n > 0) || line != b"ok\n" {
+            tracing::info!(
+                "no read leases: the lease helper said {:?}",
+                String::from_utf8_lossy(&line).trim_end()
+            );
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        let _ = self.helper.set(Mutex::new(Helper { child, to, from }));
+    }
+
+    /// No lease from now on (the kernel refused one for good, or tests asked).
+    pub fn disable(&self) {
+        self.disabled.store(true, Ordering::Relaxed);
+    }
+
+    /// Takes a read lease on the mount's file at `path` (relative to the root): `None`
+    /// when the file is open for writing, is not there, or is not this mount's.
+    pub fn take(&self, path: &[u8]) -> Option<Leased<'_>> {
+        if self.disabled.load(Ordering::Relaxed) || self.helper.get().is_none() {
+            return None;
+        }
+        {
+            let mut st = self.lock();
+            if st.paused_until.is_some_and(|t| Instant::now() < t) {
+                return None;
+            }
+            st.held += 1;
+        }
+        // Counted from here until the helper closes the descriptor (or opens none).
+        let answer = match self.ask(b'T', path) {
+            Ok(a) => a,
+            Err(e) => {
+                self.gone(&e);
+                self.let_go();
+                return None;
+            }
+        };
+        let granted = (|| {
+            let text = std::str::from_utf8(&answer).ok()?;
+            let (ino, fd) = text.split_once(' ')?;
+            Some((ino.parse().ok()?, fd.parse().ok()?))
+        })();
+        match granted {
+            Some((ino, fd)) => Some(Leased {
+                fd,
+                ino,
+                leases: self,
+            }),
+            None => {
+                if let Some(why) = answer.strip_prefix(b"!") {
+                    tracing::info!(
+                        "read leases refused, no pushes with passthrough off: {}",
+                        String::from_utf8_lossy(why)
+                    );
+                    self.disable();
+                }
+                self.let_go();
+                None
+            }
+        }
+    }
+
+    /// Takes no lease for `pause`, and waits (up to `wait`) until none is held: the mount
+    /// is then free of the helper's descriptors, and an unmount is not refused as busy for
+    /// them. True when none is held.
+    pub fn quiesce(&self, pause: Duration, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        let mut st = self.lock();
+        st.paused_until = Some(Instant::now() + pause);
+        while st.held > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = match self.idle.wait_timeout(st, left) {
+                Ok((s, _)) => s,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        true
+    }
+}
+
+/// The device and inode of an open descriptor, from the kernel's inode (no request to the
+/// daemon: `AT_STATX_DONT_SYNC`).
+fn dev_ino(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: statx writes into `stx`; an empty path with AT_EMPTY_PATH names `fd`.
+    unsafe {
+        let mut stx: libc::statx = std::mem::zeroed();
+        let rc = libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_INO,
+            &mut stx,
+        );
+        (rc == 0).then(|| {
+            (
+                libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+                stx.stx_ino,
+            )
+        })
+    }
+}
+
+fn open(path: &Path, flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open reads a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens `path` read-only and takes a read lease on it, if it is on device `dev`: its
+/// inode and descriptor; `Ok(None)` when not granted; `Err` when the kernel refuses
+/// leases for good.
+fn take_lease(path: &Path, dev: u64) -> Result<Option<(u64, OwnedFd)>, String> {
+    let Ok(fd) = open(path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK) else {
+        return Ok(None);
+    };
+    match dev_ino(fd.as_raw_fd()) {
+        Some((d, ino)) if d == dev => {
+            // SAFETY: fcntl on a descriptor we own.
+            let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+            if rc == 0 {
+                return Ok(Some((ino, fd)));
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                // Open for writing (or mapped for writing) now.
+                Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(None),
+                _ => Err(e.to_string()),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The lease helper (`revfs --revfs-lease-helper MOUNTPOINT`, started by the daemon):
+/// checks the mount's root, says `ok`, then takes (`T` path) and lets go of (`R` number)
+/// leases until its input closes. Returns the exit code.
+pub fn helper_main(mountpoint: &OsStr) -> i32 {
+    // A lease break's signal, whose default would end the process: the helper lets go of
+    // its leases unasked, a moment after it takes them.
+    // SAFETY: setting a signal's disposition to ignore.
+    unsafe {
+        libc::signal(libc::SIGIO, libc::SIG_IGN);
+    }
+    let root = Path::new(mountpoint);
+    let mut out = std::io::stdout().lock();
+    let dev = match open(root, libc::O_RDONLY | libc::O_DIRECTORY)
+        .ok()
+        .and_then(|fd| dev_ino(fd.as_raw_fd()))
+    {
+        Some((dev, crate::wc::ROOT_INO)) => dev,
+        other => {
+            let _ = writeln!(out, "!the mount's root is not a revfs root: {other:?}");
+            return 1;
+        }
+    };
+    if writeln!(out, "ok").and_then(|_| out.flush()).is_err() {
+        return 1;
+    }
+    let mut held: std::collections::HashMap<RawFd, OwnedFd> = std::collections::HashMap::new();
+    let mut input = BufReader::new(std::io::stdin().lock());
+    let mut msg = Vec::new();
+    loop {
+        msg.clear();
+        match input.by_ref().read_until(0, &mut msg) {
+            Ok(0) | Err(_) => return 0,
+            Ok(_) => {}
+        }
+        if msg.pop() != Some(0) || msg.is_empty() {
+            return 1;
+        }
+        let (op, arg) = (msg[0], &msg[1..]);
+        let answered = match op {
+            b'T' => match take_lease(&root.join(OsStr::from_bytes(arg)), dev) {
+                Ok(Some((ino, fd))) => {
+                    let raw = fd.as_raw_fd();
+                    held.insert(raw, fd);
+                    writeln!(out, "{ino} {raw}")
+                }
+                Ok(None) => writeln!(out, "-"),
+                Err(e) => writeln!(out, "!{e}"),
+            },
+            b'R' => {
+                let raw = std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok());
+                if let Some(fd) = raw.and_then(|r: RawFd| held.remove(&r)) {
+                    // SAFETY: fcntl on a descriptor we own; closing it lets go too.
+                    unsafe {
+                        libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+                    }
+                    drop(fd);
+                }
+                writeln!(out, "done")
+            }
+            _ => return 1,
+        };
+        if answered.and_then(|_| out.flush()).is_err() {
+            return 0;
+        }
+    }
+}
