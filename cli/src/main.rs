@@ -13,6 +13,12 @@ mod ui;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc: a first read of a tree spent 5.3% of all its CPU in glibc's malloc and free
+/// (docs/BENCHMARKS.md). The daemon runs with `MIMALLOC_ARENA_EAGER_COMMIT=0`
+/// (`commands::mount::ALLOCATOR_ENV`), which keeps its memory bounds.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// revfs: a lazy, self-recording working copy for Mercurial repositories.
 #[derive(Parser, Debug)]
 #[command(name = "revfs", version, about, max_term_width = 100)]
@@ -101,7 +107,10 @@ enum Command {
 fn main() -> ExitCode {
     // The daemon's lease helper (vfs/src/lease.rs), before anything a command does.
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == revfs_vfs::lease::HELPER_ARG) {
+    if args
+        .nth(1)
+        .is_some_and(|a| a == revfs_vfs::lease::HELPER_ARG)
+    {
         let code = match args.next() {
             Some(mountpoint) => revfs_vfs::lease::helper_main(&mountpoint),
             None => 2,

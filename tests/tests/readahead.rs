@@ -306,7 +306,10 @@ fn with_opens_not_seen_files_read_ahead_are_in_the_page_cache_before_their_first
     // lease (no writer can have it open). The reader's reads then find its pages.
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());
-    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    );
     std::fs::read(m.dir.join("d/f000")).unwrap();
     let s = settled(&m);
     assert_eq!(s.readahead("files"), Some(119), "{s}");
@@ -333,10 +336,18 @@ fn read_ahead_never_pushes_a_file_open_for_writing_or_mapped_for_writing() {
     use std::os::unix::fs::FileExt;
     let tmp = tempfile::tempdir().unwrap();
     let files: Vec<(String, Vec<u8>)> = (0..120)
-        .map(|i| (format!("d/f{i:03}"), format!("{i:07}\n").repeat(1024).into_bytes()))
+        .map(|i| {
+            (
+                format!("d/f{i:03}"),
+                format!("{i:07}\n").repeat(1024).into_bytes(),
+            )
+        })
         .collect();
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    );
     let writer = std::fs::OpenOptions::new()
         .write(true)
         .open(m.dir.join("d/f010"))
@@ -395,11 +406,19 @@ fn an_unmount_while_read_ahead_pushes_is_not_refused_as_busy() {
     // holds its lease 100 ms (`debug_push_delay`), one after another on two threads.
     let tmp = tempfile::tempdir().unwrap();
     let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|i| (format!("d/f{i:03}"), format!("file {i}\n").repeat(50).into_bytes()))
+        .map(|i| {
+            (
+                format!("d/f{i:03}"),
+                format!("file {i}\n").repeat(50).into_bytes(),
+            )
+        })
         .collect();
     let repo = hg_repo(tmp.path(), &files);
     for round in 0..3 {
-        let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+        let m = Mount::with_config(
+            &repo,
+            "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+        );
         assert_eq!(
             m.control("{\"cmd\":\"debug_push_delay\",\"ms\":50}"),
             "{\"reply\":\"done\"}\n"
@@ -423,10 +442,18 @@ fn a_daemon_killed_while_read_ahead_waits_on_its_own_mount_ends_and_frees_it() {
     // same, so that the kernel ends the connection and the mount fails instead of hanging.
     let tmp = tempfile::tempdir().unwrap();
     let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|i| (format!("d/f{i:03}"), format!("file {i}\n").repeat(50).into_bytes()))
+        .map(|i| {
+            (
+                format!("d/f{i:03}"),
+                format!("file {i}\n").repeat(50).into_bytes(),
+            )
+        })
         .collect();
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(&repo, "[mount]\nreadahead_threads = 2\npassthrough = false\n");
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    );
     std::fs::metadata(m.dir.join("d/f000")).unwrap();
     // Every lookup now takes 5 s: read-ahead's first open (of d/f001, not looked up yet)
     // waits in one that the daemon has taken when the daemon is killed.
@@ -448,4 +475,90 @@ fn a_daemon_killed_while_read_ahead_waits_on_its_own_mount_ends_and_frees_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
     m.unmount();
+}
+
+/// Polls the daemon's stats until `key` of read-ahead reaches `want` (at most 10 s).
+fn wait_for(m: &Mount, key: &str, want: u64) -> revfs_tests::mount::Stats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = m.stats();
+        if s.readahead(key).unwrap_or(0) >= want || Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_directories_a_reader_comes_to_next_are_read_ahead_and_pushed_before_it_does() {
+    // A program reading the tree lists d0: the walk goes on in the program's order (d0's
+    // subdirectories, then d1 and its own, ...), and every file it comes to is in the page
+    // cache before the program reads it.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
+    for d in 0..4 {
+        for f in 0..5 {
+            files.push((
+                format!("d{d}/f{f}"),
+                format!("d{d} f{f}\n").repeat(40).into_bytes(),
+            ));
+            for s in 0..2 {
+                let body = format!("d{d} s{s} f{f}\n").repeat(40).into_bytes();
+                files.push((format!("d{d}/s{s}/f{f}"), body));
+            }
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    );
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 7);
+    let s = settled(&m);
+    // d0's round (the program's), and the 11 directories after it (x, whose one file was
+    // read, is not walked to again).
+    assert_eq!(s.readahead("walked"), Some(11), "{s}");
+    assert_eq!(s.readahead("rounds"), Some(1 + 11), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(4 * 15), "{s}");
+    for (name, data) in &files[1..] {
+        let p = m.dir.join(name);
+        assert_eq!(resident_pages(&p), (1, 1), "{name} not pushed");
+        assert!(std::fs::read(&p).unwrap() == *data, "{name}");
+    }
+    // The program's reads found every page: none reached the daemon.
+    assert_eq!(m.stats().readahead("used"), Some(0));
+}
+
+#[test]
+fn the_walk_goes_only_so_far_past_the_last_directory_the_program_listed() {
+    // 40 directories of 150 files: the walk queues up to 4,096 files past the directory
+    // the program was last seen listing, a directory at a time.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
+    for d in 0..40 {
+        for f in 0..150 {
+            files.push((
+                format!("d{d:02}/f{f:03}"),
+                format!("{d} {f}\n").into_bytes(),
+            ));
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    let m = Mount::with_config(
+        &repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    );
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d00")).unwrap().count(), 150);
+    // d01 to d28: 4,200 files (the walk stops once 4,096 are queued).
+    let s = wait_for(&m, "walked", 28);
+    assert_eq!(s.readahead("walked"), Some(28), "{s}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(m.stats().readahead("walked"), Some(28));
+    // The program lists d05, 600 files into the walk: 4 directories more.
+    assert_eq!(std::fs::read_dir(m.dir.join("d05")).unwrap().count(), 150);
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(32), "{s}");
+    assert_eq!(s.readahead("files"), Some(33 * 150), "{s}");
 }

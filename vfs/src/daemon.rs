@@ -427,6 +427,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 });
             }
             ctx.passthrough.stop_background_pushes();
+            ctx.wc.stop_walking();
             Response::Done
         }
         Request::DebugPushDelay { ms }

@@ -82,8 +82,10 @@ pub struct RevFs {
     passthrough: Arc<Passthrough>,
     /// Whether a program is reading files now: listings then carry attributes.
     readers: Readers,
-    /// Fills store files' pages: at an open, and after read-ahead (passthrough on).
+    /// Fills store files' pages: at an open, and after read-ahead.
     filler: Arc<PageFiller>,
+    /// The lease helper's process id (`lease.rs`), once known.
+    helper_pid: std::sync::OnceLock<u32>,
 }
 
 impl RevFs {
@@ -99,6 +101,7 @@ impl RevFs {
             passthrough: passthrough.clone(),
         });
         wc.set_readahead_pusher(filler.clone());
+        wc.enable_walk();
         RevFs {
             wc,
             control,
@@ -109,6 +112,7 @@ impl RevFs {
             passthrough,
             readers: Readers::default(),
             filler,
+            helper_pid: std::sync::OnceLock::new(),
         }
     }
 
@@ -215,6 +219,18 @@ impl RevFs {
         } else {
             (id << 2) | FH_PASSTHROUGH
         }
+    }
+
+    /// Whether `req` comes from the daemon's own lease helper (`lease.rs`), not a program.
+    fn is_helper(&self, req: &Request) -> bool {
+        let pid = match self.helper_pid.get() {
+            Some(pid) => *pid,
+            None => match self.passthrough.leases.helper_pid() {
+                Some(pid) => *self.helper_pid.get_or_init(|| pid),
+                None => return false,
+            },
+        };
+        pid == req.pid()
     }
 
     fn is_control(ino: u64) -> bool {
@@ -495,7 +511,7 @@ impl Filesystem for RevFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _busy = self.busy.enter();
         self.passthrough.lookup_delay.wait();
         let parent = parent.0;
@@ -523,7 +539,7 @@ impl Filesystem for RevFs {
             Ok(Some(a)) => {
                 // A file looked up one by one: a program stats the tree's files (`ls -l`,
                 // `find -size`, rsync, make), so listings carry attributes for a while.
-                if !matches!(a.kind, EntryType::Dir) {
+                if !matches!(a.kind, EntryType::Dir) && !self.is_helper(req) {
                     self.readers.looked_up();
                 }
                 reply.entry(&TTL, &self.file_attr(&a), Generation(0))
@@ -1028,13 +1044,20 @@ impl Filesystem for RevFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         let _busy = self.busy.enter();
+        if offset == 0
+            && !self.is_helper(req)
+            && !self.wc.walk_reached(ino.0)
+            && self.readers.reading()
+        {
+            self.wc.listed_while_reading(ino.0);
+        }
         if ino.0 == CONTROL_DIR_INO {
             for (i, (ino, kind, name)) in control_entries()
                 .into_iter()
@@ -1073,7 +1096,7 @@ impl Filesystem for RevFs {
 
     fn readdirplus(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -1107,6 +1130,9 @@ impl Filesystem for RevFs {
         // Entries with attributes only while a program reads files (`readers.rs`): each is
         // a lookup (the kernel counts it as one) and thaws the entry. Otherwise node id 0:
         // the kernel takes the name and makes no entry, as for a plain readdir.
+        // A program the walk ahead follows (`wc/ahead.rs`) reads files whose pages were
+        // pushed: no READ shows it reading, its listings show how far it is.
+        let walked = offset == 0 && !self.is_helper(req) && self.wc.walk_reached(ino.0);
         let plus = self.readers.active();
         let dots = [
             (ino.0, EntryType::Dir, &b"."[..]),
@@ -1152,8 +1178,8 @@ impl Filesystem for RevFs {
             }
         }
         // A program reading files lists the directory it reads next.
-        if plus && offset == 0 && self.readers.reading() {
-            self.wc.read_ahead_listed(ino.0);
+        if !walked && plus && offset == 0 && self.readers.reading() && !self.is_helper(req) {
+            self.wc.listed_while_reading(ino.0);
         }
         reply.ok()
     }

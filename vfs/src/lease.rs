@@ -185,6 +185,13 @@ impl Leases {
         let _ = self.helper.set(Mutex::new(Helper { child, to, from }));
     }
 
+    /// The helper's process id, once it runs: its requests are no program's.
+    pub fn helper_pid(&self) -> Option<u32> {
+        self.helper
+            .get()
+            .map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).child.id())
+    }
+
     /// No lease from now on (the kernel refused one for good, or tests asked).
     pub fn disable(&self) {
         self.disabled.store(true, Ordering::Relaxed);

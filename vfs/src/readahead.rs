@@ -11,12 +11,19 @@
 //! (its reader sends no READ to say it read it; it is in the kernel's page cache, not the
 //! daemon's memory).
 //!
+//! A program that reads the tree (tar, grep -r, an indexer) lists each directory before it
+//! reads its files: the walk ([`Walker`], `wc/ahead.rs`) goes on from a directory it lists,
+//! in the order such a program goes (depth first, in listing order), and queues the rounds
+//! of the directories it comes to, up to [`AHEAD`] files past the last directory the
+//! program was seen listing. A program round (a directory read or listed that the walk had
+//! not come to) goes before the walk's.
+//!
 //! Bounded three ways: by threads (`mount.readahead_threads`, at the lowest priority, nice
 //! 19, so that a foreground request runnable beside them gets nearly all of a CPU), by
-//! bytes (`mount.readahead_size`: texts read ahead and not read since; past it, the queued
-//! work is dropped), and per directory (a directory starts a round at most once a while, of
-//! at most `PER_DIR` files). The threads hold no lock of the working copy: a foreground
-//! request never waits for them.
+//! bytes (`mount.readahead_size`: texts read ahead, not pushed and not read since; past it,
+//! a file is left to its reader), and per directory (a directory starts a round at most
+//! once a while, of at most `PER_DIR` files). The threads hold the working copy's lock only
+//! briefly (the walk lists a directory under it), never while they decode.
 
 use lru::LruCache;
 use revfs_store::{Node, Repo};
@@ -27,6 +34,19 @@ use std::time::{Duration, Instant};
 
 /// The most files one directory's round queues.
 pub const PER_DIR: usize = 256;
+/// How many files the walk queues past the last directory the program it follows was seen
+/// listing.
+pub const AHEAD: usize = 4096;
+/// A walk whose program lists no directory it came to for this long (counted from the
+/// walk's last step, too) is over: a program listing one later (`find` after a `tar`) reads
+/// nothing ahead.
+const WALK_LIVE: Duration = Duration::from_secs(2);
+/// How many directories the walk came to are remembered (a program listing one of them is
+/// the program the walk follows, come that far).
+const WALKED: NonZeroUsize = match NonZeroUsize::new(8192) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
 /// Texts bigger than this are left to the reader (they go through the on-disk big text
 /// cache, see `content.rs`).
 const MAX_TEXT: u64 = crate::content::BIG_TEXT;
@@ -63,6 +83,15 @@ pub trait Pusher: Send + Sync {
     fn push(&self, job: &Job) -> bool;
 }
 
+/// Goes through the tree ahead of a program that reads it (`wc/ahead.rs`): lists the
+/// directories it comes to and queues their rounds with [`Readahead::queue_walked`], while
+/// [`Readahead::walk_room`] allows. Runs on a read-ahead thread.
+pub trait Walker: Send + Sync {
+    /// Starts again after directory `from` (its subdirectories first), or goes on where it
+    /// was (`None`).
+    fn walk(&self, from: Option<u64>);
+}
+
 /// Counters, for `stats` (docs/FORMATS.md) and the tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReadaheadStats {
@@ -80,6 +109,12 @@ pub struct ReadaheadStats {
     /// Files read ahead whose pages were filled in the kernel's page cache.
     #[serde(default)]
     pub pushed: u64,
+    /// Directories whose round the walk queued (of `rounds`).
+    #[serde(default)]
+    pub walked: u64,
+    /// Files queued now.
+    #[serde(default)]
+    pub queued: u64,
 }
 
 struct State {
@@ -93,6 +128,22 @@ struct State {
     read: LruCache<Node, ()>,
     stats: ReadaheadStats,
     stop: bool,
+    /// The walk asked for: from a directory (`Some(Some(dir))`), or on from where it is.
+    walk: Option<Option<u64>>,
+    /// A thread walks now.
+    walking: bool,
+    /// Files the walk queued, all told.
+    walk_total: u64,
+    /// Of them, those queued before the last directory the program it follows was seen
+    /// listing.
+    walk_seen: u64,
+    /// Directories the walk came to, with `walk_total` when it did.
+    walked: LruCache<u64, u64>,
+    /// The walk is over after this: the program it followed was last seen [`WALK_LIVE`]
+    /// before.
+    walk_live_until: Option<Instant>,
+    /// No walk (`debug_no_push`).
+    walk_off: bool,
 }
 
 struct Shared {
@@ -100,6 +151,7 @@ struct Shared {
     wake: Condvar,
     budget: u64,
     pusher: std::sync::OnceLock<Arc<dyn Pusher>>,
+    walker: std::sync::OnceLock<Arc<dyn Walker>>,
 }
 
 /// The read-ahead of one mount: its threads and budget.
@@ -123,10 +175,18 @@ impl Readahead {
                 read: LruCache::new(RECENT_READS),
                 stats: ReadaheadStats::default(),
                 stop: false,
+                walk: None,
+                walking: false,
+                walk_total: 0,
+                walk_seen: 0,
+                walked: LruCache::new(WALKED),
+                walk_live_until: None,
+                walk_off: false,
             }),
             wake: Condvar::new(),
             budget,
             pusher: std::sync::OnceLock::new(),
+            walker: std::sync::OnceLock::new(),
         });
         for i in 0..threads {
             let shared = shared.clone();
@@ -149,6 +209,94 @@ impl Readahead {
         let _ = self.shared.pusher.set(pusher);
     }
 
+    /// Who walks ahead of a program (set once).
+    pub fn set_walker(&self, walker: Arc<dyn Walker>) {
+        let _ = self.shared.walker.set(walker);
+    }
+
+    /// A program that reads files lists directory `dir`: true when the walk came to it
+    /// (the program the walk follows is that far: the walk may go [`AHEAD`] files past it
+    /// again).
+    pub fn reached(&self, dir: u64) -> bool {
+        let mut st = self.lock();
+        let now = Instant::now();
+        if st.walk_live_until.is_none_or(|t| now > t) {
+            return false;
+        }
+        let Some(&at) = st.walked.get(&dir) else {
+            return false;
+        };
+        st.walk_live_until = Some(now + WALK_LIVE);
+        st.walk_seen = st.walk_seen.max(at);
+        if st.walk.is_none() {
+            st.walk = Some(None);
+        }
+        drop(st);
+        self.shared.wake.notify_one();
+        true
+    }
+
+    /// No walk from now on (`debug_no_push`: tests of what a program's own reads and
+    /// listings start).
+    pub fn stop_walking(&self) {
+        let mut st = self.lock();
+        st.walk = None;
+        st.walk_live_until = None;
+        st.walk_off = true;
+    }
+
+    /// Starts the walk again after directory `dir`, which a program reading files lists.
+    pub fn walk_from(&self, dir: u64) {
+        if self.shared.walker.get().is_none() {
+            return;
+        }
+        let mut st = self.lock();
+        if st.walk_off {
+            return;
+        }
+        st.walk = Some(Some(dir));
+        st.walk_seen = st.walk_total;
+        st.walk_live_until = Some(Instant::now() + WALK_LIVE);
+        drop(st);
+        self.shared.wake.notify_one();
+    }
+
+    /// How many files the walk may queue now: none once [`AHEAD`] are queued past the
+    /// program, or the budget is spent.
+    pub fn walk_room(&self) -> usize {
+        let st = self.lock();
+        if st.stop || st.ahead_bytes >= self.shared.budget {
+            return 0;
+        }
+        let ahead = usize::try_from(st.walk_total - st.walk_seen).unwrap_or(usize::MAX);
+        AHEAD.saturating_sub(ahead)
+    }
+
+    /// The walk came to directory `dir`: queues its round (`jobs`, read from `repo`) after
+    /// what is queued.
+    pub fn queue_walked(&self, repo: &Arc<Repo>, dir: u64, jobs: Vec<Job>) {
+        let mut st = self.lock();
+        let at = st.walk_total;
+        st.walked.put(dir, at);
+        // A walk under way is not over (its program is counted from where the walk is).
+        let now = Instant::now();
+        if st.walk_live_until.is_some_and(|t| now <= t) {
+            st.walk_live_until = Some(now + WALK_LIVE);
+        }
+        // Its round came lately (a program read or listed it): not again.
+        if jobs.is_empty() || st.recent.iter().any(|(d, _)| *d == dir) {
+            st.walk_total += 1;
+            return;
+        }
+        st.recent.push_back((dir, Instant::now()));
+        st.walk_total += jobs.len() as u64;
+        st.stats.rounds += 1;
+        st.stats.walked += 1;
+        st.queue.extend(jobs.into_iter().map(|j| (repo.clone(), j)));
+        drop(st);
+        self.shared.wake.notify_all();
+    }
+
     /// True when directory `dir` has not had a round lately: the caller then collects its
     /// files and calls [`Readahead::queue`]. Marks it as having had one.
     pub fn starts_round(&self, dir: u64) -> bool {
@@ -162,7 +310,7 @@ impl Readahead {
         {
             st.recent.pop_front();
         }
-        if st.recent.iter().any(|(d, _)| *d == dir) {
+        if st.recent.iter().any(|(d, _)| *d == dir) || st.walked.contains(&dir) {
             return false;
         }
         // A budget spent on texts nobody has read yet: no new round.
@@ -173,14 +321,17 @@ impl Readahead {
         true
     }
 
-    /// Queues a round's files (read from `repo`), in the order a reader would read them.
+    /// Queues a program's round (files read from `repo`, in the order a reader would read
+    /// them) before what is queued: the program is there now.
     pub fn queue(&self, repo: &Arc<Repo>, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
         }
         let mut st = self.lock();
         st.stats.rounds += 1;
-        st.queue.extend(jobs.into_iter().map(|j| (repo.clone(), j)));
+        for j in jobs.into_iter().rev() {
+            st.queue.push_front((repo.clone(), j));
+        }
         drop(st);
         self.shared.wake.notify_all();
     }
@@ -202,6 +353,7 @@ impl Readahead {
         let st = self.lock();
         ReadaheadStats {
             pending_bytes: st.ahead_bytes,
+            queued: st.queue.len() as u64,
             ..st.stats
         }
     }
@@ -236,6 +388,17 @@ fn worker(shared: &Shared) {
                 if st.stop {
                     return;
                 }
+                if let (false, Some(from), Some(walker)) =
+                    (st.walking, st.walk, shared.walker.get())
+                {
+                    st.walk = None;
+                    st.walking = true;
+                    drop(st);
+                    walker.walk(from);
+                    st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+                    st.walking = false;
+                    continue;
+                }
                 if let Some(next) = st.queue.pop_front() {
                     break next;
                 }
@@ -243,8 +406,17 @@ fn worker(shared: &Shared) {
             }
         };
         let outcome = read_ahead(shared, &repo, &job);
-        let pushed = match (outcome, shared.pusher.get()) {
-            (Some(_), Some(pusher)) => pusher.push(&job),
+        // Pushed only while no reader has read it meanwhile (its READ took it out of
+        // `ahead`): a push then would fill pages the reader already has.
+        let still_ahead = outcome.is_some()
+            && shared
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .ahead
+                .contains_key(&job.node);
+        let pushed = match (still_ahead, shared.pusher.get()) {
+            (true, Some(pusher)) => pusher.push(&job),
             _ => false,
         };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -293,11 +465,8 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
             }
         }
         if st.ahead_bytes + len > shared.budget {
-            // The budget is spent: what is queued goes (a reader that catches up starts
-            // new rounds).
-            let dropped = st.queue.len() as u64;
-            st.queue.clear();
-            st.stats.dropped += dropped;
+            // The budget is spent: this file is left to its reader (the next ones may fit
+            // once read texts leave the budget).
             return None;
         }
         if st.ahead.contains_key(&job.node) || st.read.contains(&job.node) {

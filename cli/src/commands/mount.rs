@@ -175,6 +175,12 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// The allocator's settings a daemon runs with, unless the environment sets them: mimalloc
+/// commits its arenas as it uses them (by default it commits them whole, which took the
+/// memory test's daemon from 125 to 168 MiB; docs/BENCHMARKS.md). The systemd unit sets the
+/// same.
+pub const ALLOCATOR_ENV: [(&str, &str); 1] = [("MIMALLOC_ARENA_EAGER_COMMIT", "0")];
+
 /// Stops a switch of the working copy kept for `mountpoint` to another revision when it
 /// holds uncommitted changes (unknown files included: an update would keep them, but they
 /// are easy to forget), listing them and naming the choices.
@@ -239,6 +245,11 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
             "--no-allow-other"
         });
     cmd.arg(&req.repo).arg(&req.mountpoint);
+    for (key, value) in ALLOCATOR_ENV {
+        if std::env::var_os(key).is_none() {
+            cmd.env(key, value);
+        }
+    }
     cmd.stdin(Stdio::null())
         .stdout(log_out.try_clone()?)
         .stderr(log_out);

@@ -16,6 +16,7 @@
 //! `mapped_base.rs`, reading `read.rs`, changes `write.rs`, extended
 //! attributes `xattr.rs`, tracking and copies `tracking.rs`.
 
+mod ahead;
 mod inodes;
 mod mapped_base;
 mod open;
@@ -417,6 +418,8 @@ pub struct WorkingCopy {
     listed_files: std::sync::atomic::AtomicUsize,
     /// Read-ahead of a directory's files (`mount.readahead_threads`), when on.
     pub(crate) readahead: OnceLock<crate::readahead::Readahead>,
+    /// Where read-ahead's walk ahead of a program is (`ahead.rs`).
+    walk_cursor: ahead::WalkCursor,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -533,6 +536,7 @@ impl WorkingCopy {
             loaded_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LOADED_FILES),
             listed_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LISTED_FILES),
             readahead: OnceLock::new(),
+            walk_cursor: ahead::WalkCursor::default(),
         };
         {
             let mut inner = wc.write();

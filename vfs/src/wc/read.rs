@@ -283,49 +283,26 @@ impl WorkingCopy {
         self.queue_round(ra, inner, e.parent, &e.name);
     }
 
-    /// Directory `dir` is listed while a program reads files (`readers.rs`): its store
-    /// files are queued for read-ahead from the first, once a while per directory, so that
-    /// the first one the program reads is ready too (and, when the disk has them, read
-    /// while the program is still in the directory before).
-    pub fn read_ahead_listed(&self, dir: u64) {
-        let Some(ra) = self.readahead.get() else {
-            return;
-        };
-        self.queue_round(ra, &self.read(), dir, b"");
-    }
-
-    /// Queues the store files of directory `dir` named after `after` for read-ahead,
-    /// unless `dir` had its round lately.
-    fn queue_round(&self, ra: &crate::readahead::Readahead, inner: &Inner, dir: u64, after: &[u8]) {
-        let Ok(Kind::Dir {
-            children: Some(children),
-            ..
-        }) = inner.entry(dir).map(|p| &p.kind)
-        else {
-            return;
-        };
-        if !ra.starts_round(dir) {
+    /// Queues the store files of directory `dir` named after `after` for read-ahead (a
+    /// program's round, before what is queued), unless `dir` had its round lately.
+    pub(super) fn queue_round(
+        &self,
+        ra: &crate::readahead::Readahead,
+        inner: &Inner,
+        dir: u64,
+        after: &[u8],
+    ) {
+        if !matches!(
+            inner.entry(dir).map(|p| &p.kind),
+            Ok(Kind::Dir {
+                children: Some(_),
+                ..
+            })
+        ) || !ra.starts_round(dir)
+        {
             return;
         }
-        let jobs: Vec<crate::readahead::Job> = children
-            .files_after(after)
-            .filter_map(|(name, file)| match file {
-                Ok(node) => Some(crate::readahead::Job {
-                    path: children.store_path(name)?,
-                    node,
-                    ino: None,
-                }),
-                Err(ino) => match &inner.entry(ino).ok()?.kind {
-                    Kind::File(FileData::Store { path, node, .. }) => Some(crate::readahead::Job {
-                        path: path.to_vec(),
-                        node: *node,
-                        ino: Some(ino),
-                    }),
-                    _ => None,
-                },
-            })
-            .take(crate::readahead::PER_DIR)
-            .collect();
+        let jobs = super::ahead::round_jobs(inner, dir, after, crate::readahead::PER_DIR);
         ra.queue(&inner.repo, jobs);
     }
 
