@@ -46,6 +46,8 @@ pub const HELPER_ARG: &str = "--revfs-lease-helper";
 pub struct Leases {
     /// The helper (set once the mount serves).
     helper: OnceLock<Mutex<Helper>>,
+    /// Its process id.
+    helper_pid: OnceLock<u32>,
     /// The kernel refused leases on this mount for good, the helper is gone, or tests
     /// turned them off.
     disabled: AtomicBool,
@@ -182,14 +184,15 @@ impl Leases {
             let _ = child.wait();
             return;
         }
+        let _ = self.helper_pid.set(child.id());
         let _ = self.helper.set(Mutex::new(Helper { child, to, from }));
     }
 
-    /// The helper's process id, once it runs: its requests are no program's.
+    /// The helper's process id, once it runs: its requests are no program's. Never takes
+    /// the helper's lock, which a thread waiting for the helper holds while the helper
+    /// waits for a request of the mount.
     pub fn helper_pid(&self) -> Option<u32> {
-        self.helper
-            .get()
-            .map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).child.id())
+        self.helper_pid.get().copied()
     }
 
     /// No lease from now on (the kernel refused one for good, or tests asked).
