@@ -266,7 +266,17 @@ fn random_op(rng: &mut Rng, a: &Path, b: &Path, originals: &Path) -> String {
                     Err(o.status.code())
                 }
             };
-            (format!("{cmd:?}"), code(&ours), code(&theirs))
+            // The messages too, for a failure's report.
+            let said = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+            (
+                format!(
+                    "{cmd:?} (revfs said {:?}, hg said {:?})",
+                    said(&ours),
+                    said(&theirs)
+                ),
+                code(&ours),
+                code(&theirs),
+            )
         }
     };
     assert_eq!(ra, rb, "{desc}: revfs and hg disagree on the outcome");
