@@ -22,6 +22,25 @@ fn repo(dir: &std::path::Path) -> std::path::PathBuf {
     hg_repo(dir, &files)
 }
 
+/// `n` files `d/f000`, `d/f001`... whose content is `body(i)`, committed by hg.
+fn flat_repo(
+    dir: &std::path::Path,
+    n: usize,
+    body: impl Fn(usize) -> Vec<u8>,
+) -> std::path::PathBuf {
+    let files: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("d/f{i:03}"), body(i))).collect();
+    hg_repo(dir, &files)
+}
+
+/// A mount with two read-ahead threads and passthrough off: the daemon sees no open, and
+/// pushes under read leases.
+fn unseen_opens_mount(repo: &std::path::Path) -> Mount {
+    Mount::with_config(
+        repo,
+        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
+    )
+}
+
 /// Every file of `d/` in the mount reads as hg has it.
 fn every_file_reads_as_hg(m: &Mount, repo: &std::path::Path) {
     for i in 0..120 {
@@ -306,10 +325,7 @@ fn with_opens_not_seen_files_read_ahead_are_in_the_page_cache_before_their_first
     // lease (no writer can have it open). The reader's reads then find its pages.
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-    );
+    let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("d/f000")).unwrap();
     let s = settled(&m);
     assert_eq!(s.readahead("files"), Some(119), "{s}");
@@ -335,19 +351,15 @@ fn read_ahead_never_pushes_a_file_open_for_writing_or_mapped_for_writing() {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     let tmp = tempfile::tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = (0..120)
-        .map(|i| {
-            (
-                format!("d/f{i:03}"),
-                format!("{i:07}\n").repeat(1024).into_bytes(),
-            )
-        })
-        .collect();
-    let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-    );
+    let repo = flat_repo(tmp.path(), 120, |i| {
+        format!(
+            "{i:07}
+"
+        )
+        .repeat(1024)
+        .into_bytes()
+    });
+    let m = unseen_opens_mount(&repo);
     let writer = std::fs::OpenOptions::new()
         .write(true)
         .open(m.dir.join("d/f010"))
@@ -405,20 +417,16 @@ fn an_unmount_while_read_ahead_pushes_is_not_refused_as_busy() {
     // unmount` first asks the daemon to let go of them and take no more. Here each push
     // holds its lease 100 ms (`debug_push_delay`), one after another on two threads.
     let tmp = tempfile::tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|i| {
-            (
-                format!("d/f{i:03}"),
-                format!("file {i}\n").repeat(50).into_bytes(),
-            )
-        })
-        .collect();
-    let repo = hg_repo(tmp.path(), &files);
+    let repo = flat_repo(tmp.path(), 300, |i| {
+        format!(
+            "file {i}
+"
+        )
+        .repeat(50)
+        .into_bytes()
+    });
     for round in 0..3 {
-        let m = Mount::with_config(
-            &repo,
-            "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-        );
+        let m = unseen_opens_mount(&repo);
         assert_eq!(
             m.control("{\"cmd\":\"debug_push_delay\",\"ms\":50}"),
             "{\"reply\":\"done\"}\n"
@@ -441,19 +449,15 @@ fn a_daemon_killed_while_read_ahead_waits_on_its_own_mount_ends_and_frees_it() {
     // daemon when the daemon is killed cannot be interrupted. The daemon must end all the
     // same, so that the kernel ends the connection and the mount fails instead of hanging.
     let tmp = tempfile::tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|i| {
-            (
-                format!("d/f{i:03}"),
-                format!("file {i}\n").repeat(50).into_bytes(),
-            )
-        })
-        .collect();
-    let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-    );
+    let repo = flat_repo(tmp.path(), 300, |i| {
+        format!(
+            "file {i}
+"
+        )
+        .repeat(50)
+        .into_bytes()
+    });
+    let m = unseen_opens_mount(&repo);
     std::fs::metadata(m.dir.join("d/f000")).unwrap();
     // Every lookup now takes 5 s: read-ahead's first open (of d/f001, not looked up yet)
     // waits in one that the daemon has taken when the daemon is killed.
@@ -509,10 +513,7 @@ fn the_directories_a_reader_comes_to_next_are_read_ahead_and_pushed_before_it_do
         }
     }
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-    );
+    let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 7);
     let s = settled(&m);
@@ -545,10 +546,7 @@ fn the_walk_goes_only_so_far_past_the_last_directory_the_program_listed() {
         }
     }
     let repo = hg_repo(tmp.path(), &files);
-    let m = Mount::with_config(
-        &repo,
-        "[mount]\nreadahead_threads = 2\npassthrough = false\n",
-    );
+    let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d00")).unwrap().count(), 150);
     // d01 to d28: 4,200 files (the walk stops once 4,096 are queued).

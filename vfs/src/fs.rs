@@ -84,8 +84,6 @@ pub struct RevFs {
     readers: Readers,
     /// Fills store files' pages: at an open, and after read-ahead.
     filler: Arc<PageFiller>,
-    /// The lease helper's process id (`lease.rs`), once known.
-    helper_pid: std::sync::OnceLock<u32>,
 }
 
 impl RevFs {
@@ -112,7 +110,6 @@ impl RevFs {
             passthrough,
             readers: Readers::default(),
             filler,
-            helper_pid: std::sync::OnceLock::new(),
         }
     }
 
@@ -223,14 +220,20 @@ impl RevFs {
 
     /// Whether `req` comes from the daemon's own lease helper (`lease.rs`), not a program.
     fn is_helper(&self, req: &Request) -> bool {
-        let pid = match self.helper_pid.get() {
-            Some(pid) => *pid,
-            None => match self.passthrough.leases.helper_pid() {
-                Some(pid) => *self.helper_pid.get_or_init(|| pid),
-                None => return false,
-            },
-        };
-        pid == req.pid()
+        self.passthrough.leases.helper_pid() == Some(req.pid())
+    }
+
+    /// A program (not the lease helper) listed directory `dir` from its start (`offset`
+    /// 0): the walk ahead learns how far the program it follows is (`wc/ahead.rs`), and a
+    /// directory the walk had not come to, listed while a program reads files, gets its
+    /// round and starts the walk again from it.
+    fn listed(&self, req: &Request, dir: u64, offset: u64) {
+        if offset != 0 || Self::is_control(dir) || self.is_helper(req) {
+            return;
+        }
+        if !self.wc.walk_reached(dir) && self.readers.reading() {
+            self.wc.listed_while_reading(dir);
+        }
     }
 
     fn is_control(ino: u64) -> bool {
@@ -1051,13 +1054,6 @@ impl Filesystem for RevFs {
         mut reply: ReplyDirectory,
     ) {
         let _busy = self.busy.enter();
-        if offset == 0
-            && !self.is_helper(req)
-            && !self.wc.walk_reached(ino.0)
-            && self.readers.reading()
-        {
-            self.wc.listed_while_reading(ino.0);
-        }
         if ino.0 == CONTROL_DIR_INO {
             for (i, (ino, kind, name)) in control_entries()
                 .into_iter()
@@ -1091,6 +1087,7 @@ impl Filesystem for RevFs {
                 break;
             }
         }
+        self.listed(req, ino.0, offset);
         reply.ok()
     }
 
@@ -1130,9 +1127,6 @@ impl Filesystem for RevFs {
         // Entries with attributes only while a program reads files (`readers.rs`): each is
         // a lookup (the kernel counts it as one) and thaws the entry. Otherwise node id 0:
         // the kernel takes the name and makes no entry, as for a plain readdir.
-        // A program the walk ahead follows (`wc/ahead.rs`) reads files whose pages were
-        // pushed: no READ shows it reading, its listings show how far it is.
-        let walked = offset == 0 && !self.is_helper(req) && self.wc.walk_reached(ino.0);
         let plus = self.readers.active();
         let dots = [
             (ino.0, EntryType::Dir, &b"."[..]),
@@ -1178,9 +1172,7 @@ impl Filesystem for RevFs {
             }
         }
         // A program reading files lists the directory it reads next.
-        if !walked && plus && offset == 0 && self.readers.reading() && !self.is_helper(req) {
-            self.wc.listed_while_reading(ino.0);
-        }
+        self.listed(req, ino.0, offset);
         reply.ok()
     }
 

@@ -288,7 +288,7 @@ impl Readahead {
             st.walk_total += 1;
             return;
         }
-        st.recent.push_back((dir, Instant::now()));
+        // Not in `recent`: `walked` keeps a program's round from starting again.
         st.walk_total += jobs.len() as u64;
         st.stats.rounds += 1;
         st.stats.walked += 1;
