@@ -516,19 +516,112 @@ fn the_directories_a_reader_comes_to_next_are_read_ahead_and_pushed_before_it_do
     let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 7);
+    // The program reads d0's first two files itself (they are not pushed: its reads tell
+    // the daemon that it reads the tree).
+    for name in ["d0/f0", "d0/f1"] {
+        assert_eq!(resident_pages(&m.dir.join(name)), (0, 1), "{name} pushed");
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
     let s = settled(&m);
     // d0's round (the program's), and the 11 directories after it (x, whose one file was
     // read, is not walked to again).
     assert_eq!(s.readahead("walked"), Some(11), "{s}");
     assert_eq!(s.readahead("rounds"), Some(1 + 11), "{s}");
-    assert_eq!(s.readahead("pushed"), Some(4 * 15), "{s}");
-    for (name, data) in &files[1..] {
+    assert_eq!(s.readahead("pushed"), Some(4 * 15 - 2), "{s}");
+    let used = s.readahead("used");
+    for (name, data) in files
+        .iter()
+        .filter(|(n, _)| !["x/one", "d0/f0", "d0/f1"].contains(&n.as_str()))
+    {
         let p = m.dir.join(name);
         assert_eq!(resident_pages(&p), (1, 1), "{name} not pushed");
         assert!(std::fs::read(&p).unwrap() == *data, "{name}");
     }
     // The program's reads found every page: none reached the daemon.
-    assert_eq!(m.stats().readahead("used"), Some(0));
+    assert_eq!(m.stats().readahead("used"), used);
+}
+
+#[test]
+fn a_walk_that_starts_over_reads_nothing_again_that_it_read_ahead_lately() {
+    // A program reads d0 (the walk goes to d1, d2, d3), then another reads a/, before d0:
+    // the walk starts over from a/ and comes to d1..d3 again, which it leaves alone.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        ("a/1".into(), b"a1\n".to_vec()),
+        ("a/2".into(), b"a2\n".to_vec()),
+        ("x/one".into(), b"one\n".to_vec()),
+    ];
+    for d in 0..4 {
+        for f in 0..5 {
+            files.push((format!("d{d}/f{f}"), format!("d{d} f{f}\n").into_bytes()));
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    let m = unseen_opens_mount(&repo);
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 5);
+    for name in ["d0/f0", "d0/f1"] {
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
+    let first = settled(&m);
+    assert_eq!(first.readahead("walked"), Some(3), "{first}");
+    // A read reaches the daemon again (a program reads), then a/ is listed and read.
+    evict(&m.dir.join("x/one"));
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("a")).unwrap().count(), 2);
+    for name in ["a/1", "a/2"] {
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(3), "{s}");
+    let files_before = first.readahead("files").unwrap();
+    assert!(
+        s.readahead("files").unwrap() <= files_before + 2,
+        "{first}\n{s}"
+    );
+    for (name, data) in &files {
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
+    }
+}
+
+#[test]
+fn a_program_that_lists_directories_while_others_read_files_starts_no_walk() {
+    // `make`: it lists a directory and reads its Makefile while its compilers (other
+    // threads) read files; the directory's files are read ahead, the rest of the tree is
+    // not.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
+    for d in 0..4 {
+        for f in 0..5 {
+            files.push((format!("d{d}/f{f}"), format!("d{d} f{f}\n").into_bytes()));
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    let m = unseen_opens_mount(&repo);
+    let in_another_thread = |names: &'static [&'static str]| {
+        let dir = m.dir.clone();
+        std::thread::spawn(move || {
+            for name in names {
+                std::fs::read(dir.join(name)).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    };
+    in_another_thread(&["x/one"]);
+    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 5);
+    std::fs::read(m.dir.join("d0/f0")).unwrap();
+    in_another_thread(&["d0/f2", "d0/f3"]);
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(0), "{s}");
+    assert_eq!(s.readahead("rounds"), Some(1), "{s}");
+    // The same program reading a second file of the directory it listed reads the tree.
+    std::fs::read(m.dir.join("d0/f1")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(3), "{s}");
+    for (name, data) in &files {
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
+    }
 }
 
 #[test]
@@ -549,6 +642,12 @@ fn the_walk_goes_only_so_far_past_the_last_directory_the_program_listed() {
     let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d00")).unwrap().count(), 150);
+    // No walk until the program reads files of the directory it listed.
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(0), "{s}");
+    for name in ["d00/f000", "d00/f001"] {
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
     // d01 to d28: 4,200 files (the walk stops once 4,096 are queued).
     let s = wait_for(&m, "walked", 28);
     assert_eq!(s.readahead("walked"), Some(28), "{s}");
@@ -558,5 +657,7 @@ fn the_walk_goes_only_so_far_past_the_last_directory_the_program_listed() {
     assert_eq!(std::fs::read_dir(m.dir.join("d05")).unwrap().count(), 150);
     let s = settled(&m);
     assert_eq!(s.readahead("walked"), Some(32), "{s}");
+    // d00 (all its files: its round read them ahead before the program read its first
+    // two), and the 32 directories walked.
     assert_eq!(s.readahead("files"), Some(33 * 150), "{s}");
 }

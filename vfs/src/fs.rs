@@ -233,6 +233,23 @@ impl RevFs {
         }
         if !self.wc.walk_reached(dir) && self.readers.reading() {
             self.wc.listed_while_reading(dir);
+            self.readers.listed(req.pid(), dir);
+        }
+    }
+
+    /// Thread `pid` reads (or opens to read) file `ino` from its start: when it is the
+    /// thread that listed the file's directory, and this makes enough of that directory's
+    /// files, it reads the tree itself and the walk starts from there (`readers.rs`).
+    fn read_by_lister(&self, pid: u32, ino: u64) {
+        if !self.readers.is_lister(pid) {
+            return;
+        }
+        if let Some(dir) = self
+            .wc
+            .store_parent(ino)
+            .and_then(|dir| self.readers.read_in(pid, dir, ino))
+        {
+            self.wc.walk_from(dir);
         }
     }
 
@@ -792,7 +809,7 @@ impl Filesystem for RevFs {
         self.reply_entry("link", result, reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = self.busy.enter();
         if !self.passthrough.on() {
             // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
@@ -803,6 +820,10 @@ impl Filesystem for RevFs {
         }
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         let truncate = flags.0 & libc::O_TRUNC != 0;
+        if !write && !truncate {
+            // Its pages may be in the kernel already: no READ would tell.
+            self.read_by_lister(req.pid(), ino.0);
+        }
         // Held until the open's handle is in the table (which then keeps pushes off).
         let _change = (write || truncate).then(|| self.passthrough.begin_change(ino.0));
         // A writer's open may put the file in the overlay, with handles on a backing file,
@@ -872,7 +893,7 @@ impl Filesystem for RevFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -883,6 +904,9 @@ impl Filesystem for RevFs {
     ) {
         let _busy = self.busy.enter();
         self.readers.read(offset);
+        if offset == 0 {
+            self.read_by_lister(req.pid(), ino.0);
+        }
         match self.wc.read_file(ino.0, offset, size as usize) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(errno("read", &e)),

@@ -73,6 +73,9 @@ pub struct Job {
     pub path: Vec<u8>,
     pub node: Node,
     pub ino: Option<u64>,
+    /// Whether it may be pushed (the first files of a directory a program listed are
+    /// not: its reads of them must reach the daemon, see `readers.rs`).
+    pub push: bool,
 }
 
 /// Fills the kernel's page cache of a file whose text was just read ahead, when that is
@@ -137,8 +140,8 @@ struct State {
     /// Of them, those queued before the last directory the program it follows was seen
     /// listing.
     walk_seen: u64,
-    /// Directories the walk came to, with `walk_total` when it did.
-    walked: LruCache<u64, u64>,
+    /// Directories the walk came to, with `walk_total` when it did, and when.
+    walked: LruCache<u64, (u64, Instant)>,
     /// The walk is over after this: the program it followed was last seen [`WALK_LIVE`]
     /// before.
     walk_live_until: Option<Instant>,
@@ -223,7 +226,7 @@ impl Readahead {
         if st.walk_live_until.is_none_or(|t| now > t) {
             return false;
         }
-        let Some(&at) = st.walked.get(&dir) else {
+        let Some(&(at, _)) = st.walked.get(&dir) else {
             return false;
         };
         st.walk_live_until = Some(now + WALK_LIVE);
@@ -277,14 +280,19 @@ impl Readahead {
     pub fn queue_walked(&self, repo: &Arc<Repo>, dir: u64, jobs: Vec<Job>) {
         let mut st = self.lock();
         let at = st.walk_total;
-        st.walked.put(dir, at);
-        // A walk under way is not over (its program is counted from where the walk is).
         let now = Instant::now();
+        // A walk that started again (two programs, or one the walk lost) comes to the
+        // directories it came to before: their files were read ahead then.
+        let again = st
+            .walked
+            .put(dir, (at, now))
+            .is_some_and(|(_, t)| now.duration_since(t) < DIR_QUIET);
+        // A walk under way is not over (its program is counted from where the walk is).
         if st.walk_live_until.is_some_and(|t| now <= t) {
             st.walk_live_until = Some(now + WALK_LIVE);
         }
-        // Its round came lately (a program read or listed it): not again.
-        if jobs.is_empty() || st.recent.iter().any(|(d, _)| *d == dir) {
+        // Its round came lately (a program read or listed it, or the walk): not again.
+        if jobs.is_empty() || again || st.recent.iter().any(|(d, _)| *d == dir) {
             st.walk_total += 1;
             return;
         }
@@ -409,6 +417,7 @@ fn worker(shared: &Shared) {
         // Pushed only while no reader has read it meanwhile (its READ took it out of
         // `ahead`): a push then would fill pages the reader already has.
         let still_ahead = outcome.is_some()
+            && job.push
             && shared
                 .state
                 .lock()

@@ -82,14 +82,31 @@ impl WorkingCopy {
         self.readahead.get().is_some_and(|ra| ra.reached(dir))
     }
 
-    /// A program that reads files listed directory `dir`, which the walk had not come to:
-    /// its round goes before anything queued, and the walk starts again from it.
+    /// A program listed directory `dir`, which the walk had not come to, while files were
+    /// read: its round goes before anything queued. Its first
+    /// [`LISTER_READS`](crate::readers::LISTER_READS) files are read ahead but not pushed:
+    /// the lister's reads of them reach the daemon and tell whether it reads the tree
+    /// itself ([`WorkingCopy::walk_from`]).
     pub fn listed_while_reading(&self, dir: u64) {
         let Some(ra) = self.readahead.get() else {
             return;
         };
-        self.queue_round(ra, &self.read(), dir, b"");
-        ra.walk_from(dir);
+        self.queue_round(ra, &self.read(), dir, b"", crate::readers::LISTER_READS);
+    }
+
+    /// The program that listed directory `dir` reads its files: the walk starts again from
+    /// it.
+    pub fn walk_from(&self, dir: u64) {
+        if let Some(ra) = self.readahead.get() {
+            ra.walk_from(dir);
+        }
+    }
+
+    /// The directory of file `ino` when it is a store file.
+    pub fn store_parent(&self, ino: u64) -> Option<u64> {
+        let inner = self.read();
+        let e = inner.entry(ino).ok()?;
+        matches!(e.kind, Kind::File(FileData::Store { .. })).then_some(e.parent)
     }
 
     /// Walks on (from after `from`, or where the walk was) while read-ahead has room. On a
@@ -112,7 +129,7 @@ impl WorkingCopy {
             };
             cursor.enter(&listing);
             let inner = self.read();
-            let jobs = round_jobs(&inner, dir, b"", crate::readahead::AHEAD);
+            let jobs = round_jobs(&inner, dir, b"", crate::readahead::AHEAD, 0);
             ra.queue_walked(&inner.repo, dir, jobs);
         }
     }
@@ -151,7 +168,13 @@ impl WorkingCopy {
 
 /// Up to `max` store files of directory `dir` named after `after`, in listing order, as
 /// read-ahead jobs.
-pub(super) fn round_jobs(inner: &Inner, dir: u64, after: &[u8], max: usize) -> Vec<Job> {
+pub(super) fn round_jobs(
+    inner: &Inner,
+    dir: u64,
+    after: &[u8],
+    max: usize,
+    unpushed: usize,
+) -> Vec<Job> {
     let Ok(Kind::Dir {
         children: Some(children),
         ..
@@ -166,17 +189,24 @@ pub(super) fn round_jobs(inner: &Inner, dir: u64, after: &[u8], max: usize) -> V
                 path: children.store_path(name)?,
                 node,
                 ino: None,
+                push: true,
             }),
             Err(ino) => match &inner.entry(ino).ok()?.kind {
                 Kind::File(FileData::Store { path, node, .. }) => Some(Job {
                     path: path.to_vec(),
                     node: *node,
                     ino: Some(ino),
+                    push: true,
                 }),
                 _ => None,
             },
         })
         .take(max)
+        .enumerate()
+        .map(|(i, job)| Job {
+            push: i >= unpushed,
+            ..job
+        })
         .collect()
 }
 

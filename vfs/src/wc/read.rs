@@ -280,17 +280,19 @@ impl WorkingCopy {
             return;
         };
         ra.read_by_reader(node);
-        self.queue_round(ra, inner, e.parent, &e.name);
+        self.queue_round(ra, inner, e.parent, &e.name, 0);
     }
 
     /// Queues the store files of directory `dir` named after `after` for read-ahead (a
-    /// program's round, before what is queued), unless `dir` had its round lately.
+    /// program's round, before what is queued), unless `dir` had its round lately; the
+    /// first `unpushed` are not pushed into the page cache.
     pub(super) fn queue_round(
         &self,
         ra: &crate::readahead::Readahead,
         inner: &Inner,
         dir: u64,
         after: &[u8],
+        unpushed: usize,
     ) {
         if !matches!(
             inner.entry(dir).map(|p| &p.kind),
@@ -302,7 +304,7 @@ impl WorkingCopy {
         {
             return;
         }
-        let jobs = super::ahead::round_jobs(inner, dir, after, crate::readahead::PER_DIR);
+        let jobs = super::ahead::round_jobs(inner, dir, after, crate::readahead::PER_DIR, unpushed);
         ra.queue(&inner.repo, jobs);
     }
 
