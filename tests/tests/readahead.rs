@@ -239,6 +239,36 @@ fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
 }
 
 #[test]
+fn a_file_too_big_for_the_text_cache_is_read_ahead_into_the_on_disk_cache() {
+    // d/a is read: d/big (5 MiB, over the 4 MiB of texts kept in memory) is rebuilt on a
+    // read-ahead thread into the mount's on-disk cache of big texts, which its reader
+    // then reads instead of rebuilding it.
+    let tmp = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..5u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let repo = hg_repo(
+        tmp.path(),
+        &[("d/a", b"a\n".to_vec()), ("d/big", big.clone())],
+    );
+    let m = unseen_opens_mount(&repo);
+    std::fs::read(m.dir.join("d/a")).unwrap();
+    let s = settled(&m);
+    assert_eq!(s.readahead("files"), Some(1), "{s}");
+    assert_eq!(s.readahead("bytes"), Some(5 << 20), "{s}");
+    // Not in the budget (it holds no memory), and not pushed.
+    assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(0), "{s}");
+    // Its entry: a 64-byte header, then the text (docs/FORMATS.md, "The text cache").
+    let cached: Vec<u64> = std::fs::read_dir(m.state_dir().join("texts"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    assert_eq!(cached, [64 + (5 << 20)]);
+    assert!(std::fs::read(m.dir.join("d/big")).unwrap() == big);
+}
+
+#[test]
 fn read_ahead_is_off_with_no_threads() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = repo(tmp.path());

@@ -161,3 +161,25 @@ impl WorkingCopy {
         Ok(StoreText::Small(fl.read(rev)?))
     }
 }
+
+/// Read-ahead's builder of big texts (`readahead.rs`'s [`BigTexts`]): the same on-disk
+/// cache, and the same one build per revision, as a reader's.
+///
+/// [`BigTexts`]: crate::readahead::BigTexts
+pub(crate) struct BigTextBuilder {
+    pub(crate) wc: std::sync::Weak<WorkingCopy>,
+}
+
+impl crate::readahead::BigTexts for BigTextBuilder {
+    fn build(&self, repo: &Repo, job: &crate::readahead::Job) -> bool {
+        let Some(wc) = self.wc.upgrade() else {
+            return false;
+        };
+        let built = (|| {
+            let fl = repo.filelog(&job.path).ok()?;
+            let rev = fl.rev_of(&job.node).ok()?;
+            wc.texts.get(&fl, rev, job.node, &|| {}).ok()
+        })();
+        built.is_some()
+    }
+}

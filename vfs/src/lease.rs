@@ -64,7 +64,7 @@ struct State {
 }
 
 /// The helper process and its pipes. Each request is a byte and a NUL-terminated argument;
-/// each answer one line.
+/// each answer one line (`R` has none: the daemon does not wait for a lease to be let go).
 struct Helper {
     child: Child,
     to: ChildStdin,
@@ -72,14 +72,49 @@ struct Helper {
 }
 
 impl Helper {
-    /// Sends `op` with `arg` and reads the answer's line (without its newline).
-    fn ask(&mut self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+    /// Sends `op` with `arg`, unanswered.
+    fn tell(&mut self, op: u8, arg: &[u8]) -> std::io::Result<()> {
         let mut msg = Vec::with_capacity(arg.len() + 2);
         msg.push(op);
         msg.extend_from_slice(arg);
         msg.push(0);
         self.to.write_all(&msg)?;
-        self.to.flush()?;
+        self.to.flush()
+    }
+
+    /// [`Helper::ask`], waiting at most `wait` for the answer to start (`None`: it did
+    /// not).
+    fn ask_within(
+        &mut self,
+        op: u8,
+        arg: &[u8],
+        wait: Duration,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        self.tell(op, arg)?;
+        if self.from.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.from.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+            // SAFETY: poll reads and writes one pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 {
+                return Ok(None);
+            }
+        }
+        self.answer().map(Some)
+    }
+
+    /// Sends `op` with `arg` and reads the answer's line (without its newline). The
+    /// helper answers in order, after what it was told before.
+    fn ask(&mut self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+        self.tell(op, arg)?;
+        self.answer()
+    }
+
+    /// The next answer's line, without its newline.
+    fn answer(&mut self) -> std::io::Result<Vec<u8>> {
         let mut line = Vec::new();
         if self.from.read_until(b'\n', &mut line)? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -114,8 +149,10 @@ impl Leased<'_> {
 
 impl Drop for Leased<'_> {
     fn drop(&mut self) {
+        // Not waited for: the helper lets go before it takes the next lease, and a
+        // quiesce's ping comes after.
         let fd = self.fd.to_string();
-        if let Err(e) = self.leases.ask(b'R', fd.as_bytes()) {
+        if let Err(e) = self.leases.tell(b'R', fd.as_bytes()) {
             self.leases.gone(&e);
         }
         self.leases.let_go();
@@ -138,6 +175,13 @@ impl Leases {
     fn ask(&self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
         match self.helper.get() {
             Some(h) => h.lock().unwrap_or_else(|p| p.into_inner()).ask(op, arg),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    fn tell(&self, op: u8, arg: &[u8]) -> std::io::Result<()> {
+        match self.helper.get() {
+            Some(h) => h.lock().unwrap_or_else(|p| p.into_inner()).tell(op, arg),
             None => Err(std::io::ErrorKind::NotConnected.into()),
         }
     }
@@ -264,7 +308,26 @@ impl Leases {
                 Err(p) => p.into_inner().0,
             };
         }
-        true
+        drop(st);
+        // Every lease was let go: once the helper answers a ping, it closed them all (a
+        // close waits for the daemon's answer to its flush: within what is left of `wait`).
+        let Some(helper) = self.helper.get() else {
+            return true;
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut h = helper.lock().unwrap_or_else(|p| p.into_inner());
+        match h.ask_within(b'P', b"", left) {
+            Ok(Some(_)) => true,
+            Ok(None) => {
+                // The answer may come later, read as another's: no lease from now on.
+                self.gone(&std::io::ErrorKind::TimedOut.into());
+                false
+            }
+            Err(e) => {
+                self.gone(&e);
+                true
+            }
+        }
     }
 }
 
@@ -328,8 +391,9 @@ fn take_lease(path: &Path, dev: u64) -> Result<Option<(u64, OwnedFd)>, String> {
 }
 
 /// The lease helper (`revfs --revfs-lease-helper MOUNTPOINT`, started by the daemon):
-/// checks the mount's root, says `ok`, then takes (`T` path) and lets go of (`R` number)
-/// leases until its input closes. Returns the exit code.
+/// checks the mount's root, says `ok`, then takes (`T` path) and lets go of (`R` number,
+/// unanswered) leases, and answers pings (`P`), until its input closes. Returns the exit
+/// code.
 pub fn helper_main(mountpoint: &OsStr) -> i32 {
     // A lease break's signal, whose default would end the process: the helper lets go of
     // its leases unasked, a moment after it takes them.
@@ -384,8 +448,9 @@ pub fn helper_main(mountpoint: &OsStr) -> i32 {
                     }
                     drop(fd);
                 }
-                writeln!(out, "done")
+                Ok(())
             }
+            b'P' => writeln!(out, "done"),
             _ => return 1,
         };
         if answered.and_then(|_| out.flush()).is_err() {

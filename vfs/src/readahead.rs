@@ -2,7 +2,8 @@
 //! (a program reading the tree: tar, grep, an indexer, a build), the files of its directory
 //! that come after it (all its files, when such a program lists it: the directory it reads
 //! next) are rebuilt on background threads into the repository's caches: the text cache
-//! for their content, the size cache for their size. The reader's next lookups
+//! for their content (a text too big for it, into the on-disk cache of big texts:
+//! [`BigTexts`]), the size cache for their size. The reader's next lookups
 //! and reads then find both there, and the decoding overlaps with the reader's own work
 //! instead of adding to it. A file read ahead is also pushed into the kernel's page cache
 //! when no writer can have it open ([`Pusher`]: with opens seen, passthrough on, when no
@@ -47,8 +48,8 @@ const WALKED: NonZeroUsize = match NonZeroUsize::new(8192) {
     Some(n) => n,
     None => NonZeroUsize::MIN,
 };
-/// Texts bigger than this are left to the reader (they go through the on-disk big text
-/// cache, see `content.rs`).
+/// Texts bigger than this go through the on-disk big text cache (`content.rs`): read
+/// ahead into it, never pushed.
 const MAX_TEXT: u64 = crate::content::BIG_TEXT;
 /// A text read ahead that nobody read within this time no longer counts against the budget
 /// (the text cache may have let it go anyway).
@@ -84,6 +85,14 @@ pub struct Job {
 pub trait Pusher: Send + Sync {
     /// Fills the pages of `job`'s file, if it still is that revision; whether it did.
     fn push(&self, job: &Job) -> bool;
+}
+
+/// Rebuilds a text too big for the text cache into the working copy's on-disk cache of
+/// big texts (`content.rs`), where its reader then finds it instead of rebuilding it
+/// first, on the request's path. Runs on a read-ahead thread.
+pub trait BigTexts: Send + Sync {
+    /// Rebuilds `job`'s text (of `repo`) unless it is there; whether it is there now.
+    fn build(&self, repo: &Repo, job: &Job) -> bool;
 }
 
 /// Goes through the tree ahead of a program that reads it (`wc/ahead.rs`): lists the
@@ -155,6 +164,7 @@ struct Shared {
     budget: u64,
     pusher: std::sync::OnceLock<Arc<dyn Pusher>>,
     walker: std::sync::OnceLock<Arc<dyn Walker>>,
+    big_texts: std::sync::OnceLock<Arc<dyn BigTexts>>,
 }
 
 /// The read-ahead of one mount: its threads and budget.
@@ -190,6 +200,7 @@ impl Readahead {
             budget,
             pusher: std::sync::OnceLock::new(),
             walker: std::sync::OnceLock::new(),
+            big_texts: std::sync::OnceLock::new(),
         });
         for i in 0..threads {
             let shared = shared.clone();
@@ -215,6 +226,12 @@ impl Readahead {
     /// Who walks ahead of a program (set once).
     pub fn set_walker(&self, walker: Arc<dyn Walker>) {
         let _ = self.shared.walker.set(walker);
+    }
+
+    /// Who rebuilds big texts into the on-disk cache (set once; without one, big texts
+    /// are left to their readers).
+    pub fn set_big_texts(&self, big: Arc<dyn BigTexts>) {
+        let _ = self.shared.big_texts.set(big);
     }
 
     /// A program that reads files lists directory `dir`: true when the walk came to it
@@ -454,7 +471,16 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
     let rev = fl.rev_of(&job.node).ok()?;
     let len = fl.raw_len(rev).ok()??;
     if len > MAX_TEXT {
-        return None;
+        // Into the on-disk cache (not the budget's: it holds no memory), unless its
+        // reader came first.
+        let reader_came = shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read
+            .contains(&job.node);
+        let big = shared.big_texts.get().filter(|_| !reader_came)?;
+        return big.build(repo, job).then_some(len);
     }
     {
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -60,10 +60,14 @@ impl crate::readahead::Walker for TreeWalker {
 }
 
 impl WorkingCopy {
-    /// Lets read-ahead walk ahead of programs that read the tree (when read-ahead is on).
+    /// Lets read-ahead walk ahead of programs that read the tree, and rebuild big texts
+    /// into the on-disk cache (when read-ahead is on).
     pub fn enable_walk(self: &Arc<Self>) {
         if let Some(ra) = self.readahead.get() {
             ra.set_walker(Arc::new(TreeWalker {
+                wc: Arc::downgrade(self),
+            }));
+            ra.set_big_texts(Arc::new(crate::content::BigTextBuilder {
                 wc: Arc::downgrade(self),
             }));
         }
