@@ -27,6 +27,7 @@
 //! briefly (the walk lists a directory under it), never while they decode.
 
 use lru::LruCache;
+use revfs_store::filelog::FileText;
 use revfs_store::{Node, Repo};
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -129,10 +130,21 @@ pub struct ReadaheadStats {
     pub queued: u64,
 }
 
+/// A text read ahead (or being read), not read since.
+struct Ahead {
+    /// Its bytes, counted against the budget.
+    bytes: u64,
+    /// When its read-ahead started.
+    at: Instant,
+    /// The text, once rebuilt: its reader takes it from here, without opening its filelog
+    /// (`None` while being rebuilt).
+    text: Option<FileText>,
+}
+
 struct State {
     queue: VecDeque<(Arc<Repo>, Job)>,
-    /// Texts read ahead (or being read) and not read by anyone since: their bytes and when.
-    ahead: HashMap<Node, (u64, Instant)>,
+    /// Texts read ahead (or being read) and not read by anyone since.
+    ahead: HashMap<Node, Ahead>,
     ahead_bytes: u64,
     /// Directories that had their round lately, with when.
     recent: VecDeque<(u64, Instant)>,
@@ -361,16 +373,18 @@ impl Readahead {
         self.shared.wake.notify_all();
     }
 
-    /// A reader read revision `node` from its start: if it was read ahead, its bytes leave
-    /// the budget.
-    pub fn read_by_reader(&self, node: &Node) {
+    /// A reader reads revision `node` from its start: if it was read ahead, its bytes leave
+    /// the budget, and its text, when rebuilt, is the reader's.
+    pub fn read_by_reader(&self, node: &Node) -> Option<FileText> {
         let mut st = self.lock();
-        if let Some((bytes, _)) = st.ahead.remove(node) {
-            st.ahead_bytes -= bytes;
+        if let Some(a) = st.ahead.remove(node) {
+            st.ahead_bytes -= a.bytes;
             st.stats.used += 1;
+            a.text
         } else {
             // Read before its turn came (or with no round): its turn, if it comes, skips it.
             st.read.put(*node, ());
+            None
         }
     }
 
@@ -453,8 +467,8 @@ fn worker(shared: &Shared) {
                 if pushed {
                     st.stats.pushed += 1;
                     // Its reader finds the pages: no READ will take it out of the budget.
-                    if let Some((b, _)) = st.ahead.remove(&job.node) {
-                        st.ahead_bytes -= b;
+                    if let Some(a) = st.ahead.remove(&job.node) {
+                        st.ahead_bytes -= a.bytes;
                     }
                 }
             }
@@ -490,12 +504,12 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
             let stale: Vec<Node> = st
                 .ahead
                 .iter()
-                .filter(|(_, (_, t))| now.duration_since(*t) > STALE)
+                .filter(|(_, a)| now.duration_since(a.at) > STALE)
                 .map(|(n, _)| *n)
                 .collect();
             for n in stale {
-                if let Some((b, _)) = st.ahead.remove(&n) {
-                    st.ahead_bytes -= b;
+                if let Some(a) = st.ahead.remove(&n) {
+                    st.ahead_bytes -= a.bytes;
                 }
             }
         }
@@ -507,17 +521,35 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
         if st.ahead.contains_key(&job.node) || st.read.contains(&job.node) {
             return None;
         }
-        st.ahead.insert(job.node, (len, now));
+        st.ahead.insert(
+            job.node,
+            Ahead {
+                bytes: len,
+                at: now,
+                text: None,
+            },
+        );
         st.ahead_bytes += len;
     }
     // Into the text cache, then the size (from the cached text).
-    let ok = fl.read(rev).is_ok() && repo.file_size(&job.path, &job.node).is_ok();
-    if !ok {
-        let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((b, _)) = st.ahead.remove(&job.node) {
-            st.ahead_bytes -= b;
+    let text = fl
+        .read(rev)
+        .ok()
+        .filter(|_| repo.file_size(&job.path, &job.node).is_ok());
+    let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+    match text {
+        Some(text) => {
+            // Unless its reader came meanwhile (and rebuilt it too, from the text cache).
+            if let Some(a) = st.ahead.get_mut(&job.node) {
+                a.text = Some(text);
+            }
+            Some(len)
         }
-        return None;
+        None => {
+            if let Some(a) = st.ahead.remove(&job.node) {
+                st.ahead_bytes -= a.bytes;
+            }
+            None
+        }
     }
-    Some(len)
 }

@@ -1,7 +1,8 @@
 //! Reading a working copy: attributes, lookups, listings and file contents.
 
 use super::*;
-use crate::content::ReadBytes;
+use crate::content::{ReadBytes, StoreText};
+use revfs_store::filelog::FileText;
 
 impl WorkingCopy {
     // ----- reading -----
@@ -259,7 +260,9 @@ impl WorkingCopy {
                 }
                 Kind::File(FileData::Store { path, node, .. }) => {
                     if offset == 0 && reader {
-                        self.read_ahead_after(&inner, e, node);
+                        if let Some(text) = self.read_ahead_after(&inner, e, node) {
+                            return Ok(StoreText::Small(text).read(0, size)?);
+                        }
                     }
                     (path.clone(), *node, inner.repo.clone())
                 }
@@ -275,12 +278,12 @@ impl WorkingCopy {
     /// in its directory are queued for read-ahead, once a while per directory
     /// (`readahead.rs`): frozen ones, and loaded ones (a listing while a program reads
     /// gives its entries with their attributes, which loads them: `readers.rs`).
-    fn read_ahead_after(&self, inner: &Inner, e: &Entry, node: &Node) {
-        let Some(ra) = self.readahead.get() else {
-            return;
-        };
-        ra.read_by_reader(node);
+    /// Returns the text when it was read ahead: the reader needs no filelog.
+    fn read_ahead_after(&self, inner: &Inner, e: &Entry, node: &Node) -> Option<FileText> {
+        let ra = self.readahead.get()?;
+        let text = ra.read_by_reader(node);
         self.queue_round(ra, inner, e.parent, &e.name, 0);
+        text
     }
 
     /// Queues the store files of directory `dir` named after `after` for read-ahead (a
