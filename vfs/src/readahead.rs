@@ -479,6 +479,14 @@ fn worker(shared: &Shared) {
 
 /// Reads one file ahead; its bytes, or `None` when it was dropped.
 fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
+    {
+        // Its reader came first (or it is read ahead already): not even its filelog is
+        // opened (a first tar overtakes read-ahead thousands of times).
+        let st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.read.contains(&job.node) || st.ahead.contains_key(&job.node) {
+            return None;
+        }
+    }
     // From the disk too: its reads overlap the reader's work (the disk serves several at
     // once faster than one after another).
     let fl = repo.filelog(&job.path).ok()?;
