@@ -123,7 +123,7 @@ impl RevFs {
     /// the start, as far as listings go (`readers.rs`).
     fn push(&self, ino: u64) -> (bool, bool) {
         self.readers.read(0);
-        self.filler.fill(ino, true)
+        self.filler.fill(ino)
     }
 
     /// What this filesystem is serving right now, shared with the control socket.
@@ -285,13 +285,12 @@ struct PageFiller {
 }
 
 impl PageFiller {
-    /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]); `reader`: for a
-    /// program's open (a first read, as far as read-ahead goes), not read-ahead's own push.
-    /// Returns (whether the kernel may keep the pages it has, whether pages were filled):
+    /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]), for a program's
+    /// open (a first read, as far as read-ahead goes). Returns (whether the kernel may keep the pages it has, whether pages were filled):
     /// not to keep when the file is no longer that revision after the push (an update
     /// changed it meanwhile).
-    fn fill(&self, ino: u64, reader: bool) -> (bool, bool) {
-        let (Some(notifier), Some(wc)) = (self.notifier.get(), self.wc.upgrade()) else {
+    fn fill(&self, ino: u64) -> (bool, bool) {
+        let Some(wc) = self.wc.upgrade() else {
             return (true, false);
         };
         let Some(node) = wc.store_node(ino) else {
@@ -301,20 +300,29 @@ impl PageFiller {
             Ok(a) if a.size > 0 && a.size <= PUSH_MAX => a.size,
             _ => return (true, false),
         };
-        let read = if reader {
-            wc.read_file(ino, 0, size as usize)
-        } else {
-            wc.read_file_to_push(ino, size as usize)
-        };
-        let content = match read {
-            Ok(c) => c,
+        match wc.read_file(ino, 0, size as usize) {
+            Ok(content) => self.store(&wc, ino, node, &content),
             Err(e) => {
                 tracing::debug!(ino, "push: {e}");
-                return (true, false);
+                (true, false)
             }
+        }
+    }
+
+    /// Fills `ino`'s pages with `content`, revision `node`'s (what [`PageFiller::fill`]
+    /// returns).
+    fn store(
+        &self,
+        wc: &WorkingCopy,
+        ino: u64,
+        node: revfs_store::Node,
+        content: &[u8],
+    ) -> (bool, bool) {
+        let Some(notifier) = self.notifier.get() else {
+            return (true, false);
         };
         self.passthrough.push_delay.wait();
-        let filled = match notifier.store(INodeNo(ino), 0, &content) {
+        let filled = match notifier.store(INodeNo(ino), 0, content) {
             Ok(()) => true,
             Err(e) => {
                 tracing::debug!(ino, "push: {e}");
@@ -323,6 +331,18 @@ impl PageFiller {
         };
         self.passthrough.push_delay.wait();
         (wc.store_node(ino) == Some(node), filled)
+    }
+
+    /// Read-ahead's push of `content`, revision `node` of `ino` (just rebuilt: no read).
+    fn fill_with(&self, ino: u64, node: revfs_store::Node, content: &[u8]) -> (bool, bool) {
+        let Some(wc) = self.wc.upgrade() else {
+            return (true, false);
+        };
+        if content.is_empty() || content.len() as u64 > PUSH_MAX || wc.store_node(ino) != Some(node)
+        {
+            return (true, false);
+        }
+        self.store(&wc, ino, node, content)
     }
 }
 
@@ -346,7 +366,7 @@ impl PageFiller {
 }
 
 impl crate::readahead::Pusher for PageFiller {
-    fn push(&self, job: &crate::readahead::Job) -> bool {
+    fn push(&self, job: &crate::readahead::Job, content: &[u8]) -> bool {
         if !self.passthrough.background_pushes() {
             return false;
         }
@@ -358,7 +378,7 @@ impl crate::readahead::Pusher for PageFiller {
             if !self.is_revision(ino, &job.node) || !self.passthrough.claim_push(ino) {
                 return false;
             }
-            let (keep, filled) = self.fill(ino, false);
+            let (keep, filled) = self.fill_with(ino, job.node, content);
             self.passthrough.background_push_ended(ino, filled, keep);
             self.drop_if_changed(ino, keep);
             return filled && keep;
@@ -369,10 +389,7 @@ impl crate::readahead::Pusher for PageFiller {
             return false;
         };
         let ino = lease.ino();
-        if !self.is_revision(ino, &job.node) {
-            return false;
-        }
-        let (keep, filled) = self.fill(ino, false);
+        let (keep, filled) = self.fill_with(ino, job.node, content);
         self.drop_if_changed(ino, keep);
         drop(lease);
         filled && keep

@@ -84,8 +84,9 @@ pub struct Job {
 /// safe (`fs.rs`: no writer may have it open). The reader's open then finds the pages: no
 /// READ, and no GETATTR after it.
 pub trait Pusher: Send + Sync {
-    /// Fills the pages of `job`'s file, if it still is that revision; whether it did.
-    fn push(&self, job: &Job) -> bool;
+    /// Fills the pages of `job`'s file with `content` (its text, just rebuilt), if it
+    /// still is that revision; whether it did.
+    fn push(&self, job: &Job, content: &[u8]) -> bool;
 }
 
 /// Rebuilds a text too big for the text cache into the working copy's on-disk cache of
@@ -447,16 +448,18 @@ fn worker(shared: &Shared) {
         let outcome = read_ahead(shared, &repo, &job);
         // Pushed only while no reader has read it meanwhile (its READ took it out of
         // `ahead`): a push then would fill pages the reader already has.
-        let still_ahead = outcome.is_some()
-            && job.push
-            && shared
+        let still_ahead = match outcome {
+            Some(_) if job.push => shared
                 .state
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .ahead
-                .contains_key(&job.node);
+                .get(&job.node)
+                .and_then(|a| a.text.clone()),
+            _ => None,
+        };
         let pushed = match (still_ahead, shared.pusher.get()) {
-            (true, Some(pusher)) => pusher.push(&job),
+            (Some(text), Some(pusher)) => pusher.push(&job, &text),
             _ => false,
         };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -239,16 +239,6 @@ impl WorkingCopy {
     /// Up to `size` bytes of file `ino` from `offset` (a small store text's shared with the
     /// text cache).
     pub fn read_file(&self, ino: u64, offset: u64, size: usize) -> Result<ReadBytes> {
-        self.read_file_for(ino, offset, size, true)
-    }
-
-    /// The first `size` bytes of file `ino`, for a push of its pages after read-ahead: not
-    /// a program's read (read-ahead neither counts it nor starts a round for it).
-    pub fn read_file_to_push(&self, ino: u64, size: usize) -> Result<ReadBytes> {
-        self.read_file_for(ino, 0, size, false)
-    }
-
-    fn read_file_for(&self, ino: u64, offset: u64, size: usize, reader: bool) -> Result<ReadBytes> {
         let (path, node, repo) = {
             let inner = self.read();
             let e = inner.entry(ino)?;
@@ -259,7 +249,7 @@ impl WorkingCopy {
                     return Ok(ReadBytes::Owned(self.overlay.read(*id, offset, size)?))
                 }
                 Kind::File(FileData::Store { path, node, .. }) => {
-                    if offset == 0 && reader {
+                    if offset == 0 {
                         if let Some(text) = self.read_ahead_after(&inner, e, node) {
                             return Ok(StoreText::Small(text).read(0, size)?);
                         }
