@@ -32,6 +32,41 @@ fn flat_repo(
     hg_repo(dir, &files)
 }
 
+/// `x/one`, then `files` files in each of `dirs` directories, `d0/f0`... (`{:02}` and
+/// `{:03}` when `wide`), each of its own text; the first `extra` files too.
+fn tree_files(
+    extra: &[(&str, &[u8])],
+    dirs: usize,
+    files: usize,
+    wide: bool,
+) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = extra
+        .iter()
+        .map(|(n, b)| (n.to_string(), b.to_vec()))
+        .collect();
+    out.push(("x/one".into(), b"one\n".to_vec()));
+    for d in 0..dirs {
+        for f in 0..files {
+            let name = if wide {
+                format!("d{d:02}/f{f:03}")
+            } else {
+                format!("d{d}/f{f}")
+            };
+            let body = format!("{name}\n").into_bytes();
+            out.push((name, body));
+        }
+    }
+    out
+}
+
+/// A program lists `dir` (`entries` of them) and reads `names`, as tar does.
+fn list_then_read(m: &Mount, dir: &str, entries: usize, names: &[&str]) {
+    assert_eq!(std::fs::read_dir(m.dir.join(dir)).unwrap().count(), entries);
+    for name in names {
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
+}
+
 /// A mount with two read-ahead threads and passthrough off: the daemon sees no open, and
 /// pushes under read leases.
 fn unseen_opens_mount(repo: &std::path::Path) -> Mount {
@@ -576,32 +611,17 @@ fn a_walk_that_starts_over_reads_nothing_again_that_it_read_ahead_lately() {
     // A program reads d0 (the walk goes to d1, d2, d3), then another reads a/, before d0:
     // the walk starts over from a/ and comes to d1..d3 again, which it leaves alone.
     let tmp = tempfile::tempdir().unwrap();
-    let mut files: Vec<(String, Vec<u8>)> = vec![
-        ("a/1".into(), b"a1\n".to_vec()),
-        ("a/2".into(), b"a2\n".to_vec()),
-        ("x/one".into(), b"one\n".to_vec()),
-    ];
-    for d in 0..4 {
-        for f in 0..5 {
-            files.push((format!("d{d}/f{f}"), format!("d{d} f{f}\n").into_bytes()));
-        }
-    }
+    let files = tree_files(&[("a/1", b"a1\n"), ("a/2", b"a2\n")], 4, 5, false);
     let repo = hg_repo(tmp.path(), &files);
     let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
-    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 5);
-    for name in ["d0/f0", "d0/f1"] {
-        std::fs::read(m.dir.join(name)).unwrap();
-    }
+    list_then_read(&m, "d0", 5, &["d0/f0", "d0/f1"]);
     let first = settled(&m);
     assert_eq!(first.readahead("walked"), Some(3), "{first}");
     // A read reaches the daemon again (a program reads), then a/ is listed and read.
     evict(&m.dir.join("x/one"));
     std::fs::read(m.dir.join("x/one")).unwrap();
-    assert_eq!(std::fs::read_dir(m.dir.join("a")).unwrap().count(), 2);
-    for name in ["a/1", "a/2"] {
-        std::fs::read(m.dir.join(name)).unwrap();
-    }
+    list_then_read(&m, "a", 2, &["a/1", "a/2"]);
     let s = settled(&m);
     assert_eq!(s.readahead("walked"), Some(3), "{s}");
     let files_before = first.readahead("files").unwrap();
@@ -620,12 +640,7 @@ fn a_program_that_lists_directories_while_others_read_files_starts_no_walk() {
     // threads) read files; the directory's files are read ahead, the rest of the tree is
     // not.
     let tmp = tempfile::tempdir().unwrap();
-    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
-    for d in 0..4 {
-        for f in 0..5 {
-            files.push((format!("d{d}/f{f}"), format!("d{d} f{f}\n").into_bytes()));
-        }
-    }
+    let files = tree_files(&[], 4, 5, false);
     let repo = hg_repo(tmp.path(), &files);
     let m = unseen_opens_mount(&repo);
     let in_another_thread = |names: &'static [&'static str]| {
@@ -639,8 +654,7 @@ fn a_program_that_lists_directories_while_others_read_files_starts_no_walk() {
         .unwrap();
     };
     in_another_thread(&["x/one"]);
-    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 5);
-    std::fs::read(m.dir.join("d0/f0")).unwrap();
+    list_then_read(&m, "d0", 5, &["d0/f0"]);
     in_another_thread(&["d0/f2", "d0/f3"]);
     let s = settled(&m);
     assert_eq!(s.readahead("walked"), Some(0), "{s}");
@@ -659,16 +673,7 @@ fn the_walk_goes_only_so_far_past_the_last_directory_the_program_listed() {
     // 40 directories of 150 files: the walk queues up to 4,096 files past the directory
     // the program was last seen listing, a directory at a time.
     let tmp = tempfile::tempdir().unwrap();
-    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
-    for d in 0..40 {
-        for f in 0..150 {
-            files.push((
-                format!("d{d:02}/f{f:03}"),
-                format!("{d} {f}\n").into_bytes(),
-            ));
-        }
-    }
-    let repo = hg_repo(tmp.path(), &files);
+    let repo = hg_repo(tmp.path(), &tree_files(&[], 40, 150, true));
     let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("x/one")).unwrap();
     assert_eq!(std::fs::read_dir(m.dir.join("d00")).unwrap().count(), 150);
