@@ -366,7 +366,12 @@ impl PageFiller {
 }
 
 impl crate::readahead::Pusher for PageFiller {
-    fn push(&self, job: &crate::readahead::Job, content: &[u8]) -> bool {
+    fn push(
+        &self,
+        job: &crate::readahead::Job,
+        content: &[u8],
+        still_ahead: &dyn Fn() -> bool,
+    ) -> bool {
         if !self.passthrough.background_pushes() {
             return false;
         }
@@ -388,6 +393,11 @@ impl crate::readahead::Pusher for PageFiller {
         let Some(lease) = self.passthrough.leases.take(&job.path) else {
             return false;
         };
+        // The lease took a round trip to the helper: the reader may have come meanwhile
+        // (its READ was answered, the pages are there).
+        if !still_ahead() {
+            return false;
+        }
         let ino = lease.ino();
         let (keep, filled) = self.fill_with(ino, job.node, content);
         self.drop_if_changed(ino, keep);

@@ -85,8 +85,9 @@ pub struct Job {
 /// READ, and no GETATTR after it.
 pub trait Pusher: Send + Sync {
     /// Fills the pages of `job`'s file with `content` (its text, just rebuilt), if it
-    /// still is that revision; whether it did.
-    fn push(&self, job: &Job, content: &[u8]) -> bool;
+    /// still is that revision and, once nothing else stands in the way, `still_ahead`
+    /// (no reader read it meanwhile); whether it did.
+    fn push(&self, job: &Job, content: &[u8], still_ahead: &dyn Fn() -> bool) -> bool;
 }
 
 /// Rebuilds a text too big for the text cache into the working copy's on-disk cache of
@@ -459,7 +460,17 @@ fn worker(shared: &Shared) {
             _ => None,
         };
         let pushed = match (still_ahead, shared.pusher.get()) {
-            (Some(text), Some(pusher)) => pusher.push(&job, &text),
+            (Some(text), Some(pusher)) => {
+                let still_ahead = || {
+                    shared
+                        .state
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .ahead
+                        .contains_key(&job.node)
+                };
+                pusher.push(&job, &text, &still_ahead)
+            }
             _ => false,
         };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
