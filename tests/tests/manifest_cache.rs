@@ -183,8 +183,18 @@ fn a_damaged_manifest_cache_file_is_removed_and_the_tree_stays_hgs() {
     eventually("the bad copy found", || {
         m.log().contains("does not hash to its node")
     });
-    assert!(!file.exists() || std::fs::read(&file).unwrap() == good);
-    assert_eq!(held(&m).0, text.len() as u64);
+    // The manifest log's text on the heap; or, when the mount's own keeping of its base
+    // came after the swap, that text written to the cache again and mapped.
+    match held(&m) {
+        (0, mapped) => {
+            assert!(mapped > 0);
+            assert!(std::fs::read(&file).unwrap() == good);
+        }
+        (heap, _) => {
+            assert_eq!(heap, text.len() as u64);
+            assert!(!file.exists() || std::fs::read(&file).unwrap() == good);
+        }
+    }
     assert_tree_is(&m.dir, &repo, "tip");
     m.unmount();
 
