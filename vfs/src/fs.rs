@@ -286,9 +286,9 @@ struct PageFiller {
 
 impl PageFiller {
     /// Fills `ino`'s pages with its content (files up to [`PUSH_MAX`]), for a program's
-    /// open (a first read, as far as read-ahead goes). Returns (whether the kernel may keep the pages it has, whether pages were filled):
-    /// not to keep when the file is no longer that revision after the push (an update
-    /// changed it meanwhile).
+    /// open (a first read, as far as read-ahead goes). Returns (whether the kernel may keep
+    /// the pages it has, whether pages were filled): not to keep when the file is no longer
+    /// that revision after the push (an update changed it meanwhile).
     fn fill(&self, ino: u64) -> (bool, bool) {
         let Some(wc) = self.wc.upgrade() else {
             return (true, false);

@@ -172,6 +172,14 @@ struct State {
     walk_off: bool,
 }
 
+impl State {
+    /// Whether revision `node` was read by its reader already, or is read ahead (or
+    /// being).
+    fn taken(&self, node: &Node) -> bool {
+        self.read.contains(node) || self.ahead.contains_key(node)
+    }
+}
+
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
@@ -449,7 +457,7 @@ fn worker(shared: &Shared) {
         let outcome = read_ahead(shared, &repo, &job);
         // Pushed only while no reader has read it meanwhile (its READ took it out of
         // `ahead`): a push then would fill pages the reader already has.
-        let still_ahead = match outcome {
+        let text = match outcome {
             Some(_) if job.push => shared
                 .state
                 .lock()
@@ -459,7 +467,7 @@ fn worker(shared: &Shared) {
                 .and_then(|a| a.text.clone()),
             _ => None,
         };
-        let pushed = match (still_ahead, shared.pusher.get()) {
+        let pushed = match (text, shared.pusher.get()) {
             (Some(text), Some(pusher)) => {
                 let still_ahead = || {
                     shared
@@ -493,13 +501,15 @@ fn worker(shared: &Shared) {
 
 /// Reads one file ahead; its bytes, or `None` when it was dropped.
 fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
+    // Its reader came first (or it is read ahead already): not even its filelog is opened
+    // (a first tar overtakes read-ahead thousands of times).
+    if shared
+        .state
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .taken(&job.node)
     {
-        // Its reader came first (or it is read ahead already): not even its filelog is
-        // opened (a first tar overtakes read-ahead thousands of times).
-        let st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.read.contains(&job.node) || st.ahead.contains_key(&job.node) {
-            return None;
-        }
+        return None;
     }
     // From the disk too: its reads overlap the reader's work (the disk serves several at
     // once faster than one after another).
@@ -540,7 +550,7 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
             // once read texts leave the budget).
             return None;
         }
-        if st.ahead.contains_key(&job.node) || st.read.contains(&job.node) {
+        if st.taken(&job.node) {
             return None;
         }
         st.ahead.insert(
