@@ -368,41 +368,55 @@ impl PageFiller {
 impl crate::readahead::Pusher for PageFiller {
     fn push(
         &self,
-        job: &crate::readahead::Job,
-        content: &[u8],
-        still_ahead: &dyn Fn() -> bool,
-    ) -> bool {
+        files: &[(&crate::readahead::Job, &[u8])],
+        still_ahead: &dyn Fn(&crate::readahead::Job) -> bool,
+    ) -> Vec<bool> {
         if !self.passthrough.background_pushes() {
-            return false;
+            return vec![false; files.len()];
         }
         if self.passthrough.on() {
             // Opens seen: the open table says whether a handle has it.
-            let Some(ino) = job.ino else {
-                return false;
-            };
-            if !self.is_revision(ino, &job.node) || !self.passthrough.claim_push(ino) {
-                return false;
-            }
-            let (keep, filled) = self.fill_with(ino, job.node, content);
-            self.passthrough.background_push_ended(ino, filled, keep);
-            self.drop_if_changed(ino, keep);
-            return filled && keep;
+            return files
+                .iter()
+                .map(|(job, content)| {
+                    let Some(ino) = job.ino else {
+                        return false;
+                    };
+                    if !self.is_revision(ino, &job.node) || !self.passthrough.claim_push(ino) {
+                        return false;
+                    }
+                    let (keep, filled) = self.fill_with(ino, job.node, content);
+                    self.passthrough.background_push_ended(ino, filled, keep);
+                    self.drop_if_changed(ino, keep);
+                    filled && keep
+                })
+                .collect();
         }
-        // Opens not seen: under a read lease, which no writer's descriptor can be open
-        // beside, and which an open for writing or a truncate waits for.
-        let Some(lease) = self.passthrough.leases.take(&job.path) else {
-            return false;
-        };
-        // The lease took a round trip to the helper: the reader may have come meanwhile
-        // (its READ was answered, the pages are there).
-        if !still_ahead() {
-            return false;
-        }
-        let ino = lease.ino();
-        let (keep, filled) = self.fill_with(ino, job.node, content);
-        self.drop_if_changed(ino, keep);
-        drop(lease);
-        filled && keep
+        // Opens not seen: under read leases, which no writer's descriptor can be open
+        // beside, and which an open for writing or a truncate waits for (until all of
+        // them are let go, after the last push).
+        let paths: Vec<&[u8]> = files.iter().map(|(job, _)| job.path.as_slice()).collect();
+        let leases = self.passthrough.leases.take(&paths);
+        let pushed = files
+            .iter()
+            .enumerate()
+            .map(|(i, (job, content))| {
+                let Some(ino) = leases.ino(i) else {
+                    return false;
+                };
+                // The leases took a round trip to the helper, and the pushes before this
+                // one time: the reader may have come meanwhile (its READ was answered,
+                // the pages are there).
+                if !still_ahead(job) {
+                    return false;
+                }
+                let (keep, filled) = self.fill_with(ino, job.node, content);
+                self.drop_if_changed(ino, keep);
+                filled && keep
+            })
+            .collect();
+        drop(leases);
+        pushed
     }
 }
 

@@ -9,8 +9,9 @@
 //! writing (a writable shared mapping holds one), and an open for writing or a truncate
 //! breaks the lease and waits until it is let go, which is after the push. Without the
 //! kernel's write-back cache (revfs never asks for it) no dirty page outlives a writer's
-//! descriptor. A lease break's signal (SIGIO) is ignored by the daemon: the push holds its
-//! lease for microseconds and lets it go unasked.
+//! descriptor. A lease break's signal (SIGIO) is ignored by the daemon: read-ahead takes
+//! the leases of a batch of files in one round trip to the helper ([`Leases::take`]),
+//! pushes them, and lets them all go unasked, a fraction of a millisecond later.
 //!
 //! The descriptor is one of the mount's: an unmount while it is open fails as busy, so
 //! `revfs unmount` first asks the daemon to take no lease for a while
@@ -106,11 +107,11 @@ impl Helper {
         self.answer().map(Some)
     }
 
-    /// Sends `op` with `arg` and reads the answer's line (without its newline). The
-    /// helper answers in order, after what it was told before.
-    fn ask(&mut self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+    /// Sends `op` with `arg` and reads the `lines` lines of its answer (without their
+    /// newlines). The helper answers in order, after what it was told before.
+    fn ask(&mut self, op: u8, arg: &[u8], lines: usize) -> std::io::Result<Vec<Vec<u8>>> {
         self.tell(op, arg)?;
-        self.answer()
+        (0..lines).map(|_| self.answer()).collect()
     }
 
     /// The next answer's line, without its newline.
@@ -131,31 +132,39 @@ impl Drop for Helper {
     }
 }
 
-/// A read lease held on one file of the mount, let go (and its descriptor closed) when
-/// dropped.
-pub struct Leased<'a> {
-    /// The descriptor's number in the helper.
-    fd: RawFd,
-    ino: u64,
+/// Read leases held on files of the mount, asked for together ([`Leases::take`]), let go
+/// together (their descriptors closed) when dropped.
+pub struct LeaseBatch<'a> {
+    /// Per path asked for: its inode and the descriptor's number in the helper, when
+    /// granted.
+    granted: Vec<Option<(u64, RawFd)>>,
     leases: &'a Leases,
 }
 
-impl Leased<'_> {
-    /// The inode the lease is on.
-    pub fn ino(&self) -> u64 {
-        self.ino
+impl LeaseBatch<'_> {
+    /// The inode of the `i`th path asked for, when its lease was granted.
+    pub fn ino(&self, i: usize) -> Option<u64> {
+        self.granted.get(i).copied().flatten().map(|(ino, _)| ino)
     }
 }
 
-impl Drop for Leased<'_> {
+impl Drop for LeaseBatch<'_> {
     fn drop(&mut self) {
-        // Not waited for: the helper lets go before it takes the next lease, and a
+        let fds: Vec<String> = self
+            .granted
+            .iter()
+            .flatten()
+            .map(|(_, fd)| fd.to_string())
+            .collect();
+        if fds.is_empty() {
+            return;
+        }
+        // Not waited for: the helper lets go before it takes the next leases, and a
         // quiesce's ping comes after.
-        let fd = self.fd.to_string();
-        if let Err(e) = self.leases.tell(b'R', fd.as_bytes()) {
+        if let Err(e) = self.leases.tell(b'R', fds.join(" ").as_bytes()) {
             self.leases.gone(&e);
         }
-        self.leases.let_go();
+        self.leases.let_go(fds.len());
     }
 }
 
@@ -164,17 +173,23 @@ impl Leases {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One lease fewer held (its descriptor closed, or never opened).
-    fn let_go(&self) {
+    /// `n` leases fewer held (their descriptors closed, or never opened).
+    fn let_go(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
         let mut st = self.lock();
-        st.held = st.held.saturating_sub(1);
+        st.held = st.held.saturating_sub(n);
         drop(st);
         self.idle.notify_all();
     }
 
-    fn ask(&self, op: u8, arg: &[u8]) -> std::io::Result<Vec<u8>> {
+    fn ask(&self, op: u8, arg: &[u8], lines: usize) -> std::io::Result<Vec<Vec<u8>>> {
         match self.helper.get() {
-            Some(h) => h.lock().unwrap_or_else(|p| p.into_inner()).ask(op, arg),
+            Some(h) => h
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .ask(op, arg, lines),
             None => Err(std::io::ErrorKind::NotConnected.into()),
         }
     }
@@ -244,51 +259,65 @@ impl Leases {
         self.disabled.store(true, Ordering::Relaxed);
     }
 
-    /// Takes a read lease on the mount's file at `path` (relative to the root): `None`
-    /// when the file is open for writing, is not there, or is not this mount's.
-    pub fn take(&self, path: &[u8]) -> Option<Leased<'_>> {
-        if self.disabled.load(Ordering::Relaxed) || self.helper.get().is_none() {
-            return None;
+    /// Takes read leases on the mount's files at `paths` (relative to the root), in one
+    /// round trip to the helper: a path's lease is not granted when the file is open for
+    /// writing, is not there, or is not this mount's (or its path cannot be said on the
+    /// pipe: it holds a newline, which no path of a Mercurial manifest does).
+    pub fn take<'a>(&'a self, paths: &[&[u8]]) -> LeaseBatch<'a> {
+        let mut batch = LeaseBatch {
+            granted: vec![None; paths.len()],
+            leases: self,
+        };
+        let asked: Vec<usize> = (0..paths.len())
+            .filter(|&i| !paths[i].is_empty() && !paths[i].contains(&b'\n'))
+            .collect();
+        if asked.is_empty() || self.disabled.load(Ordering::Relaxed) || self.helper.get().is_none()
+        {
+            return batch;
         }
         {
             let mut st = self.lock();
             if st.paused_until.is_some_and(|t| Instant::now() < t) {
-                return None;
+                return batch;
             }
-            st.held += 1;
+            st.held += asked.len();
         }
-        // Counted from here until the helper closes the descriptor (or opens none).
-        let answer = match self.ask(b'T', path) {
+        // Counted from here until the helper closes the descriptors (or opens none).
+        let arg = asked
+            .iter()
+            .map(|&i| paths[i])
+            .collect::<Vec<_>>()
+            .join(&b'\n');
+        let answers = match self.ask(b'T', &arg, asked.len()) {
             Ok(a) => a,
             Err(e) => {
                 self.gone(&e);
-                self.let_go();
-                return None;
+                self.let_go(asked.len());
+                return batch;
             }
         };
-        let granted = (|| {
-            let text = std::str::from_utf8(&answer).ok()?;
-            let (ino, fd) = text.split_once(' ')?;
-            Some((ino.parse().ok()?, fd.parse().ok()?))
-        })();
-        match granted {
-            Some((ino, fd)) => Some(Leased {
-                fd,
-                ino,
-                leases: self,
-            }),
-            None => {
+        let mut refused = 0;
+        for (&i, answer) in asked.iter().zip(&answers) {
+            let granted = (|| {
+                let text = std::str::from_utf8(answer).ok()?;
+                let (ino, fd) = text.split_once(' ')?;
+                Some((ino.parse().ok()?, fd.parse().ok()?))
+            })();
+            if granted.is_none() {
+                refused += 1;
                 if let Some(why) = answer.strip_prefix(b"!") {
-                    tracing::info!(
-                        "read leases refused, no pushes with passthrough off: {}",
-                        String::from_utf8_lossy(why)
-                    );
-                    self.disable();
+                    if !self.disabled.swap(true, Ordering::Relaxed) {
+                        tracing::info!(
+                            "read leases refused, no pushes with passthrough off: {}",
+                            String::from_utf8_lossy(why)
+                        );
+                    }
                 }
-                self.let_go();
-                None
             }
+            batch.granted[i] = granted;
         }
+        self.let_go(refused);
+        batch
     }
 
     /// Takes no lease for `pause`, and waits (up to `wait`) until none is held: the mount
@@ -365,11 +394,65 @@ fn open(path: &Path, flags: libc::c_int) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Opens `path` read-only and takes a read lease on it, if it is on device `dev`: its
-/// inode and descriptor; `Ok(None)` when not granted; `Err` when the kernel refuses
-/// leases for good.
-fn take_lease(path: &Path, dev: u64) -> Result<Option<(u64, OwnedFd)>, String> {
-    let Ok(fd) = open(path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK) else {
+/// Opens `name` in directory `dir` read-only.
+fn open_at(dir: &OwnedFd, name: &[u8], flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    let c = CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: openat reads a NUL-terminated name relative to a descriptor we own; the
+    // descriptor it returns is owned below.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The directories of one request's paths: the last one opened (`O_PATH`), so that the
+/// files of one directory are opened by name, without walking the whole path each time.
+/// Dropped at the end of the request: no descriptor of the mount outlives it but the
+/// leases'.
+#[derive(Default)]
+struct DirCache {
+    last: Option<(Vec<u8>, OwnedFd)>,
+}
+
+impl DirCache {
+    /// Opens the mount's file at `path` (relative to `root`) read-only, not following a
+    /// symlink in its last component.
+    fn open(&mut self, root: &Path, path: &[u8]) -> std::io::Result<OwnedFd> {
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(at) => (&path[..at], &path[at + 1..]),
+            None => (&path[..0], path),
+        };
+        if self.last.as_ref().is_none_or(|(d, _)| d.as_slice() != dir) {
+            self.last = None;
+            let fd = open(
+                &root.join(OsStr::from_bytes(dir)),
+                libc::O_PATH | libc::O_DIRECTORY,
+            )?;
+            self.last = Some((dir.to_vec(), fd));
+        }
+        let Some((_, dirfd)) = &self.last else {
+            return Err(std::io::ErrorKind::NotFound.into());
+        };
+        open_at(
+            dirfd,
+            name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        )
+    }
+}
+
+/// Opens the mount's file at `path` read-only and takes a read lease on it, if it is on
+/// device `dev`: its inode and descriptor; `Ok(None)` when not granted; `Err` when the
+/// kernel refuses leases for good.
+fn take_lease(
+    dirs: &mut DirCache,
+    root: &Path,
+    path: &[u8],
+    dev: u64,
+) -> Result<Option<(u64, OwnedFd)>, String> {
+    let Ok(fd) = dirs.open(root, path) else {
         return Ok(None);
     };
     match dev_ino(fd.as_raw_fd()) {
@@ -391,9 +474,9 @@ fn take_lease(path: &Path, dev: u64) -> Result<Option<(u64, OwnedFd)>, String> {
 }
 
 /// The lease helper (`revfs --revfs-lease-helper MOUNTPOINT`, started by the daemon):
-/// checks the mount's root, says `ok`, then takes (`T` path) and lets go of (`R` number,
-/// unanswered) leases, and answers pings (`P`), until its input closes. Returns the exit
-/// code.
+/// checks the mount's root, says `ok`, then takes (`T` paths, one per line, one answer line
+/// each) and lets go of (`R` numbers, unanswered) leases, and answers pings (`P`), until
+/// its input closes. Returns the exit code.
 pub fn helper_main(mountpoint: &OsStr) -> i32 {
     // A lease break's signal, whose default would end the process: the helper lets go of
     // its leases unasked, a moment after it takes them.
@@ -430,23 +513,36 @@ pub fn helper_main(mountpoint: &OsStr) -> i32 {
         }
         let (op, arg) = (msg[0], &msg[1..]);
         let answered = match op {
-            b'T' => match take_lease(&root.join(OsStr::from_bytes(arg)), dev) {
-                Ok(Some((ino, fd))) => {
-                    let raw = fd.as_raw_fd();
-                    held.insert(raw, fd);
-                    writeln!(out, "{ino} {raw}")
+            b'T' => {
+                // One write for all the answers.
+                let mut answer = Vec::new();
+                let mut dirs = DirCache::default();
+                for path in arg.split(|&b| b == b'\n') {
+                    let _ = match take_lease(&mut dirs, root, path, dev) {
+                        Ok(Some((ino, fd))) => {
+                            let raw = fd.as_raw_fd();
+                            held.insert(raw, fd);
+                            writeln!(answer, "{ino} {raw}")
+                        }
+                        Ok(None) => writeln!(answer, "-"),
+                        Err(e) => writeln!(answer, "!{e}"),
+                    };
                 }
-                Ok(None) => writeln!(out, "-"),
-                Err(e) => writeln!(out, "!{e}"),
-            },
+                drop(dirs);
+                out.write_all(&answer)
+            }
             b'R' => {
-                let raw = std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok());
-                if let Some(fd) = raw.and_then(|r: RawFd| held.remove(&r)) {
-                    // SAFETY: fcntl on a descriptor we own; closing it lets go too.
-                    unsafe {
-                        libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+                for number in arg.split(|&b| b == b' ') {
+                    let raw = std::str::from_utf8(number)
+                        .ok()
+                        .and_then(|s| s.parse().ok());
+                    if let Some(fd) = raw.and_then(|r: RawFd| held.remove(&r)) {
+                        // SAFETY: fcntl on a descriptor we own; closing it lets go too.
+                        unsafe {
+                            libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+                        }
+                        drop(fd);
                     }
-                    drop(fd);
                 }
                 Ok(())
             }

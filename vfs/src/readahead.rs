@@ -66,6 +66,10 @@ const RECENT_READS: NonZeroUsize = match NonZeroUsize::new(8192) {
 };
 /// A directory's round is not started again within this time.
 const DIR_QUIET: Duration = Duration::from_secs(30);
+/// A read-ahead thread pushes the texts it rebuilt this many at a time (or fewer, when
+/// nothing more is queued): with passthrough off their read leases then take one round
+/// trip to the lease helper, not one each (`lease.rs`).
+const PUSH_BATCH: usize = 8;
 
 /// One file to read ahead: the filelog path (the file's path in the working copy, unless
 /// renamed since) and revision, and its inode when the kernel may have one (a loaded entry:
@@ -80,14 +84,15 @@ pub struct Job {
     pub push: bool,
 }
 
-/// Fills the kernel's page cache of a file whose text was just read ahead, when that is
-/// safe (`fs.rs`: no writer may have it open). The reader's open then finds the pages: no
-/// READ, and no GETATTR after it.
+/// Fills the kernel's page cache of files whose texts were just read ahead, when that is
+/// safe (`fs.rs`: no writer may have them open). The reader's open then finds the pages:
+/// no READ, and no GETATTR after it.
 pub trait Pusher: Send + Sync {
-    /// Fills the pages of `job`'s file with `content` (its text, just rebuilt), if it
-    /// still is that revision and, once nothing else stands in the way, `still_ahead`
-    /// (no reader read it meanwhile); whether it did.
-    fn push(&self, job: &Job, content: &[u8], still_ahead: &dyn Fn() -> bool) -> bool;
+    /// Fills the pages of each of `files` (a job, and its text just rebuilt), in order, if
+    /// it still is that revision and, once nothing else stands in the way, `still_ahead`
+    /// (no reader read it meanwhile); whether each was filled. Together, so that what
+    /// makes a push safe is asked for once for all of them.
+    fn push(&self, files: &[(&Job, &[u8])], still_ahead: &dyn Fn(&Job) -> bool) -> Vec<bool>;
 }
 
 /// Rebuilds a text too big for the text cache into the working copy's on-disk cache of
@@ -430,8 +435,10 @@ fn lower_priority() {
 
 fn worker(shared: &Shared) {
     lower_priority();
+    // Texts rebuilt by this thread and not pushed yet (pushable jobs).
+    let mut rebuilt: Vec<Job> = Vec::new();
     loop {
-        let (repo, job) = {
+        let next = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             loop {
                 if st.stop {
@@ -440,6 +447,10 @@ fn worker(shared: &Shared) {
                 if let (false, Some(from), Some(walker)) =
                     (st.walking, st.walk, shared.walker.get())
                 {
+                    // What this thread rebuilt is pushed before it walks.
+                    if !rebuilt.is_empty() {
+                        break None;
+                    }
                     st.walk = None;
                     st.walking = true;
                     drop(st);
@@ -448,53 +459,71 @@ fn worker(shared: &Shared) {
                     st.walking = false;
                     continue;
                 }
-                if let Some(next) = st.queue.pop_front() {
-                    break next;
+                if rebuilt.len() < PUSH_BATCH {
+                    if let Some(next) = st.queue.pop_front() {
+                        break Some(next);
+                    }
+                }
+                // A batch is full, or nothing more is queued: its texts are pushed now.
+                if !rebuilt.is_empty() {
+                    break None;
                 }
                 st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         };
+        let Some((repo, job)) = next else {
+            push_rebuilt(shared, &rebuilt);
+            rebuilt.clear();
+            continue;
+        };
         let outcome = read_ahead(shared, &repo, &job);
-        // Pushed only while no reader has read it meanwhile (its READ took it out of
-        // `ahead`): a push then would fill pages the reader already has.
-        let text = match outcome {
-            Some(_) if job.push => shared
-                .state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .ahead
-                .get(&job.node)
-                .and_then(|a| a.text.clone()),
-            _ => None,
-        };
-        let pushed = match (text, shared.pusher.get()) {
-            (Some(text), Some(pusher)) => {
-                let still_ahead = || {
-                    shared
-                        .state
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .ahead
-                        .contains_key(&job.node)
-                };
-                pusher.push(&job, &text, &still_ahead)
-            }
-            _ => false,
-        };
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Some(bytes) => {
                 st.stats.files += 1;
                 st.stats.bytes += bytes;
-                if pushed {
-                    st.stats.pushed += 1;
-                    // Its reader finds the pages: no READ will take it out of the budget.
-                    if let Some(a) = st.ahead.remove(&job.node) {
-                        st.ahead_bytes -= a.bytes;
-                    }
+                if job.push {
+                    rebuilt.push(job);
                 }
             }
             None => st.stats.dropped += 1,
+        }
+    }
+}
+
+/// Pushes the texts of `jobs` just rebuilt, those no reader read meanwhile (its READ took
+/// the text out of `ahead`: a push then would fill pages the reader already has).
+fn push_rebuilt(shared: &Shared, jobs: &[Job]) {
+    let Some(pusher) = shared.pusher.get() else {
+        return;
+    };
+    let texts: Vec<(&Job, FileText)> = {
+        let st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.iter()
+            .filter_map(|job| Some((job, st.ahead.get(&job.node)?.text.clone()?)))
+            .collect()
+    };
+    if texts.is_empty() {
+        return;
+    }
+    let files: Vec<(&Job, &[u8])> = texts.iter().map(|(j, t)| (*j, &t[..])).collect();
+    let still_ahead = |job: &Job| {
+        shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ahead
+            .contains_key(&job.node)
+    };
+    let pushed = pusher.push(&files, &still_ahead);
+    let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+    for ((job, _), pushed) in files.iter().zip(pushed) {
+        if pushed {
+            st.stats.pushed += 1;
+            // Its reader finds the pages: no READ will take it out of the budget.
+            if let Some(a) = st.ahead.remove(&job.node) {
+                st.ahead_bytes -= a.bytes;
+            }
         }
     }
 }
