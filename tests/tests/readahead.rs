@@ -402,8 +402,44 @@ fn with_opens_not_seen_files_read_ahead_are_in_the_page_cache_before_their_first
         assert_eq!((resident, pages), (1, 1), "d/f{i:03} not pushed");
     }
     every_file_reads_as_hg(&m, &repo);
-    // The reads found the pages: none reached the daemon.
+    // The reads found the pages: none reached the daemon, and read-ahead was never caught
+    // up with.
     assert_eq!(m.stats().readahead("used"), Some(0));
+    assert_eq!(m.stats().readahead("leaps"), Some(0));
+    m.unmount();
+}
+
+#[test]
+fn read_ahead_caught_up_by_its_reader_leaves_it_the_next_files() {
+    // Each push waits 30 ms before and after it fills the pages: the reader, reading d/ in
+    // order at once, comes to files read-ahead rebuilt and has not pushed yet. Read-ahead
+    // then leaves the next queued files to it and goes on after them.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = repo(tmp.path());
+    let m = unseen_opens_mount(&repo);
+    assert_eq!(
+        m.control("{\"cmd\":\"debug_push_delay\",\"ms\":30}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    std::fs::read(m.dir.join("d/f000")).unwrap();
+    // Both threads rebuilt a batch, and push it.
+    let s = wait_for(&m, "files", 16);
+    assert!(s.readahead("files").unwrap() >= 16, "{s}");
+    assert_eq!(s.readahead("leaps"), Some(0), "{s}");
+    let read: Vec<Vec<u8>> = (1..120)
+        .map(|i| std::fs::read(m.dir.join(format!("d/f{i:03}"))).unwrap())
+        .collect();
+    let s = settled(&m);
+    assert!(s.readahead("leaps").unwrap() >= 1, "{s}");
+    assert!(s.readahead("used").unwrap() >= 1, "{s}");
+    assert!(s.readahead("files").unwrap() < 119, "{s}");
+    for (i, got) in (1..120).zip(&read) {
+        let name = format!("d/f{i:03}");
+        assert!(
+            *got == hg_cmd(&repo, &["cat", "-r", "0", &name]).stdout,
+            "{name}"
+        );
+    }
     m.unmount();
 }
 
