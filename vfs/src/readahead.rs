@@ -480,12 +480,7 @@ fn worker(shared: &Shared) {
                     continue;
                 }
                 if std::mem::take(&mut st.caught_up) {
-                    let left = LEAP.min(st.queue.len());
-                    if left > 0 {
-                        st.queue.drain(..left);
-                        st.stats.dropped += left as u64;
-                        st.stats.leaps += 1;
-                    }
+                    leap(&mut st);
                 }
                 if rebuilt.len() < PUSH_BATCH {
                     if let Some(next) = st.queue.pop_front() {
@@ -516,6 +511,34 @@ fn worker(shared: &Shared) {
             }
             None => st.stats.dropped += 1,
         }
+    }
+}
+
+/// Leaves the next [`LEAP`] queued files to a reader that caught up with read-ahead, but
+/// for those whose size is known to be too big for the text cache: rebuilt on the reader's
+/// path, each would cost it milliseconds; read-ahead rebuilds them into the on-disk cache
+/// first (a reader coming to one meanwhile waits for that).
+fn leap(st: &mut State) {
+    let n = LEAP.min(st.queue.len());
+    if n == 0 {
+        return;
+    }
+    let mut kept = Vec::new();
+    for (repo, job) in st.queue.drain(..n) {
+        if repo
+            .known_size(&job.node)
+            .is_some_and(|size| size > MAX_TEXT)
+        {
+            kept.push((repo, job));
+        }
+    }
+    let dropped = n - kept.len();
+    if dropped > 0 {
+        st.stats.dropped += dropped as u64;
+        st.stats.leaps += 1;
+    }
+    for k in kept.into_iter().rev() {
+        st.queue.push_front(k);
     }
 }
 
