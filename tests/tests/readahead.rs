@@ -276,24 +276,37 @@ fn read_ahead_stops_at_its_budget_and_what_is_read_is_the_repositorys() {
 #[test]
 fn a_file_too_big_for_the_text_cache_is_read_ahead_into_the_on_disk_cache() {
     // d/a is read: d/big (5 MiB, over the 4 MiB of texts kept in memory) is rebuilt on a
-    // read-ahead thread into the mount's on-disk cache of big texts, which its reader
-    // then reads instead of rebuilding it.
+    // read-ahead thread into the mount's on-disk cache of big texts, then pushed from there
+    // into the page cache a MiB at a time, as d/mid (2 MiB, pushed from memory in one
+    // piece): the reader finds their pages, and reads neither through the daemon.
     let tmp = tempfile::tempdir().unwrap();
-    let big: Vec<u8> = (0..5u32 << 20)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let bytes = |n: u32, k: u32| -> Vec<u8> {
+        (0..n)
+            .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(k) >> 13) as u8)
+            .collect()
+    };
+    let big = bytes(5 << 20, 0);
+    let mid = bytes(2 << 20, 7);
     let repo = hg_repo(
         tmp.path(),
-        &[("d/a", b"a\n".to_vec()), ("d/big", big.clone())],
+        &[
+            ("d/a", b"a\n".to_vec()),
+            ("d/big", big.clone()),
+            ("d/mid", mid.clone()),
+        ],
     );
     let m = unseen_opens_mount(&repo);
     std::fs::read(m.dir.join("d/a")).unwrap();
     let s = settled(&m);
-    assert_eq!(s.readahead("files"), Some(1), "{s}");
-    assert_eq!(s.readahead("bytes"), Some(5 << 20), "{s}");
-    // Not in the budget (it holds no memory), and not pushed.
+    assert_eq!(s.readahead("files"), Some(2), "{s}");
+    assert_eq!(s.readahead("bytes"), Some(7 << 20), "{s}");
+    // Not in the budget (pushed, or holding no memory), and both pushed.
     assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
-    assert_eq!(s.readahead("pushed"), Some(0), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(2), "{s}");
+    for name in ["d/big", "d/mid"] {
+        let (resident, pages) = resident_pages(&m.dir.join(name));
+        assert_eq!(resident, pages, "{name} not pushed");
+    }
     // Its entry: a 64-byte header, then the text (docs/FORMATS.md, "The text cache").
     let cached: Vec<u64> = std::fs::read_dir(m.state_dir().join("texts"))
         .unwrap()
@@ -301,6 +314,9 @@ fn a_file_too_big_for_the_text_cache_is_read_ahead_into_the_on_disk_cache() {
         .collect();
     assert_eq!(cached, [64 + (5 << 20)]);
     assert!(std::fs::read(m.dir.join("d/big")).unwrap() == big);
+    assert!(std::fs::read(m.dir.join("d/mid")).unwrap() == mid);
+    // The reads found the pages: none reached the daemon.
+    assert_eq!(m.stats().readahead("used"), Some(0));
 }
 
 #[test]

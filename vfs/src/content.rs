@@ -171,15 +171,14 @@ pub(crate) struct BigTextBuilder {
 }
 
 impl crate::readahead::BigTexts for BigTextBuilder {
-    fn build(&self, repo: &Repo, job: &crate::readahead::Job) -> bool {
-        let Some(wc) = self.wc.upgrade() else {
-            return false;
-        };
-        let built = (|| {
-            let fl = repo.filelog(&job.path).ok()?;
-            let rev = fl.rev_of(&job.node).ok()?;
-            wc.texts.get(&fl, rev, job.node, &|| {}).ok()
-        })();
-        built.is_some()
+    fn build(
+        &self,
+        repo: &Repo,
+        job: &crate::readahead::Job,
+    ) -> Option<Arc<revfs_store::bigtext::BigText>> {
+        let wc = self.wc.upgrade()?;
+        let fl = repo.filelog(&job.path).ok()?;
+        let rev = fl.rev_of(&job.node).ok()?;
+        wc.texts.get(&fl, rev, job.node, &|| {}).ok()
     }
 }

@@ -265,9 +265,15 @@ impl RevFs {
     }
 }
 
-/// The largest file pushed into the page cache (passthrough on); bigger ones are read with
-/// READs, 1 MiB at a time.
+/// The largest file pushed into the page cache at an open (passthrough on); bigger ones are
+/// read with READs, 1 MiB at a time.
 const PUSH_MAX: u64 = 1 << 20;
+/// The largest text read-ahead pushes with passthrough off: any it holds in memory (a
+/// bigger one goes to the on-disk cache of big texts, and is pushed from there a piece at a
+/// time). Its READs would be on the reader's path, 1 MiB at a time.
+const BACKGROUND_PUSH_MAX: u64 = crate::content::BIG_TEXT;
+/// A big text (in the on-disk cache) is pushed this much at a time.
+const BIG_PUSH_PIECE: usize = 1 << 20;
 
 /// Fills store files' pages in the kernel's page cache (`FUSE_NOTIFY_STORE`): at a
 /// read-only open that `Passthrough::decide` chose to push, and in the background for the
@@ -338,8 +344,13 @@ impl PageFiller {
         let Some(wc) = self.wc.upgrade() else {
             return (true, false);
         };
-        if content.is_empty() || content.len() as u64 > PUSH_MAX || wc.store_node(ino) != Some(node)
-        {
+        // With passthrough on, an open decides for a file over PUSH_MAX (`passthrough.rs`).
+        let max = if self.passthrough.on() {
+            PUSH_MAX
+        } else {
+            BACKGROUND_PUSH_MAX
+        };
+        if content.is_empty() || content.len() as u64 > max || wc.store_node(ino) != Some(node) {
             return (true, false);
         }
         self.store(&wc, ino, node, content)
@@ -417,6 +428,52 @@ impl crate::readahead::Pusher for PageFiller {
             .collect();
         drop(leases);
         pushed
+    }
+
+    fn push_big(
+        &self,
+        job: &crate::readahead::Job,
+        text: &revfs_store::bigtext::BigText,
+        unread: &dyn Fn() -> bool,
+    ) -> bool {
+        // With passthrough on, a read-only open pushes a file up to PUSH_MAX only: one
+        // this big is read through the daemon, and left alone here.
+        if !self.passthrough.background_pushes() || self.passthrough.on() {
+            return false;
+        }
+        let Some(wc) = self.wc.upgrade() else {
+            return false;
+        };
+        let Some(notifier) = self.notifier.get() else {
+            return false;
+        };
+        let leases = self.passthrough.leases.take(&[job.path.as_slice()]);
+        let Some(ino) = leases.ino(0) else {
+            return false;
+        };
+        if !unread() || wc.store_node(ino) != Some(job.node) {
+            return false;
+        }
+        self.passthrough.push_delay.wait();
+        let mut filled = true;
+        let mut at = 0;
+        while filled && at < text.len() {
+            filled = match text.read(at, BIG_PUSH_PIECE) {
+                Ok(piece) if !piece.is_empty() => {
+                    let stored = notifier.store(INodeNo(ino), at, &piece);
+                    at += piece.len() as u64;
+                    stored.is_ok()
+                }
+                _ => false,
+            };
+        }
+        self.passthrough.push_delay.wait();
+        let keep = wc.store_node(ino) == Some(job.node);
+        // A piece that failed leaves the file's pages as the kernel had them plus the
+        // pieces before (each the file's own bytes).
+        self.drop_if_changed(ino, keep);
+        drop(leases);
+        filled && keep
     }
 }
 

@@ -27,6 +27,7 @@
 //! briefly (the walk lists a directory under it), never while they decode.
 
 use lru::LruCache;
+use revfs_store::bigtext::BigText;
 use revfs_store::filelog::FileText;
 use revfs_store::{Node, Repo};
 use std::collections::{HashMap, VecDeque};
@@ -50,7 +51,7 @@ const WALKED: NonZeroUsize = match NonZeroUsize::new(8192) {
     None => NonZeroUsize::MIN,
 };
 /// Texts bigger than this go through the on-disk big text cache (`content.rs`): read
-/// ahead into it, never pushed.
+/// ahead into it (outside the budget), and pushed from there a piece at a time.
 const MAX_TEXT: u64 = crate::content::BIG_TEXT;
 /// A text read ahead that nobody read within this time no longer counts against the budget
 /// (the text cache may have let it go anyway).
@@ -101,14 +102,19 @@ pub trait Pusher: Send + Sync {
     /// (no reader read it meanwhile); whether each was filled. Together, so that what
     /// makes a push safe is asked for once for all of them.
     fn push(&self, files: &[(&Job, &[u8])], still_ahead: &dyn Fn(&Job) -> bool) -> Vec<bool>;
+
+    /// Fills the pages of `job`'s file with `text` (a big text, in the on-disk cache), a
+    /// piece at a time, if it still is that revision and, once nothing else stands in the
+    /// way, `unread` (no reader read it from its start); whether it did.
+    fn push_big(&self, job: &Job, text: &BigText, unread: &dyn Fn() -> bool) -> bool;
 }
 
 /// Rebuilds a text too big for the text cache into the working copy's on-disk cache of
 /// big texts (`content.rs`), where its reader then finds it instead of rebuilding it
 /// first, on the request's path. Runs on a read-ahead thread.
 pub trait BigTexts: Send + Sync {
-    /// Rebuilds `job`'s text (of `repo`) unless it is there; whether it is there now.
-    fn build(&self, repo: &Repo, job: &Job) -> bool;
+    /// Rebuilds `job`'s text (of `repo`) unless it is there; the text when it is there now.
+    fn build(&self, repo: &Repo, job: &Job) -> Option<Arc<BigText>>;
 }
 
 /// Goes through the tree ahead of a program that reads it (`wc/ahead.rs`): lists the
@@ -606,7 +612,30 @@ fn read_ahead(shared: &Shared, repo: &Repo, job: &Job) -> Option<u64> {
             .read
             .contains(&job.node);
         let big = shared.big_texts.get().filter(|_| !reader_came)?;
-        return big.build(repo, job).then_some(len);
+        let text = big.build(repo, job)?;
+        // Pushed too: the reader's READs of it, a MiB each, would be on its path.
+        let unread = || {
+            !shared
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .read
+                .contains(&job.node)
+        };
+        if job.push
+            && shared
+                .pusher
+                .get()
+                .is_some_and(|p| p.push_big(job, &text, &unread))
+        {
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stats
+                .pushed += 1;
+        }
+        return Some(len);
     }
     {
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
