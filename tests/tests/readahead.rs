@@ -303,9 +303,14 @@ fn a_file_too_big_for_the_text_cache_is_read_ahead_into_the_on_disk_cache() {
     // Not in the budget (pushed, or holding no memory), and both pushed.
     assert_eq!(s.readahead("pending_bytes"), Some(0), "{s}");
     assert_eq!(s.readahead("pushed"), Some(2), "{s}");
+    // Their pages are there before the reader reads them (nearly all: under memory
+    // pressure from other tests the kernel may take back a few, clean and unused).
     for name in ["d/big", "d/mid"] {
         let (resident, pages) = resident_pages(&m.dir.join(name));
-        assert_eq!(resident, pages, "{name} not pushed");
+        assert!(
+            resident * 10 >= pages * 9,
+            "{name}: {resident} of {pages} pages"
+        );
     }
     // Its entry: a 64-byte header, then the text (docs/FORMATS.md, "The text cache").
     let cached: Vec<u64> = std::fs::read_dir(m.state_dir().join("texts"))
