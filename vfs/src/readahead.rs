@@ -511,7 +511,9 @@ fn worker(shared: &Shared) {
             Some(bytes) => {
                 st.stats.files += 1;
                 st.stats.bytes += bytes;
-                if job.push {
+                // A big text was pushed (or not) by `read_ahead` itself, from the on-disk
+                // cache: it is in no batch.
+                if job.push && bytes <= MAX_TEXT {
                     rebuilt.push(job);
                 }
             }
