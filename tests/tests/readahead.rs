@@ -664,6 +664,51 @@ fn the_directories_a_reader_comes_to_next_are_read_ahead_and_pushed_before_it_do
 }
 
 #[test]
+fn with_opens_not_seen_the_lease_helper_lists_each_directory_once_before_its_leases() {
+    // Read-ahead comes to d0's subdirectories and to d1..d3 before the program lists them:
+    // the lease helper lists each once (its entries then open without a lookup each),
+    // however many batches of leases it takes there; d0, which the program listed, it
+    // lists from the kernel's cache (when the kernel kept it), which the daemon does not
+    // see.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = vec![("x/one".into(), b"one\n".to_vec())];
+    for d in 0..4 {
+        for f in 0..20 {
+            files.push((format!("d{d}/f{f:02}"), format!("d{d} f{f}\n").into_bytes()));
+            for s in 0..2 {
+                let body = format!("d{d} s{s} f{f}\n").into_bytes();
+                files.push((format!("d{d}/s{s}/f{f:02}"), body));
+            }
+        }
+    }
+    let repo = hg_repo(tmp.path(), &files);
+    let m = unseen_opens_mount(&repo);
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    assert_eq!(std::fs::read_dir(m.dir.join("d0")).unwrap().count(), 22);
+    for name in ["d0/f00", "d0/f01"] {
+        std::fs::read(m.dir.join(name)).unwrap();
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("walked"), Some(11), "{s}");
+    assert_eq!(s.readahead("pushed"), Some(4 * 60 - 2), "{s}");
+    // 11, and d0 once more when the kernel did not keep the program's listing of it.
+    let listings = s.get("lease_listings");
+    assert!((11..=12).contains(&listings), "{s}");
+    // The program's own listings still reach the daemon, and find every file.
+    for d in 0..4 {
+        for sub in ["", "/s0", "/s1"] {
+            let dir = m.dir.join(format!("d{d}{sub}"));
+            let n = std::fs::read_dir(&dir).unwrap().count();
+            assert_eq!(n, if sub.is_empty() { 22 } else { 20 }, "{dir:?}");
+        }
+    }
+    for (name, data) in &files {
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
+    }
+    assert_eq!(m.stats().get("lease_listings"), listings);
+}
+
+#[test]
 fn a_walk_that_starts_over_reads_nothing_again_that_it_read_ahead_lately() {
     // A program reads d0 (the walk goes to d1, d2, d3), then another reads a/, before d0:
     // the walk starts over from a/ and comes to d1..d3 again, which it leaves alone.

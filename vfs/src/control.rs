@@ -280,6 +280,10 @@ pub enum Response {
         /// daemons: 0).
         #[serde(default)]
         pushed_opens: u64,
+        /// Directories the lease helper listed from the daemon before it took leases in
+        /// them (`lease.rs`; missing from older daemons: 0).
+        #[serde(default)]
+        lease_listings: u64,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

@@ -192,6 +192,7 @@ fn handle(ctx: &Ctx, req: Request, progress: &control::Progress) -> Result<Respo
                 passthrough_opens: ctx.passthrough.counts().0,
                 cached_opens: ctx.passthrough.counts().1,
                 pushed_opens: ctx.passthrough.counts().2,
+                lease_listings: ctx.passthrough.leases.listings(),
             }
         }
         Request::Status {

@@ -223,12 +223,15 @@ impl RevFs {
         self.passthrough.leases.helper_pid() == Some(req.pid())
     }
 
-    /// A program (not the lease helper) listed directory `dir` from its start (`offset`
-    /// 0): the walk ahead learns how far the program it follows is (`wc/ahead.rs`), and a
+    /// A program listed directory `dir` from its start (`offset` 0): the walk ahead learns how far the program it follows is (`wc/ahead.rs`), and a
     /// directory the walk had not come to, listed while a program reads files, gets its
     /// round and starts the walk again from it.
     fn listed(&self, req: &Request, dir: u64, offset: u64) {
-        if offset != 0 || Self::is_control(dir) || self.is_helper(req) {
+        if offset != 0 || Self::is_control(dir) {
+            return;
+        }
+        if self.is_helper(req) {
+            self.passthrough.leases.helper_listed(dir);
             return;
         }
         if !self.wc.walk_reached(dir) && self.readers.reading() {
@@ -365,6 +368,18 @@ impl PageFiller {
             .is_some_and(|wc| wc.store_node(ino) == Some(*node))
     }
 
+    /// The listings the lease helper made (`lease.rs`, `DirCache`) go from the kernel's
+    /// cache: a program listing one of those directories is answered by the daemon, and
+    /// the walk ahead learns where it is. The entries the listing made stay.
+    fn drop_helper_listings(&self) {
+        let dirs = self.passthrough.leases.take_listed();
+        if let Some(n) = self.notifier.get() {
+            for dir in dirs {
+                let _ = n.inval_inode(INodeNo(dir), 0, 0);
+            }
+        }
+    }
+
     /// After a push that found the file changed (`keep` false): whatever was pushed goes
     /// (the change's own invalidation may have come before it).
     fn drop_if_changed(&self, ino: u64, keep: bool) {
@@ -408,6 +423,7 @@ impl crate::readahead::Pusher for PageFiller {
         // them are let go, after the last push).
         let paths: Vec<&[u8]> = files.iter().map(|(job, _)| job.path.as_slice()).collect();
         let leases = self.passthrough.leases.take(&paths);
+        self.drop_helper_listings();
         let pushed = files
             .iter()
             .enumerate()
@@ -448,6 +464,7 @@ impl crate::readahead::Pusher for PageFiller {
             return false;
         };
         let leases = self.passthrough.leases.take(&[job.path.as_slice()]);
+        self.drop_helper_listings();
         let Some(ino) = leases.ino(0) else {
             return false;
         };
