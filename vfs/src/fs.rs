@@ -1280,7 +1280,10 @@ impl Filesystem for RevFs {
                     Ok(Some(a)) => Some(a),
                     // Gone since the listing.
                     Ok(None) => continue,
-                    Err(e) => return reply.error(errno("readdirplus", &e)),
+                    // Its attributes cannot be had (its filelog is missing or damaged):
+                    // the name alone, as a plain listing gives it. Its own lookup fails
+                    // then, not the whole listing.
+                    Err(_) => None,
                 }
             } else {
                 None
