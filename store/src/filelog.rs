@@ -53,7 +53,7 @@ pub struct CopySource {
 }
 
 /// Splits a raw filelog text into metadata and content; returns the content offset.
-fn content_start(raw: &[u8]) -> Option<usize> {
+pub(crate) fn content_start(raw: &[u8]) -> Option<usize> {
     if !raw.starts_with(META_MARK) {
         return Some(0);
     }

@@ -554,7 +554,11 @@ impl Repo {
         })?;
         let mut stem = b"data/".to_vec();
         stem.extend_from_slice(path);
-        Ok(Filelog::new(path.to_vec(), self.open_revlog(&stem)?))
+        let mut revlog = self.open_revlog(&stem)?;
+        if let Some(c) = self.size_cache() {
+            revlog = revlog.with_checked_texts(Arc::new(CheckedInSizeCache(c.clone())));
+        }
+        Ok(Filelog::new(path.to_vec(), revlog))
     }
 
     /// The filelog tracking repository path `path` (it may be empty if never committed).
@@ -598,6 +602,23 @@ impl OpenFilelogs {
                 Some((_, (_, old))) => self.bytes -= old,
                 None => break,
             }
+        }
+    }
+}
+
+/// A filelog's texts checked against their node, remembered in the size cache with their
+/// content size ([`crate::size_cache::SizeCache::put_checked`]).
+struct CheckedInSizeCache(Arc<crate::size_cache::SizeCache>);
+
+impl crate::revlog::CheckedTexts for CheckedInSizeCache {
+    fn checked(&self, node: &Node, chunk_crc: u32) -> bool {
+        self.0.checked_chunk(node) == Some(chunk_crc)
+    }
+
+    fn remember(&self, node: &Node, chunk_crc: u32, text: &[u8]) {
+        if let Some(start) = crate::filelog::content_start(text) {
+            self.0
+                .put_checked(*node, (text.len() - start) as u64, chunk_crc);
         }
     }
 }

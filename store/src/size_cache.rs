@@ -1,5 +1,6 @@
-//! The size cache: the content size of file revisions by file node, kept in the
-//! repository's cache directory (`.hg/cache/revfs/sizes`, the share source's for a share),
+//! The size cache: the content size of file revisions by file node (and, for a text
+//! checked against its node, the CRC-32 of the stored chunk it was rebuilt from:
+//! `revlog::CheckedTexts`), kept in the repository's cache directory (`.hg/cache/revfs/sizes`, the share source's for a share),
 //! so that a lookup after a remount knows a file's size without opening its filelog (`ls
 //! -l`, `find -size`, a build's stat of every source). A node names one text, whatever the
 //! path, so its size never changes. The format is in docs/FORMATS.md ("Size cache").
@@ -19,11 +20,14 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 const MAGIC: &[u8; 8] = b"RVFSSIZE";
 /// The format version this code writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// magic, version, record count (u64), crc32 of the records, zeros.
 const HEADER: usize = 32;
-/// node, size (u64 BE).
-const RECORD: usize = 28;
+/// node, size (u64 BE, its top bit set when a checked chunk follows), checked chunk (u32
+/// BE).
+const RECORD: usize = 32;
+/// The size's bit that says the record names a checked chunk.
+const CHECKED: u64 = 1 << 63;
 /// Sizes learned before a write is due, at least.
 const MIN_BATCH: usize = 4096;
 
@@ -34,15 +38,22 @@ struct Mapped {
 }
 
 impl Mapped {
-    fn record(&self, i: usize) -> (&[u8], u64) {
+    fn record(&self, i: usize) -> (&[u8], Known) {
         let at = HEADER + i * RECORD;
         let r = &self.map[at..at + RECORD];
         let mut size = [0u8; 8];
-        size.copy_from_slice(&r[20..]);
-        (&r[..20], u64::from_be_bytes(size))
+        size.copy_from_slice(&r[20..28]);
+        let size = u64::from_be_bytes(size);
+        let mut chunk = [0u8; 4];
+        chunk.copy_from_slice(&r[28..32]);
+        let known = Known {
+            size: size & !CHECKED,
+            checked: (size & CHECKED != 0).then_some(u32::from_be_bytes(chunk)),
+        };
+        (&r[..20], known)
     }
 
-    fn get(&self, node: &Node) -> Option<u64> {
+    fn get(&self, node: &Node) -> Option<Known> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -57,10 +68,30 @@ impl Mapped {
     }
 }
 
+/// What the cache knows of a file revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Known {
+    /// Its content size.
+    size: u64,
+    /// The CRC-32 of the stored chunk (a whole text, not a delta) that rebuilt its text
+    /// when that text was checked against its node (SHA-1), if it was.
+    checked: Option<u32>,
+}
+
+impl Known {
+    /// The two merged: the size, and a checked chunk either knows (`self`'s first).
+    fn or(self, other: Known) -> Known {
+        Known {
+            size: self.size,
+            checked: self.checked.or(other.checked),
+        }
+    }
+}
+
 struct State {
     /// `None` until first used (a command that never asks for a size never reads the file).
     mapped: Option<Option<Mapped>>,
-    learned: HashMap<Node, u64>,
+    learned: HashMap<Node, Known>,
     /// A write is under way or wanted.
     saving: bool,
     /// Past the limit: nothing more is learned.
@@ -135,21 +166,65 @@ impl SizeCache {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The size of file revision `node`, if known.
-    pub fn get(&self, node: &Node) -> Option<u64> {
+    /// What is known of file revision `node`.
+    fn known(&self, node: &Node) -> Option<Known> {
         let mut st = self.lock();
-        if let Some(&s) = st.learned.get(node) {
-            return Some(s);
-        }
         if st.mapped.is_none() {
             st.mapped = Some(self.open());
         }
-        st.mapped.as_ref()?.as_ref()?.get(node)
+        let mapped = st
+            .mapped
+            .as_ref()
+            .and_then(Option::as_ref)
+            .and_then(|m| m.get(node));
+        match (st.learned.get(node), mapped) {
+            (Some(&l), Some(m)) => Some(l.or(m)),
+            (l, m) => l.copied().or(m),
+        }
+    }
+
+    /// The size of file revision `node`, if known.
+    pub fn get(&self, node: &Node) -> Option<u64> {
+        self.known(node).map(|k| k.size)
+    }
+
+    /// The CRC-32 of the stored chunk that rebuilt the text of file revision `node` when
+    /// that text was checked against its node, if it was ([`SizeCache::put_checked`]).
+    pub fn checked_chunk(&self, node: &Node) -> Option<u32> {
+        self.known(node)?.checked
     }
 
     /// Keeps the size of file revision `node`; a write of the file follows once enough are
     /// new.
     pub fn put(&self, node: Node, size: u64) {
+        self.learn(
+            node,
+            Known {
+                size,
+                checked: None,
+            },
+        );
+    }
+
+    /// Keeps the size of file revision `node`, and `chunk`: the CRC-32 of the stored chunk
+    /// (a whole text) whose text was just checked against `node`. A later rebuild from a
+    /// chunk with that CRC-32 rebuilds the same text (decompression is deterministic), and
+    /// a chunk damaged since has another CRC-32 (short of a 1 in 4 billion chance), whose
+    /// text is checked again.
+    pub fn put_checked(&self, node: Node, size: u64, chunk: u32) {
+        self.learn(
+            node,
+            Known {
+                size,
+                checked: Some(chunk),
+            },
+        );
+    }
+
+    fn learn(&self, node: Node, known: Known) {
+        if known.size & CHECKED != 0 {
+            return;
+        }
         let mut st = self.lock();
         if st.full {
             return;
@@ -168,7 +243,11 @@ impl SizeCache {
             st.full = true;
             return;
         }
-        st.learned.insert(node, size);
+        let known = match st.learned.get(&node) {
+            Some(&before) => known.or(before),
+            None => known,
+        };
+        st.learned.insert(node, known);
         if st.learned.len() >= MIN_BATCH.max(count / 4) && !st.saving {
             st.saving = true;
             self.wake.notify_all();
@@ -224,7 +303,7 @@ impl SizeCache {
 
     /// Merges the learned sizes with the file's into a new file renamed into place.
     fn write_out(&self) -> std::io::Result<()> {
-        let mut learned: Vec<(Node, u64)> = {
+        let mut learned: Vec<(Node, Known)> = {
             let st = self.lock();
             if st.learned.is_empty() {
                 return Ok(());
@@ -248,22 +327,28 @@ impl SizeCache {
             .peekable();
         let mut body: Vec<u8> = Vec::with_capacity((old_count + learned.len()) * RECORD);
         let mut count = 0u64;
-        let mut push = |n: &[u8], s: u64| {
+        let mut push = |n: &[u8], k: Known| {
             body.extend_from_slice(n);
-            body.extend_from_slice(&s.to_be_bytes());
+            let flag = if k.checked.is_some() { CHECKED } else { 0 };
+            body.extend_from_slice(&(k.size | flag).to_be_bytes());
+            body.extend_from_slice(&k.checked.unwrap_or(0).to_be_bytes());
             count += 1;
         };
-        for (n, s) in &learned {
-            while let Some(&(o, os)) = old.peek() {
+        for (n, k) in &learned {
+            let mut k = *k;
+            while let Some(&(o, ok)) = old.peek() {
                 if o > &n.0[..] {
                     break;
                 }
                 old.next();
                 if o < &n.0[..] {
-                    push(o, os);
+                    push(o, ok);
+                } else {
+                    // The same node: what the file knew too (a checked chunk) stays.
+                    k = k.or(ok);
                 }
             }
-            push(&n.0, *s);
+            push(&n.0, k);
         }
         for (o, os) in old {
             push(o, os);
@@ -284,7 +369,8 @@ impl SizeCache {
         let mapped = self.open();
         let mut st = self.lock();
         if let Some(m) = &mapped {
-            st.learned.retain(|n, _| m.get(n).is_none());
+            st.learned
+                .retain(|n, k| m.get(n).is_none_or(|f| f.or(*k) != f));
         }
         st.mapped = Some(mapped);
         Ok(())
@@ -388,5 +474,44 @@ mod tests {
             d.put(node(i), 1);
         }
         assert_eq!(d.lock().learned.len(), 10);
+    }
+
+    #[test]
+    fn checked_chunks_are_kept_with_sizes_and_never_lost_to_a_size_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sizes");
+        let a = SizeCache::new(path.clone(), 1 << 20);
+        a.put(node(1), 10);
+        a.put_checked(node(2), 20, 0xdead_beef);
+        a.put_checked(node(3), 30, 0);
+        // A size found again later (without its chunk) keeps what was known.
+        a.put(node(2), 20);
+        assert_eq!(a.checked_chunk(&node(2)), Some(0xdead_beef));
+        a.save();
+        let b = SizeCache::new(path.clone(), 1 << 20);
+        assert_eq!(b.get(&node(1)), Some(10));
+        assert_eq!(b.checked_chunk(&node(1)), None);
+        assert_eq!(b.get(&node(2)), Some(20));
+        assert_eq!(b.checked_chunk(&node(2)), Some(0xdead_beef));
+        assert_eq!(b.checked_chunk(&node(3)), Some(0));
+        // A chunk checked for a node the file has a size of: both, after a merge.
+        b.put_checked(node(1), 10, 7);
+        b.put(node(4), 40);
+        b.save();
+        let c = SizeCache::new(path.clone(), 1 << 20);
+        assert_eq!(c.checked_chunk(&node(1)), Some(7));
+        assert_eq!(c.get(&node(4)), Some(40));
+        assert_eq!(c.checked_chunk(&node(2)), Some(0xdead_beef));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            (HEADER + 4 * RECORD) as u64
+        );
+        // A file of version 1 is removed: its sizes are found again.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_be_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let d = SizeCache::new(path.clone(), 1 << 20);
+        assert_eq!(d.get(&node(1)), None);
+        assert!(!path.exists());
     }
 }

@@ -48,7 +48,7 @@ fn sizes_kept_by_one_mount_serve_the_next_without_opening_filelogs() {
     let len = std::fs::metadata(&cache)
         .expect("the sizes were kept")
         .len();
-    assert_eq!((len - 32) % 28, 0, "{len} bytes");
+    assert_eq!((len - 32) % 32, 0, "{len} bytes");
     // One record per file revision (files with the same content share one).
     let manifest = hg_cmd(&repo, &["manifest", "--debug", "-r", "tip"]);
     let nodes: std::collections::BTreeSet<&[u8]> = manifest
@@ -56,7 +56,7 @@ fn sizes_kept_by_one_mount_serve_the_next_without_opening_filelogs() {
         .split(|&b| b == b'\n')
         .filter_map(|l| l.get(..40))
         .collect();
-    assert_eq!((len - 32) / 28, nodes.len() as u64, "{len} bytes");
+    assert_eq!((len - 32) / 32, nodes.len() as u64, "{len} bytes");
 
     m.remount(&repo, Some("tip"));
     assert_eq!(sizes_of(&m.dir), want, "second mount");
@@ -78,4 +78,64 @@ fn sizes_kept_by_one_mount_serve_the_next_without_opening_filelogs() {
     );
     m.unmount();
     assert_eq!(std::fs::metadata(&cache).unwrap().len(), len);
+}
+
+#[test]
+fn a_text_checked_before_is_checked_again_when_its_stored_chunk_changed() {
+    // A mount keeps, with a file's size, the CRC-32 of the chunk whose text it checked
+    // against the node (SHA-1): the next mount skips that hash for the same chunk, and
+    // checks again a chunk changed since, as hg does every time.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = revfs_tests::hg_repo(
+        tmp.path(),
+        &[
+            ("a.txt", &b"hello world\n"[..]),
+            ("b.txt", &b"another file\n"[..]),
+        ],
+    );
+    let m = Mount::new(&repo, Some("tip"));
+    assert_eq!(
+        std::fs::read(m.dir.join("a.txt")).unwrap(),
+        b"hello world\n"
+    );
+    m.unmount();
+    // The record of a.txt's node says its chunk was checked.
+    let manifest = hg_cmd(&repo, &["manifest", "--debug", "-r", "tip"]);
+    let line = manifest
+        .stdout
+        .split(|&b| b == b'\n')
+        .find(|l| l.ends_with(b" a.txt"))
+        .expect("a.txt in the manifest")
+        .to_vec();
+    let node: Vec<u8> = (0..20)
+        .map(|i| {
+            u8::from_str_radix(std::str::from_utf8(&line[2 * i..2 * i + 2]).unwrap(), 16).unwrap()
+        })
+        .collect();
+    let cache = std::fs::read(repo.join(".hg/cache/revfs/sizes")).unwrap();
+    let record = cache[32..]
+        .chunks(32)
+        .find(|r| r[..20] == node[..])
+        .expect("a.txt's size kept");
+    assert_eq!(record[20] & 0x80, 0x80, "a.txt's chunk not kept as checked");
+    assert_eq!(&record[21..28], &[0, 0, 0, 0, 0, 0, 12], "a.txt's size");
+
+    // Its stored chunk (stored as is: too short to compress) changed, same length.
+    let index = repo.join(".hg/store/data/a.txt.i");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let at = bytes
+        .windows(11)
+        .position(|w| w == b"hello world")
+        .expect("the text stored as is");
+    bytes[at + 4] = b'O';
+    std::fs::write(&index, &bytes).unwrap();
+    m.remount(&repo, Some("tip"));
+    let read = std::fs::read(m.dir.join("a.txt"));
+    assert!(read.is_err(), "a damaged text was read: {read:?}");
+    assert!(m.log().contains("integrity check failed"), "{}", m.log());
+    assert_eq!(
+        std::fs::read(m.dir.join("b.txt")).unwrap(),
+        b"another file\n"
+    );
+    m.unmount();
 }
