@@ -1,5 +1,6 @@
 //! The size cache: the content size of file revisions by file node (and, for a text
-//! checked against its node, the CRC-32 of the stored chunk it was rebuilt from:
+//! checked against its node, the CRC-32 of its parents' nodes and the stored chunk it was
+//! rebuilt from:
 //! `revlog::CheckedTexts`), kept in the repository's cache directory (`.hg/cache/revfs/sizes`, the share source's for a share),
 //! so that a lookup after a remount knows a file's size without opening its filelog (`ls
 //! -l`, `find -size`, a build's stat of every source). A node names one text, whatever the
@@ -73,8 +74,9 @@ impl Mapped {
 struct Known {
     /// Its content size.
     size: u64,
-    /// The CRC-32 of the stored chunk (a whole text, not a delta) that rebuilt its text
-    /// when that text was checked against its node (SHA-1), if it was.
+    /// The CRC-32 of its parents' nodes and the stored chunk (a whole text, not a delta)
+    /// that rebuilt its text when that text was checked against its node (SHA-1), if it
+    /// was.
     checked: Option<u32>,
 }
 
@@ -188,8 +190,9 @@ impl SizeCache {
         self.known(node).map(|k| k.size)
     }
 
-    /// The CRC-32 of the stored chunk that rebuilt the text of file revision `node` when
-    /// that text was checked against its node, if it was ([`SizeCache::put_checked`]).
+    /// The CRC-32 of the parents' nodes and the stored chunk that rebuilt the text of file
+    /// revision `node` when that text was checked against its node, if it was
+    /// ([`SizeCache::put_checked`]).
     pub fn checked_chunk(&self, node: &Node) -> Option<u32> {
         self.known(node)?.checked
     }
@@ -206,11 +209,11 @@ impl SizeCache {
         );
     }
 
-    /// Keeps the size of file revision `node`, and `chunk`: the CRC-32 of the stored chunk
-    /// (a whole text) whose text was just checked against `node`. A later rebuild from a
-    /// chunk with that CRC-32 rebuilds the same text (decompression is deterministic), and
-    /// a chunk damaged since has another CRC-32 (short of a 1 in 4 billion chance), whose
-    /// text is checked again.
+    /// Keeps the size of file revision `node`, and `chunk`: the CRC-32 of the parents'
+    /// nodes and the stored chunk (a whole text) whose text was just checked against
+    /// `node`. A later rebuild from a chunk with that CRC-32 rebuilds the same text
+    /// (decompression is deterministic), and a chunk or parents damaged since have another
+    /// CRC-32 (short of a 1 in 4 billion chance): the text is checked again.
     pub fn put_checked(&self, node: Node, size: u64, chunk: u32) {
         self.learn(
             node,

@@ -139,3 +139,45 @@ fn a_text_checked_before_is_checked_again_when_its_stored_chunk_changed() {
     );
     m.unmount();
 }
+
+#[test]
+fn a_text_checked_before_is_checked_again_when_its_parents_changed() {
+    // The node hashes the parents too: a text checked before, whose index entry now names
+    // other parents, is checked again and fails, as hg fails.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = revfs_tests::hg_repo(tmp.path(), &[("f", &b"a\n"[..])]);
+    std::fs::write(repo.join("f"), b"b\n").unwrap();
+    let out = hg_cmd(&repo, &["commit", "-q", "-m", "second"]);
+    assert!(out.status.success(), "{out:?}");
+    let m = Mount::new(&repo, Some("tip"));
+    assert_eq!(std::fs::read(m.dir.join("f")).unwrap(), b"b\n");
+    m.unmount();
+
+    // Revision 1 of f is stored whole (a delta would be longer than the text): its parent
+    // revision 0 is made null.
+    let index = repo.join(".hg/store/data/f.i");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let word = |b: &[u8], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let entry1 = 64 + word(&bytes, 8) as usize;
+    assert_eq!(
+        word(&bytes, entry1 + 16),
+        1,
+        "revision 1 is not stored whole"
+    );
+    assert_eq!(word(&bytes, entry1 + 24), 0, "revision 1's first parent");
+    bytes[entry1 + 24..entry1 + 28].copy_from_slice(&[0xff; 4]);
+    std::fs::write(&index, &bytes).unwrap();
+    let hg = hg_cmd(&repo, &["cat", "-r", "tip", "f"]);
+    assert!(
+        String::from_utf8_lossy(&hg.stderr).contains("integrity check failed on data/f:1"),
+        "{hg:?}"
+    );
+    m.remount(&repo, Some("tip"));
+    let read = std::fs::read(m.dir.join("f"));
+    assert!(
+        read.is_err(),
+        "a text with other parents was read: {read:?}"
+    );
+    assert!(m.log().contains("integrity check failed"), "{}", m.log());
+    m.unmount();
+}

@@ -118,13 +118,15 @@ pub struct Revlog {
 /// What a revlog's reader remembers of texts it checked against their node (SHA-1 of the
 /// parents and the text, as hg checks every revision it reads): a text rebuilt from one
 /// stored chunk (a whole text, not a delta) that was checked once is not hashed again when
-/// the chunk is the same (its CRC-32): decompression is deterministic. The SHA-1 was a
-/// sixth of the CPU of a first read of a tree; a CRC-32 of the compressed chunk costs a
-/// few percent of it.
+/// the chunk and the parents are the same (the CRC-32 of the parents' nodes and the chunk):
+/// decompression is deterministic. The SHA-1 was a sixth of the CPU of a first read of a
+/// tree; the CRC-32 of the compressed chunk costs a small part of its decompression.
 pub trait CheckedTexts: Send + Sync {
-    /// Whether `node`'s text was checked when rebuilt from a chunk with this CRC-32.
+    /// Whether `node`'s text was checked when rebuilt with these parents and chunk (their
+    /// CRC-32).
     fn checked(&self, node: &Node, chunk_crc: u32) -> bool;
-    /// `node`'s text, rebuilt from one chunk with this CRC-32, matched `node`.
+    /// `node`'s text, rebuilt from one chunk, matched `node` (the CRC-32 of its parents'
+    /// nodes and the chunk).
     fn remember(&self, node: &Node, chunk_crc: u32, text: &[u8]);
 }
 
@@ -562,9 +564,16 @@ impl Revlog {
                 ),
             ));
         }
-        // A whole text from one chunk: checked before, from this very chunk?
+        // A whole text from one chunk: checked before, from this very chunk and with these
+        // parents (which the node hashes too)?
         let one_chunk = match (&self.checked, &start, &chain[..]) {
-            (Some(c), None, &[only]) => Some((c, crc32fast::hash(self.chunk(only)?))),
+            (Some(c), None, &[only]) => {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(&self.node(entry.p1)?.0);
+                crc.update(&self.node(entry.p2)?.0);
+                crc.update(self.chunk(only)?);
+                Some((c, crc.finalize()))
+            }
             _ => None,
         };
         if !one_chunk.is_some_and(|(c, crc)| c.checked(&entry.node, crc)) {
