@@ -262,6 +262,9 @@ impl Leases {
     /// The helper listed directory `dir` from its start, from the daemon: the kernel now
     /// keeps that listing, which a program listing the directory would be answered from.
     pub fn helper_listed(&self, dir: u64) {
+        if dir == crate::wc::ROOT_INO {
+            return;
+        }
         self.listings.fetch_add(1, Ordering::Relaxed);
         self.listed
             .lock()
@@ -489,7 +492,10 @@ impl DirCache {
         };
         if self.last.as_ref().is_none_or(|(d, _)| d.as_slice() != dir) {
             self.last = None;
-            let list = !listed.iter().any(|d| d.as_slice() == dir);
+            // Never the root: dropping its listing afterwards would drop its attributes
+            // too, and the way to the share's `.hg` would need the daemon (a frozen
+            // daemon must not hold hg up there: `hg_in_mount.rs`).
+            let list = !dir.is_empty() && !listed.iter().any(|d| d.as_slice() == dir);
             let flags = if list {
                 libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK
             } else {
