@@ -1,10 +1,10 @@
 //! The size cache: the content size of file revisions by file node (and, for a text
 //! checked against its node, the CRC-32 of its parents' nodes and the stored chunk it was
-//! rebuilt from:
-//! `revlog::CheckedTexts`), kept in the repository's cache directory (`.hg/cache/revfs/sizes`, the share source's for a share),
-//! so that a lookup after a remount knows a file's size without opening its filelog (`ls
-//! -l`, `find -size`, a build's stat of every source). A node names one text, whatever the
-//! path, so its size never changes. The format is in docs/FORMATS.md ("Size cache").
+//! rebuilt from: `revlog::CheckedTexts`), kept in the repository's cache directory
+//! (`.hg/cache/revfs/sizes`, the share source's for a share), so that a lookup after a
+//! remount knows a file's size without opening its filelog (`ls -l`, `find -size`, a
+//! build's stat of every source). A node names one text, whatever the path, so its size
+//! never changes. The format is in docs/FORMATS.md ("Size cache").
 //!
 //! The file holds sorted records and is mapped: a lookup is a binary search in it, nothing
 //! on the heap. Sizes learned since are kept in memory and written out in the background,
@@ -185,8 +185,12 @@ impl SizeCache {
         }
     }
 
-    /// The size of file revision `node`, if known.
+    /// The size of file revision `node`, if known: a learned one is not looked up in the
+    /// file (a lookup's path).
     pub fn get(&self, node: &Node) -> Option<u64> {
+        if let Some(k) = self.lock().learned.get(node) {
+            return Some(k.size);
+        }
         self.known(node).map(|k| k.size)
     }
 
