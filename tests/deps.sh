@@ -1,18 +1,66 @@
 #!/usr/bin/env bash
-# Installs the system packages revfs and its tests need, when they are missing. Sourced by
-# tests/run.sh and tests/demo.sh. Rust itself (>= 1.85, via rustup) must already be there.
-install_deps() {
-  local missing=()
-  command -v hg >/dev/null 2>&1 || missing+=(mercurial)
-  command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
-  [ -x /usr/bin/python3 ] || missing+=(python3)
-  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-  command -v cc >/dev/null 2>&1 || missing+=(build-essential)
-  command -v fio >/dev/null 2>&1 || missing+=(fio)
-  command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
-  command -v strace >/dev/null 2>&1 || missing+=(strace)
-  command -v chg >/dev/null 2>&1 || missing+=(mercurial)
-  command -v pkill >/dev/null 2>&1 || missing+=(procps)
+# Installs the programs revfs, its tests and its benchmarks run, when they are missing.
+# Sourced by tests/run.sh and tests/demo.sh (and the benchmarks through
+# tests/bench/common.sh). Rust itself (>= 1.85, via rustup) must already be there.
+#
+# Each table lists "program:package" for every program that a bare Debian 12 (debootstrap
+# --variant=minbase, the official container image) lacks. What the scripts and tests run
+# besides these comes from Debian's Essential and Priority: required packages, present on
+# every Debian 12 system (ESSENTIAL below). tests/tests/deps_listed.rs checks that every
+# program a test starts is in one of these lists.
+
+# Programs of Debian 12's Essential and Priority: required packages that the tests start:
+# coreutils, util-linux (flock, runuser), bsdutils (script), mount, findutils, tar, dash.
+ESSENTIAL=(cat chown cp df find flock mkfifo mknod mount rm runuser script sh sleep stat
+  tar timeout umount)
+
+# What the main job (tests/demo.sh) and revfs itself need.
+DEPS_MAIN=(
+  hg:mercurial
+  fusermount3:fuse3
+  /usr/bin/python3:python3
+  python3:python3
+)
+# What the test suite (tests/run.sh) needs beyond DEPS_MAIN.
+DEPS_TEST=(
+  chg:mercurial
+  cmake:cmake               # build_in_mount: zstd's C library, built in a mount
+  cc:build-essential        # build_in_mount; cargo install pjdfstest
+  make:build-essential      # build_in_mount (cmake's generator)
+  fio:fio                   # stress_verify
+  stress-ng:stress-ng       # stress_verify
+  strace:strace             # hg_in_mount: what chg's server does
+  kill:procps               # crash tests: kill -9 (or -STOP) of the daemon
+  pkill:procps              # hg_in_mount: chg's servers
+  pgrep:procps
+  git:git                   # hard_links: a local git clone in a mount
+  rsync:rsync               # hard_links: rsync --link-dest in a mount
+  gdb:gdb                   # the watchdog's stacks of a hung daemon
+)
+# What the benchmarks (tests/bench/) need beyond DEPS_TEST.
+DEPS_BENCH=(
+  hyperfine:hyperfine       # read-all.sh
+  bc:bc                     # build_bench.sh
+  /usr/bin/time:time        # peak RSS
+  flex:flex                 # build_bench.sh: a kernel build (make allnoconfig, make)
+  bison:bison
+  /usr/include/libelf.h:libelf-dev
+)
+
+# Prints the packages of "program:package" pairs whose program is missing, one a line.
+missing_packages() {
+  local pair prog
+  for pair in "$@"; do
+    prog=${pair%%:*}
+    if [[ $prog == /* ]]; then [ -x "$prog" ] && continue; else command -v "$prog" >/dev/null 2>&1 && continue; fi
+    echo "${pair#*:}"
+  done | sort -u
+}
+
+# Installs the packages of the pairs given whose program is missing, then checks each one.
+install_programs() {
+  local missing pair prog
+  mapfile -t missing < <(missing_packages "$@")
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     local sudo=""
@@ -20,20 +68,37 @@ install_deps() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
+  mapfile -t missing < <(missing_packages "$@")
+  if [ ${#missing[@]} -gt 0 ]; then
+    for pair in "$@"; do
+      prog=${pair%%:*}
+      command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ] || echo "missing after install: $prog (package ${pair#*:})" >&2
+    done
+    exit 1
+  fi
+}
+
+install_deps() {
+  install_programs "${DEPS_MAIN[@]}"
   if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust >= 1.85 with rustup first" >&2
     exit 1
   fi
 }
 
-# What only the test suite needs beyond install_deps: pjdfstest (crates.io), for
-# tests/tests/pjdfstest.rs.
+# What only the test suite needs beyond install_deps: the programs above, and pjdfstest
+# (crates.io) for tests/tests/pjdfstest.rs.
 PJDFSTEST_VERSION=0.2.2
 install_test_deps() {
+  install_programs "${DEPS_TEST[@]}"
   local bin="${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest"
   if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "$bin" ]; then
     echo "installing: pjdfstest $PJDFSTEST_VERSION (cargo install)" >&2
     cargo install --quiet --locked pjdfstest --version "$PJDFSTEST_VERSION"
   fi
-  command -v flock >/dev/null 2>&1 || { echo "flock(1) (util-linux) is missing" >&2; exit 1; }
+}
+
+install_bench_deps() {
+  install_deps
+  install_programs "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}"
 }

@@ -109,4 +109,6 @@ def main():
 
 
 if __name__ == '__main__':
+    import benchdeps
+    benchdeps.install()
     main()

@@ -3,6 +3,7 @@
 # folder in /var/tmp, removed on exit with any mount left in it detached), and plain hg.
 # `drop` empties the kernel's caches; `median` prints the median of the numbers on stdin.
 bench_init() {
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-deps.sh"
   corpus=$(cd "$2" && pwd)
   bin=${3:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/release/revfs}
   export HGPLAIN=1 HGRCPATH=

@@ -3,6 +3,7 @@
 # top-level directories, each on a fresh mount, with the revfs binary BIN.
 # usage: dir_nlink_bench.sh BIN CORPUS RUNS  -> prints first-pass find times and ls -l of root dirs
 BIN=$1; CORPUS=$2; RUNS=$3
+bash "$(dirname "$0")/install-deps.sh"
 for i in $(seq $RUNS); do
   M=$(mktemp -d); S=$(mktemp -d)
   REVFS_STATE_DIR=$S $BIN mount $CORPUS $M >/dev/null

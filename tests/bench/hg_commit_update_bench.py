@@ -112,4 +112,6 @@ def main():
 
 
 if __name__ == '__main__':
+    import benchdeps
+    benchdeps.install()
     main()

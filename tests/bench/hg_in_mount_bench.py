@@ -134,4 +134,6 @@ def main():
 
 
 if __name__ == '__main__':
+    import benchdeps
+    benchdeps.install()
     main()

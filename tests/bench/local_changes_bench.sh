@@ -9,6 +9,7 @@
 #           after the same 1,000 files were edited and `hg revert --all` put them back
 #           (leaving 1,000 `.orig` files around).
 set -euo pipefail
+bash "$(dirname "$0")/install-deps.sh"
 corpus=$(cd "$1" && pwd); shift
 [ $# -gt 0 ] || set -- "$(cd "$(dirname "$0")/../.." && pwd)/target/release/revfs"
 runs=${RUNS:-20}

@@ -116,4 +116,6 @@ def main():
 
 
 if __name__ == '__main__':
+    import benchdeps
+    benchdeps.install()
     main()

@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=${1:-/work/bench/linux}
 shared=$(cd "$here/../shared/corpus" && pwd)
-command -v hyperfine >/dev/null || { apt-get update -qq; apt-get install -y -qq hyperfine >/dev/null; }
+bash "$here/tests/bench/install-deps.sh"
 [ -f "$corpus/.corpus-done" ] || GIT=1 "$shared/make-corpus.sh" linux "$corpus"
 (cd "$here" && cargo build --release --locked -q)
 revfs=$here/target/release/revfs

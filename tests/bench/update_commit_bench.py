@@ -119,4 +119,6 @@ def main():
 
 
 if __name__ == '__main__':
+    import benchdeps
+    benchdeps.install()
     main()
