@@ -52,7 +52,7 @@ missing_packages() {
   local pair prog
   for pair in "$@"; do
     prog=${pair%%:*}
-    if [[ $prog == /* ]]; then [ -x "$prog" ] && continue; else command -v "$prog" >/dev/null 2>&1 && continue; fi
+    if [[ $prog == /* ]]; then [ -e "$prog" ] && continue; else command -v "$prog" >/dev/null 2>&1 && continue; fi
     echo "${pair#*:}"
   done | sort -u
 }
@@ -72,7 +72,7 @@ install_programs() {
   if [ ${#missing[@]} -gt 0 ]; then
     for pair in "$@"; do
       prog=${pair%%:*}
-      command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ] || echo "missing after install: $prog (package ${pair#*:})" >&2
+      command -v "$prog" >/dev/null 2>&1 || [ -e "$prog" ] || echo "missing after install: $prog (package ${pair#*:})" >&2
     done
     exit 1
   fi
