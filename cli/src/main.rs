@@ -109,10 +109,10 @@ fn main() -> ExitCode {
     let mut args = std::env::args_os();
     if args
         .nth(1)
-        .is_some_and(|a| a == revfs_vfs::lease::HELPER_ARG)
+        .is_some_and(|a| a == revfs_vfs::readahead::lease::HELPER_ARG)
     {
         let code = match args.next() {
-            Some(mountpoint) => revfs_vfs::lease::helper_main(&mountpoint),
+            Some(mountpoint) => revfs_vfs::readahead::lease::helper_main(&mountpoint),
             None => 2,
         };
         return ExitCode::from(u8::try_from(code).unwrap_or(1));

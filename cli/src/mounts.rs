@@ -8,7 +8,7 @@
 //! ask the daemon (with a deadline) before anything looks inside.
 
 use anyhow::{Context, Result};
-use revfs_vfs::state::StateDir;
+use revfs_vfs::service::state::StateDir;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -16,11 +16,11 @@ use std::path::{Component, Path, PathBuf};
 /// Where the kernel shows FUSE connections.
 const FUSECTL: &str = "/sys/fs/fuse/connections";
 
-pub use revfs_vfs::mount_table::KernelMount;
+pub use revfs_vfs::fuse::mount_table::KernelMount;
 
 /// The mounts the kernel knows of whose type is `fuse.revfs`.
 pub fn revfs_mounts() -> Result<Vec<KernelMount>> {
-    revfs_vfs::mount_table::revfs_mounts().context("reading /proc/self/mountinfo")
+    revfs_vfs::fuse::mount_table::revfs_mounts().context("reading /proc/self/mountinfo")
 }
 
 /// The mount whose mountpoint is `path` or the nearest ancestor of it (lexically).

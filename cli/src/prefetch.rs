@@ -8,7 +8,7 @@ use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::control::{Request, Response};
+use revfs_vfs::service::control::{Request, Response};
 
 #[derive(Args, Debug)]
 pub struct PrefetchArgs {

@@ -8,7 +8,7 @@
 use crate::commands::Workspace;
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use revfs_vfs::control::{Request, Response};
+use revfs_vfs::service::control::{Request, Response};
 use std::io::IsTerminal;
 use std::time::Duration;
 

@@ -26,6 +26,9 @@ use std::sync::{Arc, Condvar, Mutex};
 const MAGIC: &[u8; 8] = b"RVFSTEXT";
 /// The entry format this code writes and reads.
 pub const TEXT_CACHE_VERSION: u32 = 1;
+/// Texts bigger than this (raw, metadata included) are rebuilt into this cache and read
+/// from it, rather than held whole in memory.
+pub const BIG_TEXT: u64 = 4 << 20;
 /// Bytes before the content.
 const HEADER_LEN: u64 = 64;
 /// Entries kept open at once (each holds a descriptor).

@@ -14,12 +14,20 @@ fn listed(deps: &str) -> BTreeSet<String> {
         let line = line.split('#').next().unwrap_or("").trim();
         if let Some(rest) = line.strip_prefix("ESSENTIAL=(") {
             in_essential = true;
-            out.extend(rest.trim_end_matches(')').split_whitespace().map(String::from));
+            out.extend(
+                rest.trim_end_matches(')')
+                    .split_whitespace()
+                    .map(String::from),
+            );
             in_essential &= !line.ends_with(')');
             continue;
         }
         if in_essential {
-            out.extend(line.trim_end_matches(')').split_whitespace().map(String::from));
+            out.extend(
+                line.trim_end_matches(')')
+                    .split_whitespace()
+                    .map(String::from),
+            );
             in_essential = !line.ends_with(')');
             continue;
         }
@@ -94,7 +102,10 @@ fn every_program_a_test_starts_is_installed_by_deps_sh_or_essential() {
             }
         }
     }
-    assert!(seen > 20, "found only {seen} programs started: the scan is broken");
+    assert!(
+        seen > 20,
+        "found only {seen} programs started: the scan is broken"
+    );
     assert!(
         unlisted.is_empty(),
         "programs started by tests that tests/deps.sh neither installs nor lists as essential:\n{}",

@@ -212,7 +212,7 @@ impl Default for Config {
             mount: MountConfig {
                 threads: DEFAULT_THREADS,
                 allow_other: false,
-                open_files: crate::overlay::DEFAULT_OPEN_FILES,
+                open_files: crate::wc::overlay::DEFAULT_OPEN_FILES,
                 loaded_files: crate::wc::DEFAULT_LOADED_FILES,
                 listed_files: crate::wc::DEFAULT_LISTED_FILES,
                 readahead_threads: DEFAULT_READAHEAD_THREADS,

@@ -1,32 +1,25 @@
 //! The revfs working copy served over FUSE.
 //!
-//! This crate owns everything about a mounted checkout: the inode tree built lazily from a
-//! manifest ([`wc`]), the FUSE request handlers ([`fs`]), the mount's state directory
-//! ([`state`]), the daemon's control socket ([`control`]) and the daemon itself
-//! ([`daemon`]). It reads source-control objects only through `revfs-store`.
+//! This crate owns everything about a mounted checkout, in five subsystems whose imports run
+//! one way (docs/ARCHITECTURE.md, "The vfs crate"):
+//!
+//! - [`service`]: the daemon of one mount, its control socket (protocol, server, client),
+//!   its state directory, the hg share, working copies kept unmounted;
+//! - [`fuse`]: the kernel channel: FUSE request handlers, passthrough, kernel cache
+//!   notifications, io_uring, the backing device, the mount table;
+//! - [`checkout`]: a working copy moved to a new parent: commit, update, reparent, prefetch;
+//! - [`wc`]: the working copy itself: the inode tree built lazily from a manifest, its
+//!   content read from the store, the overlay, the journal, status;
+//! - [`readahead`]: reading files ahead of a program that reads the tree: the queue and its
+//!   threads, read leases, the guess whether a program is reading.
+//!
+//! Beside them, [`config`] (the user's configuration) and [`busy`] (which requests are being
+//! served). It reads source-control objects only through `revfs-store`.
 
-pub mod bdi;
 pub mod busy;
 pub mod checkout;
-pub mod children;
 pub mod config;
-pub mod content;
-pub mod control;
-pub mod daemon;
-pub mod fs;
-pub mod journal;
-pub mod kept;
-pub mod lease;
-pub mod mount_table;
-pub mod notify;
-pub mod overlay;
-pub mod passthrough;
+pub mod fuse;
 pub mod readahead;
-pub mod readers;
-pub mod share;
-pub mod state;
-pub mod status;
-pub mod uring;
+pub mod service;
 pub mod wc;
-
-pub use revfs_store as store;

@@ -5,8 +5,8 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::store::filelog::{FileText, Filelog};
-use revfs_vfs::store::{pathaudit, Node, Rev};
+use revfs_store::filelog::{FileText, Filelog};
+use revfs_store::{pathaudit, Node, Rev};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 

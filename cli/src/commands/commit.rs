@@ -8,11 +8,11 @@ use crate::progress::{self, Progress};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::control::{Request, Response};
-use revfs_vfs::store::bookmarks::{self, Bookmarks};
-use revfs_vfs::store::commit::stripdesc;
-use revfs_vfs::store::lock;
-use revfs_vfs::store::{Node, Repo, Rev};
+use revfs_store::bookmarks::{self, Bookmarks};
+use revfs_store::commit::stripdesc;
+use revfs_store::lock;
+use revfs_store::{Node, Repo, Rev};
+use revfs_vfs::service::control::{Request, Response};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 
@@ -289,7 +289,7 @@ fn commit_checked(
     let p1 = working_parent(ws);
     // The working copy's branch (`hg branch` sets it), which the daemon commits on.
     let share = ws.mount()?.share_dir();
-    let branch = revfs_vfs::share::branch(&share);
+    let branch = revfs_vfs::service::share::branch(&share);
     let heads_before = branch_heads(&ws.repo, &branch)?;
     let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
     let mut bar = Progress::new(
@@ -409,7 +409,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
                     let branch = if args.clean {
                         branch_of(&ws.repo, &p1)?
                     } else {
-                        revfs_vfs::share::branch(&share)
+                        revfs_vfs::service::share::branch(&share)
                     };
                     let mut dest = p1rev;
                     for h in branch_heads(&ws.repo, &branch)? {

@@ -27,7 +27,7 @@ use revfs_hg::config::strerror;
 use revfs_hg::matcher::is_pattern;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_hg::paths::{basename, is_under, join, split};
-use revfs_vfs::control::Request;
+use revfs_vfs::service::control::Request;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -24,13 +24,13 @@
 use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts};
 use anyhow::Result;
 use clap::Args;
+use revfs_store::lock::lock_prefix;
+use revfs_store::manifest::Manifest;
+use revfs_store::{Node, Repo, StoreError};
 use revfs_vfs::config::{Config, ConfigLocation};
-use revfs_vfs::control::{self, Request, Response};
-use revfs_vfs::journal::{Journal, PutEntry, Record};
-use revfs_vfs::state::{state_root, MountState, StateDir, StateError};
-use revfs_vfs::store::lock::lock_prefix;
-use revfs_vfs::store::manifest::Manifest;
-use revfs_vfs::store::{Node, Repo, StoreError};
+use revfs_vfs::service::control::{self, Request, Response};
+use revfs_vfs::service::state::{state_root, MountState, StateDir, StateError};
+use revfs_vfs::wc::journal::{Journal, PutEntry, Record};
 use revfs_vfs::wc::WorkingCopy;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -536,9 +536,9 @@ fn check_state_dir(
                 }
                 if let Some(kib) = target
                     .conn
-                    .and_then(|c| revfs_vfs::bdi::read_ahead_kib(c).ok())
+                    .and_then(|c| revfs_vfs::fuse::bdi::read_ahead_kib(c).ok())
                 {
-                    let want = revfs_vfs::bdi::READ_AHEAD / 1024;
+                    let want = revfs_vfs::fuse::bdi::READ_AHEAD / 1024;
                     notes.push(if kib >= want {
                         format!("read-ahead {kib} KiB")
                     } else {
@@ -667,14 +667,14 @@ fn check_state_dir(
 /// and a margin for the rest (journal, log, lock, socket, scratch files, standard streams).
 fn descriptor_need(config: &Config) -> u64 {
     let rings = if config.mount.io_uring {
-        revfs_vfs::uring::rings()
+        revfs_vfs::fuse::uring::rings()
     } else {
         0
     };
     (config.mount.open_files
         + 2 * config.mount.threads
         + 2 * rings
-        + revfs_vfs::store::bigtext::MAX_OPEN
+        + revfs_store::bigtext::MAX_OPEN
         + control::MAX_CONNECTIONS
         + 64) as u64
 }
@@ -758,7 +758,7 @@ fn dry_run(
         manifest,
         view.tmp.path(),
         std::time::SystemTime::now(),
-        revfs_vfs::overlay::DEFAULT_OPEN_FILES,
+        revfs_vfs::wc::overlay::DEFAULT_OPEN_FILES,
     );
     match replay {
         Err(e) => r.problem(

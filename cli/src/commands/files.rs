@@ -88,7 +88,7 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
 /// `dirstate.matches`, removed files left out), in path order; no warnings.
 fn working_files(
     ws: &super::Workspace,
-    base: &revfs_vfs::store::manifest::Manifest,
+    base: &revfs_store::manifest::Manifest,
     matcher: &Matcher,
 ) -> Result<super::walk::ManifestFiles> {
     let status = super::wc::fetch(ws, false, false, false)?;
@@ -127,6 +127,6 @@ fn working_files(
     files.sort();
     Ok(files
         .into_iter()
-        .map(|f| (f, revfs_vfs::store::Node::NULL))
+        .map(|f| (f, revfs_store::Node::NULL))
         .collect())
 }

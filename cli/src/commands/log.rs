@@ -3,9 +3,9 @@
 use crate::ui::{format_date, ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
-use revfs_vfs::store::changelog::Changeset;
-use revfs_vfs::store::phases::{self, Phase};
-use revfs_vfs::store::{names, Node, Repo, Rev, NULL_REV};
+use revfs_store::changelog::Changeset;
+use revfs_store::phases::{self, Phase};
+use revfs_store::{names, Node, Repo, Rev, NULL_REV};
 use std::collections::HashMap;
 
 #[derive(Args, Debug)]
@@ -458,7 +458,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
         None => {
             revs.push(ws.resolve_single(Some("."))?);
             if ws.mount.is_none() {
-                if let Some([_, p2]) = revfs_vfs::store::dirstate::parents(ws.repo.dot_hg())? {
+                if let Some([_, p2]) = revfs_store::dirstate::parents(ws.repo.dot_hg())? {
                     if let Some(r) = cl.rev_of(&p2).filter(|&r| r != NULL_REV) {
                         revs.push(r);
                     }

@@ -17,12 +17,12 @@ pub mod wc;
 
 use crate::mounts::{self, KernelMount};
 use anyhow::{anyhow, bail, Context, Result};
+use revfs_store::revset::{self, Scope};
+use revfs_store::{Node, Repo, Rev, StoreError};
 use revfs_vfs::config::Config;
-use revfs_vfs::control::{self, ControlError, Request, Response};
-use revfs_vfs::fs::CONTROL_DIR;
-use revfs_vfs::state::StateDir;
-use revfs_vfs::store::revset::{self, Scope};
-use revfs_vfs::store::{Node, Repo, Rev, StoreError};
+use revfs_vfs::fuse::CONTROL_DIR;
+use revfs_vfs::service::control::{self, ControlError, Request, Response};
+use revfs_vfs::service::state::StateDir;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -97,7 +97,7 @@ pub fn control_deadline() -> Result<Duration> {
 impl MountRef {
     /// The working copy's `.hg`: an hg share of the repository (docs/FORMATS.md).
     pub fn share_dir(&self) -> PathBuf {
-        revfs_vfs::share::dir(self.state_dir.path())
+        revfs_vfs::service::share::dir(self.state_dir.path())
     }
 
     /// The daemon's pid: from its last answer, else as its state directory records it.
@@ -321,8 +321,8 @@ impl Workspace {
     /// command that changes the working copy takes it, so that revfs and hg never
     /// interleave their changes. While hg holds it, prints hg's `waiting for lock` line and
     /// waits (`ui.timeout`, 600 s by default). `None` outside a mount.
-    pub fn wlock(&self) -> Result<Option<revfs_vfs::store::lock::Lock>> {
-        use revfs_vfs::store::lock;
+    pub fn wlock(&self) -> Result<Option<revfs_store::lock::Lock>> {
+        use revfs_store::lock;
         let Some(mount) = &self.mount else {
             return Ok(None);
         };

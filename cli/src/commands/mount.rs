@@ -5,12 +5,12 @@ use super::{control_deadline, NotAnswering};
 use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts, KernelMount};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use revfs_store::{names, revset, Node, Repo};
 use revfs_vfs::config::Config;
-use revfs_vfs::control::{self, ControlError, Request, Response};
-use revfs_vfs::daemon::{self, MountRequest};
-use revfs_vfs::kept;
-use revfs_vfs::state::StateDir;
-use revfs_vfs::store::{names, revset, Node, Repo};
+use revfs_vfs::service::control::{self, ControlError, Request, Response};
+use revfs_vfs::service::daemon::{self, MountRequest};
+use revfs_vfs::service::kept;
+use revfs_vfs::service::state::StateDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -296,7 +296,7 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
             let (done, wait) = std::sync::mpsc::channel();
             let mountpoint = req.mountpoint.clone();
             std::thread::spawn(move || {
-                revfs_vfs::share::prime_kernel_cache(&mountpoint);
+                revfs_vfs::service::share::prime_kernel_cache(&mountpoint);
                 let _ = done.send(());
             });
             let _ = wait.recv_timeout(Duration::from_secs(5));

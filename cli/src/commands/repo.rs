@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use revfs_vfs::store::{commit, transaction, Repo};
+use revfs_store::{commit, transaction, Repo};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]

@@ -19,8 +19,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_hg::paths::is_under;
-use revfs_vfs::control::Request;
-use revfs_vfs::journal::Track;
+use revfs_vfs::service::control::Request;
+use revfs_vfs::wc::journal::Track;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -248,7 +248,7 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
 /// (a symbolic link's target), not its mode.
 fn differs_from_parent(
     ws: &super::Workspace,
-    base: &revfs_vfs::store::manifest::Manifest,
+    base: &revfs_store::manifest::Manifest,
     p: &[u8],
 ) -> Result<bool> {
     let Some(entry) = base.find(p)? else {

@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_hg::paths::is_under;
-use revfs_vfs::journal::Track;
+use revfs_vfs::wc::journal::Track;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Args, Debug)]
@@ -294,7 +294,7 @@ impl Undo {
                 .map(|(p, _)| p.clone())
                 .collect();
             if !paths.is_empty() {
-                ws.request(&revfs_vfs::control::Request::Track {
+                ws.request(&revfs_vfs::service::control::Request::Track {
                     paths,
                     track,
                     txn: false,

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::color::Colors;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::control::{Request, Response};
+use revfs_vfs::service::control::{Request, Response};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -271,7 +271,7 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
         };
         let fl = ws.repo.filelog(path)?;
         let text = fl.read(fl.rev_of(&e.node)?)?;
-        use revfs_vfs::store::manifest::FileFlag;
+        use revfs_store::manifest::FileFlag;
         Ok(Some((
             text.to_vec(),
             e.flag == FileFlag::Executable,

@@ -2,7 +2,7 @@
 //! rebased on it.
 
 use super::*;
-use crate::status::StatusRequest;
+use crate::wc::status::StatusRequest;
 use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy};
 use revfs_store::commit::{Change, CommitRequest};
 use revfs_store::manifest::FileFlag;

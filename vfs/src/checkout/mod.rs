@@ -21,24 +21,16 @@ pub use reparent::HgFiles;
 mod update;
 pub use update::UpdateHow;
 
-use crate::journal::{PutEntry, Record, Track};
+use crate::wc::journal::{PutEntry, Record, Track};
+use crate::wc::Invalidation;
 use crate::wc::{
-    perm_of_flag, unix_time, FileData, Inner, Kind, LinkData, Result, Walk, WcError, WorkingCopy,
-    ROOT_INO,
+    perm_of_flag, target_at, unix_time, FileData, Inner, Kind, LinkData, Result, Target, Walk,
+    WcError, WorkingCopy, ROOT_INO,
 };
-use revfs_store::manifest::{FileFlag, Manifest};
+use revfs_store::manifest::FileFlag;
 use revfs_store::Node;
 use std::collections::BTreeSet;
 use std::time::SystemTime;
-
-/// What the kernel must forget after revfs changed the tree behind its back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Invalidation {
-    /// Name `name` in directory `parent` (negative entries included).
-    Entry { parent: u64, name: Box<[u8]> },
-    /// The data, attributes and (for a directory) cached listing of an inode.
-    Inode(u64),
-}
 
 /// Receives how far a long operation has come: `(what, done, total)`, `total` 0 when the
 /// amount of work is unknown. Called per unit of work at most (per file captured, applied
@@ -104,25 +96,6 @@ enum Cur {
         store: Option<Node>,
         link: bool,
     },
-}
-
-/// What the new parent's manifest has at a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
-    Absent,
-    Dir,
-    File(Node, FileFlag),
-}
-
-pub(crate) fn target_at(m: &Manifest, path: &[u8]) -> Result<Target> {
-    if path.is_empty() {
-        return Ok(Target::Dir);
-    }
-    Ok(match m.at(path)? {
-        Ok(e) => Target::File(e.node, e.flag),
-        Err(true) => Target::Dir,
-        Err(false) => Target::Absent,
-    })
 }
 
 /// The proper ancestors of `path` ("a", "a/b" for "a/b/c").

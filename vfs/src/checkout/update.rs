@@ -4,8 +4,8 @@
 use super::commit::Captured;
 use super::reparent::keep_tracking;
 use super::*;
-use crate::journal::Track;
-use crate::status::{Scope, StatusRequest};
+use crate::wc::journal::Track;
+use crate::wc::status::{Scope, StatusRequest};
 use crate::wc::{
     perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
 };
@@ -517,8 +517,8 @@ impl WorkingCopy {
                     return Ok(false);
                 }
                 let ours = self.overlay.file(id)?;
-                let same = crate::content::same_content(
-                    &mut crate::content::FileReader::new(&ours),
+                let same = crate::wc::content::same_content(
+                    &mut crate::wc::content::FileReader::new(&ours),
                     &mut want.reader(),
                 )?;
                 return Ok(same);
@@ -533,12 +533,12 @@ impl WorkingCopy {
                 flag != FileFlag::Symlink
                     && exec == (flag == FileFlag::Executable)
                     && data.len() as u64 == want.len()
-                    && crate::content::same_content(&mut &data[..], &mut want.reader())?
+                    && crate::wc::content::same_content(&mut &data[..], &mut want.reader())?
             }
             Captured::Link(t) => {
                 flag == FileFlag::Symlink
                     && t.len() as u64 == want.len()
-                    && crate::content::same_content(&mut &t[..], &mut want.reader())?
+                    && crate::wc::content::same_content(&mut &t[..], &mut want.reader())?
             }
         })
     }

@@ -67,7 +67,7 @@ impl WorkingCopy {
             ra.set_walker(Arc::new(TreeWalker {
                 wc: Arc::downgrade(self),
             }));
-            ra.set_big_texts(Arc::new(crate::content::BigTextBuilder {
+            ra.set_big_texts(Arc::new(crate::wc::content::BigTextBuilder {
                 wc: Arc::downgrade(self),
             }));
         }
@@ -88,14 +88,20 @@ impl WorkingCopy {
 
     /// A program listed directory `dir`, which the walk had not come to, while files were
     /// read: its round goes before anything queued. Its first
-    /// [`LISTER_READS`](crate::readers::LISTER_READS) files are read ahead but not pushed:
+    /// [`LISTER_READS`](crate::readahead::readers::LISTER_READS) files are read ahead but not pushed:
     /// the lister's reads of them reach the daemon and tell whether it reads the tree
     /// itself ([`WorkingCopy::walk_from`]).
     pub fn listed_while_reading(&self, dir: u64) {
         let Some(ra) = self.readahead.get() else {
             return;
         };
-        self.queue_round(ra, &self.read(), dir, b"", crate::readers::LISTER_READS);
+        self.queue_round(
+            ra,
+            &self.read(),
+            dir,
+            b"",
+            crate::readahead::readers::LISTER_READS,
+        );
     }
 
     /// The program that listed directory `dir` reads its files: the walk starts again from

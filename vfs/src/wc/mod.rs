@@ -1,7 +1,7 @@
 //! The working copy: the tree of one base revision, built lazily from its manifest, with
 //! every change made through the mount applied on top. Changes are journaled by path
-//! ([`crate::journal`]) and file contents that differ from the store live in the
-//! [`crate::overlay`]; at mount time the journal is replayed over the base tree, so a
+//! ([`crate::wc::journal`]) and file contents that differ from the store live in the
+//! [`crate::wc::overlay`]; at mount time the journal is replayed over the base tree, so a
 //! remount (even after the daemon was killed) finds the working copy as it was.
 //!
 //! Inode numbers are handed out the first time an entry is seen and never reused while the
@@ -17,24 +17,40 @@
 //! attributes `xattr.rs`, tracking and copies `tracking.rs`.
 
 mod ahead;
+pub mod children;
+pub mod content;
 mod inodes;
+pub mod journal;
 mod mapped_base;
 mod open;
+pub mod overlay;
 mod read;
+pub mod status;
+mod target;
 mod tracking;
 mod unload;
 mod walk;
 mod write;
 mod xattr;
 
-pub use tracking::fold_case;
+pub use target::{target_at, Target};
+pub use tracking::{fold_case, PathState};
 use tracking::{set_copy, set_track};
 pub use unload::{DEFAULT_LISTED_FILES, DEFAULT_LOADED_FILES};
 pub(crate) use walk::Walk;
 
-use crate::children::Children;
-use crate::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
-use crate::overlay::Overlay;
+/// What the kernel must forget after revfs changed the tree behind its back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    /// Name `name` in directory `parent` (negative entries included).
+    Entry { parent: u64, name: Box<[u8]> },
+    /// The data, attributes and (for a directory) cached listing of an inode.
+    Inode(u64),
+}
+
+use crate::wc::children::Children;
+use crate::wc::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
+use crate::wc::overlay::Overlay;
 use revfs_store::manifest::{Child, FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -266,7 +282,7 @@ impl Entry {
 pub struct MemoryStats {
     /// Entries in the inode table.
     pub entries: u64,
-    /// Files with an inode number and no entry (see [`crate::children`]).
+    /// Files with an inode number and no entry (see [`crate::wc::children`]).
     pub frozen: u64,
     /// Distinct manifests held: the base's, and those directories not listed yet take
     /// their entries from.

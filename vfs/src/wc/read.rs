@@ -1,7 +1,7 @@
 //! Reading a working copy: attributes, lookups, listings and file contents.
 
 use super::*;
-use crate::content::{ReadBytes, StoreText};
+use crate::wc::content::{ReadBytes, StoreText};
 use revfs_store::filelog::FileText;
 
 impl WorkingCopy {

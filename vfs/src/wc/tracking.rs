@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// One path's dirstate facts, as hg's dirstate asks for them (the control request `lookup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PathState {
+    /// Tracked in the working copy's parent (its manifest has the file).
+    pub p1: bool,
+    /// Tracked in the working copy (added, or in the parent and not removed).
+    pub wc: bool,
+    /// A directory holding files tracked in the working copy or removed from it.
+    pub dir: bool,
+    /// Merged, or taken from the second parent, in the merge hg is making (hg's
+    /// `p2_info`; version 4, absent: false).
+    #[serde(default)]
+    pub p2: bool,
+}
+
 impl WorkingCopy {
     // ----- tracking (add / remove / forget / revert) -----
 
@@ -82,11 +97,11 @@ impl WorkingCopy {
 
     /// hg's dirstate facts for `paths`: tracked in the parent, tracked in the working
     /// copy, a directory of tracked or removed files (`dirstate.hasdir`).
-    pub fn path_states(&self, paths: &[Vec<u8>]) -> Result<Vec<crate::control::PathState>> {
+    pub fn path_states(&self, paths: &[Vec<u8>]) -> Result<Vec<PathState>> {
         let inner = self.read();
         let mut out = Vec::with_capacity(paths.len());
         for path in paths {
-            use crate::checkout::{target_at, Target};
+            use crate::wc::{target_at, Target};
             let in_base = target_at(&inner.base, path)?;
             let mut p1 = matches!(in_base, Target::File(..));
             let wc = match inner.tracking.get(path.as_slice()) {
@@ -114,7 +129,7 @@ impl WorkingCopy {
                     .next()
                     .is_some_and(|(p, _)| p.starts_with(&prefix));
             let p2 = inner.from_p2.contains(path.as_slice());
-            out.push(crate::control::PathState { p1, wc, dir, p2 });
+            out.push(PathState { p1, wc, dir, p2 });
         }
         Ok(out)
     }

@@ -1,5 +1,5 @@
 //! What leaves the inode table: files frozen back into their directory's listing when
-//! nothing needs their entry (see [`crate::children`]); the listings of directories the
+//! nothing needs their entry (see [`crate::wc::children`]); the listings of directories the
 //! kernel forgot, when they hold nothing but what the base manifest gives them (their
 //! subdirectories' entries go with them); and, past `mount.loaded_files`
 //! entries, the oldest files the kernel still holds named for it to drop, so that it forgets
@@ -7,7 +7,7 @@
 //! ever read.
 
 use super::*;
-use crate::checkout::Invalidation;
+use crate::wc::Invalidation;
 
 /// The default of `mount.loaded_files`.
 pub const DEFAULT_LOADED_FILES: usize = 200_000;

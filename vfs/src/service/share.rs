@@ -12,7 +12,8 @@
 //!   and writes the repository's bookmarks, as `revfs` commands do: a mount's bookmarks
 //!   are its repository's (hg share -B); the active bookmark stays the mount's own;
 //! - `wcache/`, where hg probes the file system;
-//! - `../hgext/revfs/__init__.py`: the extension, which this binary carries.
+//! - `../hgext/revfs/*.py`: the extension (a Python package), which this binary carries
+//!   ([`EXTENSION_FILES`], listed by `vfs/build.rs` from `hgext/revfs/`).
 //!
 //! Every file is written whole to a temporary name and renamed into place, when it
 //! changed.
@@ -23,8 +24,8 @@ use std::path::{Path, PathBuf};
 /// The requirement of a mount's share: only an hg with revfs's extension opens it.
 pub const REQUIREMENT: &str = "revfs-dirstate-v1";
 
-/// The Mercurial extension, as this binary carries it.
-pub const EXTENSION: &str = include_str!("../../hgext/revfs/__init__.py");
+// The Mercurial extension, as this binary carries it: `EXTENSION_FILES`.
+include!(concat!(env!("OUT_DIR"), "/extension.rs"));
 
 /// Working-directory requirements of the repository that a share of it must not copy: its
 /// dirstate is revfs's.
@@ -83,7 +84,20 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
 
     let ext_dir = state.join("hgext").join("revfs");
     std::fs::create_dir_all(&ext_dir)?;
-    if replace(&ext_dir.join("__init__.py"), EXTENSION.as_bytes())? {
+    let mut changed = false;
+    for (name, text) in EXTENSION_FILES {
+        changed |= replace(&ext_dir.join(name), text.as_bytes())?;
+    }
+    // A module of another version of the extension that this one does not have.
+    for entry in std::fs::read_dir(&ext_dir)? {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".py") && !EXTENSION_FILES.iter().any(|(n, _)| *n == name) {
+            std::fs::remove_file(ext_dir.join(&*name))?;
+            changed = true;
+        }
+    }
+    if changed {
         // The extension writes its bytecode cache when Python may not; one made from
         // another version of it must go (Python would compile it at every command).
         match std::fs::remove_dir_all(ext_dir.join("__pycache__")) {
@@ -142,4 +156,40 @@ pub fn set_branch(share: &Path, name: &[u8]) -> std::io::Result<()> {
     let mut text = name.to_vec();
     text.push(b'\n');
     replace(&share.join("branch"), &text).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_module_of_the_extension_is_written_and_a_stale_one_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join(".hg")).unwrap();
+        std::fs::write(repo.join(".hg/requires"), "revlogv1\nstore\n").unwrap();
+        let state = tmp.path().join("state");
+        let ext = state.join("hgext/revfs");
+        std::fs::create_dir_all(ext.join("__pycache__")).unwrap();
+        std::fs::write(ext.join("gone.py"), "# a module of an older extension\n").unwrap();
+        write(&state, &repo, &tmp.path().join("control.sock")).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&ext)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let want: Vec<_> = EXTENSION_FILES.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(
+            names, want,
+            "the package's modules, no stale one, no old bytecode"
+        );
+        assert!(want.iter().any(|n| n == "__init__.py"));
+        for (name, text) in EXTENSION_FILES {
+            assert_eq!(std::fs::read_to_string(ext.join(name)).unwrap(), *text);
+        }
+        // Written again unchanged: the bytecode Python made since is kept.
+        std::fs::create_dir(ext.join("__pycache__")).unwrap();
+        write(&state, &repo, &tmp.path().join("control.sock")).unwrap();
+        assert!(ext.join("__pycache__").is_dir());
+    }
 }

@@ -191,9 +191,11 @@ impl StateDir {
     /// The working-copy parent named by the journal, which is the authority on it (commit
     /// and update rename a new journal into place before `mount.json` follows).
     pub fn journal_parent(&self) -> Result<Option<revfs_store::Node>, StateError> {
-        crate::journal::Journal::peek_base(&self.journal_file()).map_err(|e| StateError::Corrupt {
-            path: self.journal_file(),
-            reason: e.to_string(),
+        crate::wc::journal::Journal::peek_base(&self.journal_file()).map_err(|e| {
+            StateError::Corrupt {
+                path: self.journal_file(),
+                reason: e.to_string(),
+            }
         })
     }
 

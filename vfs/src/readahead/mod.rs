@@ -26,6 +26,9 @@
 //! once a while, of at most `PER_DIR` files). The threads hold the working copy's lock only
 //! briefly (the walk lists a directory under it), never while they decode.
 
+pub mod lease;
+pub mod readers;
+
 use lru::LruCache;
 use revfs_store::bigtext::BigText;
 use revfs_store::filelog::FileText;
@@ -52,7 +55,7 @@ const WALKED: NonZeroUsize = match NonZeroUsize::new(8192) {
 };
 /// Texts bigger than this go through the on-disk big text cache (`content.rs`): read
 /// ahead into it (outside the budget), and pushed from there a piece at a time.
-const MAX_TEXT: u64 = crate::content::BIG_TEXT;
+const MAX_TEXT: u64 = revfs_store::bigtext::BIG_TEXT;
 /// A text read ahead that nobody read within this time no longer counts against the budget
 /// (the text cache may have let it go anyway).
 const STALE: Duration = Duration::from_secs(20);

@@ -9,7 +9,7 @@
 //! instead of 128 KiB, so fewer files need a second READ (docs/BENCHMARKS.md, "The mount's
 //! read-ahead").
 
-use crate::mount_table::revfs_mounts;
+use crate::fuse::mount_table::revfs_mounts;
 use std::io::{Error, ErrorKind};
 use std::path::{Path, PathBuf};
 

@@ -6,8 +6,8 @@
 //! so that no daemon starts meanwhile; its journal replayed over its parent), and its status
 //! computed as `revfs status` would in the mount.
 
-use crate::state::{MountState, StateDir, StateError};
-use crate::status::{StatusEntry, StatusRequest};
+use crate::service::state::{MountState, StateDir, StateError};
+use crate::wc::status::{StatusEntry, StatusRequest};
 use crate::wc::{WcError, WorkingCopy};
 use revfs_store::{Node, Repo, StoreError};
 use std::path::PathBuf;

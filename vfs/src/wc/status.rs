@@ -6,7 +6,7 @@
 //! but gone), `?` unknown, `I` ignored, `C` clean. A modified file is compared by flags,
 //! then by size, then by content, so a file written back to its original bytes is clean.
 
-use crate::journal::Track;
+use crate::wc::journal::Track;
 use crate::wc::{
     EntryType, FileData, Inner, Kind, LinkData, Result, Walk, WcError, WorkingCopy, ROOT_INO,
 };
@@ -397,7 +397,10 @@ impl WorkingCopy {
                     let ours = self.store_text(repo, p, n)?;
                     let theirs = self.store_text(repo, path, &node)?;
                     ours.len() != theirs.len()
-                        || !crate::content::same_content(&mut ours.reader(), &mut theirs.reader())?
+                        || !crate::wc::content::same_content(
+                            &mut ours.reader(),
+                            &mut theirs.reader(),
+                        )?
                 }
             }
             Now::OverlayFile { id, exec } => {
@@ -415,8 +418,8 @@ impl WorkingCopy {
                         let ticket = self.overlay.begin_check(*id);
                         let theirs = self.store_text(repo, path, &node)?;
                         let ours = self.overlay.file(*id)?;
-                        let same = crate::content::same_content(
-                            &mut crate::content::FileReader::new(&ours),
+                        let same = crate::wc::content::same_content(
+                            &mut crate::wc::content::FileReader::new(&ours),
                             &mut theirs.reader(),
                         )?;
                         self.overlay.end_check(*id, ticket, same.then_some(node));

@@ -113,7 +113,7 @@ pub struct Passthrough {
     /// none otherwise).
     pub lookup_delay: DebugDelay,
     /// Read leases, for pushes after read-ahead with opens not seen (passthrough off).
-    pub leases: crate::lease::Leases,
+    pub leases: crate::readahead::lease::Leases,
     /// Read-ahead pushes nothing (debug builds' `debug_no_push`, for tests of what
     /// read-ahead holds itself).
     no_push: std::sync::atomic::AtomicBool,
@@ -159,7 +159,7 @@ impl Passthrough {
             push_delay: DebugDelay::default(),
             open_delay: DebugDelay::default(),
             lookup_delay: DebugDelay::default(),
-            leases: crate::lease::Leases::default(),
+            leases: crate::readahead::lease::Leases::default(),
             no_push: std::sync::atomic::AtomicBool::new(false),
         }
     }

@@ -10,7 +10,7 @@
 //! waits for it, reporting progress as items complete so that a client's deadline sees a
 //! daemon that works, and the log names an item that makes no progress.
 
-use crate::checkout::Invalidation;
+use crate::wc::Invalidation;
 use crate::wc::{WorkingCopy, ROOT_INO};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 /// Texts bigger than this (raw, metadata included) go to the on-disk cache.
-pub const BIG_TEXT: u64 = 4 << 20;
+pub use revfs_store::bigtext::BIG_TEXT;
 
 /// The content of one store file revision.
 pub enum StoreText {

@@ -38,6 +38,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The inode of a FUSE mount's root (the kernel's FUSE_ROOT_ID).
+const ROOT_INO: u64 = 1;
+
 /// The first argument that makes the revfs binary the lease helper (`cli/src/main.rs`
 /// hands it to [`helper_main`] before anything else).
 pub const HELPER_ARG: &str = "--revfs-lease-helper";
@@ -262,7 +265,7 @@ impl Leases {
     /// The helper listed directory `dir` from its start, from the daemon: the kernel now
     /// keeps that listing, which a program listing the directory would be answered from.
     pub fn helper_listed(&self, dir: u64) {
-        if dir == crate::wc::ROOT_INO {
+        if dir == ROOT_INO {
             return;
         }
         self.listings.fetch_add(1, Ordering::Relaxed);
@@ -570,7 +573,7 @@ pub fn helper_main(mountpoint: &OsStr) -> i32 {
         .ok()
         .and_then(|fd| dev_ino(fd.as_raw_fd()))
     {
-        Some((dev, crate::wc::ROOT_INO)) => dev,
+        Some((dev, ROOT_INO)) => dev,
         other => {
             let _ = writeln!(out, "!the mount's root is not a revfs root: {other:?}");
             return 1;

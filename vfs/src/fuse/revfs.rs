@@ -1,0 +1,186 @@
+//! The mounted filesystem's state ([`RevFs`]) and what its handlers share: attributes as
+//! the kernel sees them, the owner of new entries, replies of entries, handles of opens
+//! through the overlay, and the hooks that tell read-ahead a program lists or reads.
+
+use crate::busy::Busy;
+use crate::fuse::passthrough::{Passthrough, FH_PASSTHROUGH, FH_WRITER};
+use crate::readahead::readers::Readers;
+use crate::wc::{Attr, SetAttr, WcError, WorkingCopy};
+use fuser::{FileAttr, Generation, INodeNo, ReplyEntry, Request};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::page_filler::*;
+use super::reply::*;
+use super::synthetic::*;
+
+/// The mounted filesystem.
+pub struct RevFs {
+    pub(super) wc: Arc<WorkingCopy>,
+    pub(super) control: ControlTargets,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    /// Time shown for the control entries.
+    pub(super) started: SystemTime,
+    /// The requests being served (for the control socket's `Ping`).
+    pub(super) busy: Arc<Busy>,
+    /// Kernel passthrough of overlay files, and the open files (`passthrough.rs`).
+    pub(super) passthrough: Arc<Passthrough>,
+    /// Whether a program is reading files now: listings then carry attributes.
+    pub(super) readers: Readers,
+    /// Fills store files' pages: at an open, and after read-ahead.
+    pub(super) filler: Arc<PageFiller>,
+}
+
+impl RevFs {
+    pub fn new(
+        wc: Arc<WorkingCopy>,
+        control: ControlTargets,
+        passthrough: Arc<Passthrough>,
+    ) -> RevFs {
+        let (uid, gid) = wc.mount_owner();
+        let filler = Arc::new(PageFiller {
+            wc: Arc::downgrade(&wc),
+            notifier: Arc::default(),
+            passthrough: passthrough.clone(),
+        });
+        wc.set_readahead_pusher(filler.clone());
+        wc.enable_walk();
+        RevFs {
+            wc,
+            control,
+            uid,
+            gid,
+            started: SystemTime::now(),
+            busy: Arc::new(Busy::default()),
+            passthrough,
+            readers: Readers::default(),
+            filler,
+        }
+    }
+
+    /// Where the daemon puts the session's notifier once the session is made.
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.filler.notifier.clone()
+    }
+
+    /// Fills the page cache of `ino`, a store file whose first read-only open
+    /// `Passthrough::decide` chose to push (see [`PageFiller::fill`]); a first read from
+    /// the start, as far as listings go (`readers.rs`).
+    pub(super) fn push(&self, ino: u64) -> (bool, bool) {
+        self.readers.read(0);
+        self.filler.fill(ino)
+    }
+
+    /// What this filesystem is serving right now, shared with the control socket.
+    pub fn busy(&self) -> Arc<Busy> {
+        self.busy.clone()
+    }
+
+    pub(super) fn file_attr(&self, a: &Attr) -> FileAttr {
+        let kind = file_type(a.kind);
+        FileAttr {
+            ino: INodeNo(a.ino),
+            size: a.size,
+            blocks: a.blocks,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            crtime: a.mtime,
+            kind,
+            perm: a.perm,
+            nlink: a.nlink,
+            uid: a.owner.map_or(self.uid, |o| o.0),
+            gid: a.owner.map_or(self.gid, |o| o.1),
+            rdev: a.rdev,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// The owner a new entry in `parent` gets when `req` creates it: the caller, with the
+    /// directory's group when the directory is set-group-ID (as on ext4); and whether the
+    /// directory is set-group-ID (new directories inherit that bit).
+    pub(super) fn creator(&self, req: &Request, parent: u64) -> ((u32, u32), bool) {
+        match self.wc.owner_and_mode(parent) {
+            Ok(((_, dir_gid), mode)) if mode & libc::S_ISGID != 0 => ((req.uid(), dir_gid), true),
+            _ => ((req.uid(), req.gid()), false),
+        }
+    }
+
+    /// Gives a just-created entry its creator as owner, when that is not the mounting user.
+    pub(super) fn adopt(
+        &self,
+        owner: (u32, u32),
+        result: Result<Attr, WcError>,
+    ) -> Result<Attr, WcError> {
+        let a = result?;
+        if owner == (self.uid, self.gid) {
+            return Ok(a);
+        }
+        let change = SetAttr {
+            uid: Some(owner.0),
+            gid: Some(owner.1),
+            ..SetAttr::default()
+        };
+        self.wc.setattr(a.ino, &change)
+    }
+
+    /// Answers a request that creates an entry (the kernel takes one reference to it).
+    pub(super) fn reply_entry(&self, op: &str, result: Result<Attr, WcError>, reply: ReplyEntry) {
+        match result {
+            Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(op, &e)),
+        }
+    }
+
+    /// The handle of an open through overlay file `id`'s backing: the id and the kinds,
+    /// for `release`. A writer's handle keeps the overlay from remembering comparisons of
+    /// the file until it is released.
+    pub(super) fn through_handle(&self, id: u64, write: bool) -> u64 {
+        if write {
+            self.wc.writer_opened(id);
+            (id << 2) | FH_PASSTHROUGH | FH_WRITER
+        } else {
+            (id << 2) | FH_PASSTHROUGH
+        }
+    }
+
+    /// Whether `req` comes from the daemon's own lease helper (`lease.rs`), not a program.
+    pub(super) fn is_helper(&self, req: &Request) -> bool {
+        self.passthrough.leases.helper_pid() == Some(req.pid())
+    }
+
+    /// A program listed directory `dir` from its start (`offset` 0): the walk ahead learns how far the program it follows is (`wc/ahead.rs`), and a
+    /// directory the walk had not come to, listed while a program reads files, gets its
+    /// round and starts the walk again from it.
+    pub(super) fn listed(&self, req: &Request, dir: u64, offset: u64) {
+        if offset != 0 || Self::is_control(dir) {
+            return;
+        }
+        if self.is_helper(req) {
+            self.passthrough.leases.helper_listed(dir);
+            return;
+        }
+        if !self.wc.walk_reached(dir) && self.readers.reading() {
+            self.wc.listed_while_reading(dir);
+            self.readers.listed(req.pid(), dir);
+        }
+    }
+
+    /// Thread `pid` reads (or opens to read) file `ino` from its start: when it is the
+    /// thread that listed the file's directory, and this makes enough of that directory's
+    /// files, it reads the tree itself and the walk starts from there (`readers.rs`).
+    pub(super) fn read_by_lister(&self, pid: u32, ino: u64) {
+        if !self.readers.is_lister(pid) {
+            return;
+        }
+        if let Some(dir) = self
+            .wc
+            .store_parent(ino)
+            .and_then(|dir| self.readers.read_in(pid, dir, ino))
+        {
+            self.wc.walk_from(dir);
+        }
+    }
+}
