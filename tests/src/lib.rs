@@ -2,6 +2,7 @@
 //! talking to hg through its command server (one process, many commands), running the
 //! `revfs` binary, and comparing results byte for byte.
 
+pub mod doc;
 pub mod hg;
 pub mod mount;
 pub mod watchdog;
