@@ -27,7 +27,7 @@ use crate::wc::{
     perm_of_flag, target_at, unix_time, FileData, Inner, Kind, LinkData, Result, Target, Walk,
     WcError, WorkingCopy, ROOT_INO,
 };
-use revfs_store::manifest::FileFlag;
+use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::Node;
 use std::collections::BTreeSet;
 use std::time::SystemTime;
@@ -291,8 +291,62 @@ impl WorkingCopy {
         }
         let t0 = std::time::Instant::now();
         let base = inner.base.clone();
-        // The paths that may differ from the new parent: the dirty ones, their ancestors,
-        // everything below dirty directories, here and in the new parent.
+        let cands = self.rebase_candidates(inner, &base)?;
+        let t_cands = t0.elapsed();
+        let (mut records, put_paths) = self.path_records(inner, &base, cands)?;
+        let t_paths = t0.elapsed();
+        let t_attrs = self.attribute_records(inner, put_paths, &mut records, t0)?;
+        // Tracking overrides and copies that still mean something against the new parent.
+        settle_tracking(inner, committed)?;
+        for (path, &track) in &inner.tracking {
+            records.push(Record::Track {
+                path: path.clone(),
+                track,
+            });
+        }
+        for (dest, source) in &inner.copies {
+            records.push(Record::Copy {
+                dest: dest.clone(),
+                source: source.clone(),
+            });
+        }
+        if !inner.p2.is_null() {
+            records.push(Record::MergeParent { node: inner.p2 });
+            for path in &inner.from_p2 {
+                records.push(Record::FromP2 {
+                    path: path.clone(),
+                    on: true,
+                });
+            }
+        }
+        let t_records = t0.elapsed();
+        if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
+            tracing::error!(
+                "rewriting the journal failed: {e}; refusing further changes until a remount"
+            );
+            self.journal_stale
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(e.into());
+        }
+        // The tracking is journaled whole: nothing tentative is left.
+        inner.tentative.clear();
+        inner.dirty = records
+            .iter()
+            .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
+            .collect();
+        tracing::debug!(?t_cands, ?t_paths, ?t_attrs, ?t_records, total = ?t0.elapsed(), "rebase timings");
+        tracing::info!(
+            records = records.len(),
+            changed = inner.dirty.len(),
+            parent = %inner.base_node.to_hex(),
+            "journal rewritten"
+        );
+        Ok(())
+    }
+
+    /// The paths that may differ from the new parent `base`: the dirty ones, their
+    /// ancestors, everything below dirty directories, here and in the new parent.
+    fn rebase_candidates(&self, inner: &mut Inner, base: &Manifest) -> Result<BTreeSet<Vec<u8>>> {
         let mut cands: BTreeSet<Vec<u8>> = BTreeSet::new();
         let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
         let mut walk = Walk::default();
@@ -321,7 +375,18 @@ impl WorkingCopy {
                 cands.insert(e.path.to_vec());
             }
         }
-        let t_cands = t0.elapsed();
+        Ok(cands)
+    }
+
+    /// The records that put each candidate path as the working copy has it against the
+    /// new parent `base` (a removal, a mode, a put), the other names of hard-linked files
+    /// last; and the paths put.
+    fn path_records(
+        &self,
+        inner: &mut Inner,
+        base: &Manifest,
+        cands: BTreeSet<Vec<u8>>,
+    ) -> Result<(Vec<Record>, BTreeSet<Vec<u8>>)> {
         let mut records = Vec::new();
         if let Ok(root) = inner.entry(ROOT_INO) {
             if root.mode != 0o755 {
@@ -420,14 +485,26 @@ impl WorkingCopy {
             }
         }
         records.extend(links);
-        let t_paths = t0.elapsed();
+        Ok((records, put_paths))
+    }
+
+    /// Appends the records of attributes no path record carries (owners, access times,
+    /// extended attributes) and of the times a replay would not rebuild; returns when the
+    /// attributes were done, from `t0`, for the timings.
+    fn attribute_records(
+        &self,
+        inner: &mut Inner,
+        put_paths: BTreeSet<Vec<u8>>,
+        records: &mut Vec<Record>,
+        t0: std::time::Instant,
+    ) -> Result<std::time::Duration> {
         // Attributes no record above carries, in one pass over the inodes: owners, access
         // times and extended attributes, then the times a replay of the records would not
         // rebuild (`Times`): every entry with a change time or (not an overlay file) a
         // modification time of its own, what the records put, and the directories they put
         // into or remove from (their replay stamps them). None changes a status.
         let mut timed: BTreeSet<Vec<u8>> = put_paths;
-        for r in &records {
+        for r in records.iter() {
             if let Record::Put { path, .. } | Record::Remove { path } = r {
                 timed.insert(parent_of(path).to_vec());
             }
@@ -495,52 +572,7 @@ impl WorkingCopy {
                 ctime: unix_time(ctime),
             });
         }
-        // Tracking overrides and copies that still mean something against the new parent.
-        settle_tracking(inner, committed)?;
-        for (path, &track) in &inner.tracking {
-            records.push(Record::Track {
-                path: path.clone(),
-                track,
-            });
-        }
-        for (dest, source) in &inner.copies {
-            records.push(Record::Copy {
-                dest: dest.clone(),
-                source: source.clone(),
-            });
-        }
-        if !inner.p2.is_null() {
-            records.push(Record::MergeParent { node: inner.p2 });
-            for path in &inner.from_p2 {
-                records.push(Record::FromP2 {
-                    path: path.clone(),
-                    on: true,
-                });
-            }
-        }
-        let t_records = t0.elapsed();
-        if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
-            tracing::error!(
-                "rewriting the journal failed: {e}; refusing further changes until a remount"
-            );
-            self.journal_stale
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err(e.into());
-        }
-        // The tracking is journaled whole: nothing tentative is left.
-        inner.tentative.clear();
-        inner.dirty = records
-            .iter()
-            .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
-            .collect();
-        tracing::debug!(?t_cands, ?t_paths, ?t_attrs, ?t_records, total = ?t0.elapsed(), "rebase timings");
-        tracing::info!(
-            records = records.len(),
-            changed = inner.dirty.len(),
-            parent = %inner.base_node.to_hex(),
-            "journal rewritten"
-        );
-        Ok(())
+        Ok(t_attrs)
     }
 }
 

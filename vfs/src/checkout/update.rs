@@ -10,7 +10,7 @@ use crate::wc::{
     perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
 };
 use revfs_store::changelog::Changeset;
-use revfs_store::manifest::{FileFlag, Manifest};
+use revfs_store::manifest::{FileFlag, Manifest, ManifestChange};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -80,335 +80,29 @@ impl WorkingCopy {
         }
         let t0 = std::time::Instant::now();
         tick(progress, "checking", 0, 0);
-        // One read of the target's changeset: its manifest, and its branch for hg.
-        let changeset = if node.is_null() {
-            Changeset::default()
-        } else {
-            let rev = repo
-                .changelog()
-                .rev_of(&node)
-                .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
-            repo.changeset_head(rev)?
-        };
-        let (target, new_file) = repo.kept_manifest(&changeset.manifest)?;
-        if let Some(file) = new_file {
-            file.keep_in_background();
-        }
-        let target = Arc::new(target);
+        let (target, branch) = target_of(&repo, &node)?;
         let mut out = UpdateOutcome {
-            branch: changeset.branch().to_vec(),
+            branch,
             ..UpdateOutcome::default()
         };
-        let mut reverted: BTreeSet<Vec<u8>> = BTreeSet::new();
-        // Files with hard links whose name here was reverted: their other names' inode
-        // lost a link.
-        let mut relinked: Vec<u64> = Vec::new();
-        // Tracked files already gone (R, !): hg's working manifest does not have them, so
-        // an update that removes them too neither touches nor counts them.
-        let mut gone: BTreeSet<Vec<u8>> = BTreeSet::new();
-        // Removed files that are on disk again and that the target does not have: hg
-        // forgets them, and the file stays as it is, untracked (even with --clean).
-        let mut kept: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let mut pass = Pass::default();
         if clean {
-            // hg's entries that disagree with the parent (a path it dropped, or keeps as
-            // the parent's although the parent lacks it) go first: --clean starts afresh.
-            let odd: Vec<Vec<u8>> = self
-                .read()
-                .tracking
-                .iter()
-                .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed))
-                .map(|(p, _)| p.clone())
-                .collect();
-            for p in odd {
-                self.set_tracking(&p, Track::Default)?;
-            }
-            let base = self.base_manifest();
-            let merged = self.read().from_p2.clone();
-            for e in self.status(StatusRequest::default())? {
-                if merged.contains(&e.path) && base.find(&e.path)?.is_none() {
-                    // A file a merge took from its second parent: tracked, so the update
-                    // removes it (hg's remove action), unless the target has it too.
-                    self.set_tracking(&e.path, Track::Default)?;
-                    if e.letter != '!' && target.find(&e.path)?.is_none() {
-                        let (parent, name) = {
-                            let mut inner = self.write();
-                            let (parent, name) = inner.resolve_parent(&e.path)?;
-                            (parent, name.to_vec())
-                        };
-                        self.unlink(parent, &name)?;
-                        out.removed += 1;
-                        reverted.insert(e.path);
-                    }
-                    continue;
-                }
-                let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
-                if e.letter == 'R'
-                    && target.find(&e.path)?.is_none()
-                    && self.ino_of(&e.path)?.is_some()
-                {
-                    kept.insert(e.path);
-                    continue;
-                }
-                match e.letter {
-                    _ if added => self.set_tracking(&e.path, Track::Default)?,
-                    _ => {
-                        if e.letter == 'R' {
-                            self.set_tracking(&e.path, Track::Default)?;
-                        }
-                        if matches!(e.letter, 'R' | '!') {
-                            gone.insert(e.path.clone());
-                            if target.find(&e.path)?.is_none() {
-                                // Not in hg's working manifest, so nothing to remove: the
-                                // file stays gone and its directories stay as they are.
-                                continue;
-                            }
-                        }
-                        if let Some(ino) = self.restore(&e.path)? {
-                            relinked.push(ino);
-                        }
-                        reverted.insert(e.path);
-                    }
-                }
-            }
-            for dest in self.copies().into_keys() {
-                self.set_copy(&dest, None)?;
-            }
+            self.start_clean(&target, &mut out, &mut pass)?;
         }
         let t_manifest = t0.elapsed();
         // The parent cannot change meanwhile (the transition lock is held).
         let base = self.read().base.clone();
         let diff = base.diff(&target)?;
         let t_diff = t0.elapsed();
-        // What the checks below need of the working copy: the status of the paths on the
-        // diff, their directories and what is below them; local changes elsewhere are
-        // neither looked at nor compared.
-        let scope = Scope::new(diff.iter().map(|c| c.path.as_slice()));
-        let local: BTreeMap<Vec<u8>, char> = self
-            .status_within(
-                StatusRequest {
-                    unknown: true,
-                    ignored: true,
-                    clean: false,
-                },
-                Some(&scope),
-            )?
-            .into_iter()
-            .map(|e| (e.path, e.letter))
-            .collect();
+        let local = self.local_changes_on(&diff)?;
         let t_status = t0.elapsed();
 
         let mut inner = self.write();
-        // Refuse before changing anything.
-        let mut conflicts: Vec<Vec<u8>> = Vec::new();
-        // Untracked (or ignored) files the target has with other content: hg's
-        // `merge.checkunknown` abort, which comes before anything else.
-        let mut untracked: Vec<Vec<u8>> = Vec::new();
-        let mut replace: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for c in &diff {
-            let p = &c.path;
-            if hg_paths.contains(p) {
-                continue;
-            }
-            let mut dir_prefix = p.clone();
-            dir_prefix.push(b'/');
-            let below = local
-                .range(dir_prefix.clone()..)
-                .next()
-                .is_some_and(|(q, _)| q.starts_with(&dir_prefix));
-            let above: Vec<&[u8]> = ancestors(p).filter(|a| local.contains_key(*a)).collect();
-            match local.get(p) {
-                Some('?' | 'I') if c.new.is_some() => {
-                    if clean || self.same_as(&mut inner, &repo, p, c.new)? {
-                        replace.insert(p.clone());
-                    } else {
-                        untracked.push(p.clone());
-                    }
-                }
-                Some('R' | '!') if c.new.is_none() => {
-                    gone.insert(p.clone());
-                }
-                Some(_) => conflicts.push(p.clone()),
-                None if below => conflicts.push(p.clone()),
-                None if !above.is_empty() => {
-                    if clean
-                        && c.new.is_some()
-                        && above
-                            .iter()
-                            .all(|a| matches!(local.get(*a), Some('?' | 'I')))
-                    {
-                        replace.extend(above.iter().map(|a| a.to_vec()));
-                    } else {
-                        conflicts.push(p.clone());
-                    }
-                }
-                None => {
-                    if c.new.is_some()
-                        && target_at(&base, p)? != Target::Dir
-                        && self.dir_in_the_way(&mut inner, p)?
-                    {
-                        conflicts.push(p.clone());
-                    }
-                }
-            }
-        }
-        if !untracked.is_empty() {
-            return Err(WcError::UntrackedDiffers(untracked));
-        }
-        if !conflicts.is_empty() {
-            return Err(WcError::UncommittedChanges(conflicts));
-        }
+        self.refuse_conflicts(&mut inner, &repo, &base, &diff, &local, how, &mut pass)?;
         if dry_run {
             return Ok(out);
         }
-
-        let now = SystemTime::now();
-        let mut freed = Vec::new();
-        let mut touched: BTreeSet<u64> = BTreeSet::new();
-        let mut emptied: BTreeSet<u64> = BTreeSet::new();
-        // hg's counts: files written, and tracked files that were there and are removed.
-        let mut updated: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for p in &reverted {
-            if target.find(p)?.is_some() {
-                updated.insert(p.clone());
-            }
-        }
-        let total = diff.len();
-        for (i, c) in diff.iter().enumerate() {
-            tick(progress, "updating", i, total);
-            if hg_paths.contains(&c.path) {
-                keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
-                continue;
-            }
-            match c.new {
-                Some(_) => {
-                    updated.insert(c.path.clone());
-                }
-                None if kept.contains(&c.path) => continue,
-                None if gone.contains(&c.path) => {
-                    if !clean {
-                        // Already gone here (a forgotten file stays as it is, untracked).
-                        continue;
-                    }
-                }
-                None => out.removed += 1,
-            }
-            let parts: Vec<&[u8]> = c.path.split(|&b| b == b'/').collect();
-            let (last, dirs) = match parts.split_last() {
-                Some(x) => x,
-                None => continue,
-            };
-            let mut dir = ROOT_INO;
-            let mut reached = true;
-            for (i, part) in dirs.iter().enumerate() {
-                if self.retarget(&mut inner, dir, &join(&parts[..i]), &target, &mut out)? {
-                    reached = false;
-                    break;
-                }
-                match inner.child(dir, part)? {
-                    Some(child) if inner.is_dir(child) => dir = child,
-                    other => {
-                        if c.new.is_none() {
-                            reached = false;
-                            break;
-                        }
-                        if let Some(file) = other {
-                            // An untracked file where the target has a directory (--clean).
-                            freed.extend(inner.detach_tree(file, dir, part));
-                        }
-                        let source = DirSource {
-                            manifest: target.clone(),
-                            path: join(&parts[..=i]).into(),
-                        };
-                        let kind = Kind::Dir {
-                            source: Some(source),
-                            children: None,
-                        };
-                        inner.link_new(dir, part, kind, 0o755)?;
-                        out.invalidations.push(Invalidation::Entry {
-                            parent: dir,
-                            name: (*part).into(),
-                        });
-                        touched.insert(dir);
-                        reached = false;
-                        break;
-                    }
-                }
-            }
-            if !reached || self.retarget(&mut inner, dir, &join(dirs), &target, &mut out)? {
-                continue;
-            }
-            let existing = inner.child(dir, last)?;
-            match (c.new, existing) {
-                (None, Some(ino)) => {
-                    if !inner.is_dir(ino) {
-                        freed.extend(inner.detach(ino, dir, last));
-                        relinked.extend(still_named(&inner, ino));
-                        out.invalidations.push(Invalidation::Entry {
-                            parent: dir,
-                            name: (*last).into(),
-                        });
-                        touched.insert(dir);
-                        emptied.insert(dir);
-                    }
-                }
-                (None, None) => {}
-                (Some((fnode, flag)), existing) => {
-                    let kind = Kind::from_store(&c.path, fnode, flag);
-                    // A file whose only change is its mode keeps its inode.
-                    let mode_only = existing.is_some_and(|ino| {
-                        matches!(inner.entries.get(&ino).map(|e| &e.kind),
-                            Some(Kind::File(FileData::Store { node, .. }))
-                                if *node == fnode && flag != FileFlag::Symlink)
-                    });
-                    if let (true, Some(ino)) = (mode_only, existing) {
-                        let e = inner.entry_mut(ino)?;
-                        e.mode = perm_of_flag(flag);
-                        e.ctime = Some(now);
-                        out.invalidations.push(Invalidation::Inode(ino));
-                    } else {
-                        // Any other change is a new inode, as a checkout that writes a new
-                        // file and renames it into place makes one: a process that has the
-                        // old file open goes on reading the old revision, whole, and never
-                        // a mix of the two.
-                        if let Some(ino) = existing {
-                            freed.extend(inner.detach_tree(ino, dir, last));
-                            relinked.extend(still_named(&inner, ino));
-                        }
-                        let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
-                        inner.entry_mut(ino)?.mtime = Some(now);
-                        out.invalidations.push(Invalidation::Entry {
-                            parent: dir,
-                            name: (*last).into(),
-                        });
-                        touched.insert(dir);
-                    }
-                }
-            }
-        }
-        tick(progress, "updating", total, total);
-        // Directories left empty by removals go too, as hg removes them.
-        for mut dir in emptied {
-            while dir != ROOT_INO {
-                let empty = matches!(
-                    inner.entries.get(&dir).map(|e| &e.kind),
-                    Some(Kind::Dir { children: Some(c), .. }) if c.is_empty()
-                );
-                let Some(e) = inner.entries.get(&dir).filter(|e| e.parent != 0 && empty) else {
-                    break;
-                };
-                let (parent, name) = (e.parent, e.name.clone());
-                freed.extend(inner.detach(dir, parent, &name));
-                out.invalidations.push(Invalidation::Entry { parent, name });
-                touched.insert(parent);
-                dir = parent;
-            }
-        }
-        out.invalidations
-            .extend(touched.into_iter().map(Invalidation::Inode));
-        out.updated = updated.len();
-        out.reverted = reverted.into_iter().collect();
-        out.invalidations
-            .extend(relinked.into_iter().map(Invalidation::Inode));
+        let freed = self.apply_diff(&mut inner, &target, &diff, how, &mut out, pass, progress)?;
 
         let old = std::mem::replace(&mut inner.base, target);
         let changed: BTreeSet<Vec<u8>> = diff.iter().map(|c| c.path.clone()).collect();
@@ -444,6 +138,328 @@ impl WorkingCopy {
             let _ = self.overlay.remove(id);
         }
         Ok(out)
+    }
+
+    /// `--clean`'s first step: every local change reverted (hg's entries that disagree
+    /// with the parent, added files forgotten, removed and missing ones put back, copy
+    /// sources dropped), and files a merge took from its second parent removed unless the
+    /// target has them; what it reverted, and what it leaves gone or untracked, in `pass`.
+    fn start_clean(
+        &self,
+        target: &Manifest,
+        out: &mut UpdateOutcome,
+        pass: &mut Pass,
+    ) -> Result<()> {
+        // hg's entries that disagree with the parent (a path it dropped, or keeps as
+        // the parent's although the parent lacks it) go first: --clean starts afresh.
+        let odd: Vec<Vec<u8>> = self
+            .read()
+            .tracking
+            .iter()
+            .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in odd {
+            self.set_tracking(&p, Track::Default)?;
+        }
+        let base = self.base_manifest();
+        let merged = self.read().from_p2.clone();
+        for e in self.status(StatusRequest::default())? {
+            if merged.contains(&e.path) && base.find(&e.path)?.is_none() {
+                // A file a merge took from its second parent: tracked, so the update
+                // removes it (hg's remove action), unless the target has it too.
+                self.set_tracking(&e.path, Track::Default)?;
+                if e.letter != '!' && target.find(&e.path)?.is_none() {
+                    let (parent, name) = {
+                        let mut inner = self.write();
+                        let (parent, name) = inner.resolve_parent(&e.path)?;
+                        (parent, name.to_vec())
+                    };
+                    self.unlink(parent, &name)?;
+                    out.removed += 1;
+                    pass.reverted.insert(e.path);
+                }
+                continue;
+            }
+            let added = e.letter == 'A' || (e.letter == '!' && base.find(&e.path)?.is_none());
+            if e.letter == 'R' && target.find(&e.path)?.is_none() && self.ino_of(&e.path)?.is_some()
+            {
+                pass.kept.insert(e.path);
+                continue;
+            }
+            match e.letter {
+                _ if added => self.set_tracking(&e.path, Track::Default)?,
+                _ => {
+                    if e.letter == 'R' {
+                        self.set_tracking(&e.path, Track::Default)?;
+                    }
+                    if matches!(e.letter, 'R' | '!') {
+                        pass.gone.insert(e.path.clone());
+                        if target.find(&e.path)?.is_none() {
+                            // Not in hg's working manifest, so nothing to remove: the
+                            // file stays gone and its directories stay as they are.
+                            continue;
+                        }
+                    }
+                    if let Some(ino) = self.restore(&e.path)? {
+                        pass.relinked.push(ino);
+                    }
+                    pass.reverted.insert(e.path);
+                }
+            }
+        }
+        for dest in self.copies().into_keys() {
+            self.set_copy(&dest, None)?;
+        }
+        Ok(())
+    }
+
+    /// What the checks of an update need of the working copy: the status of the paths on
+    /// the `diff`, their directories and what is below them; local changes elsewhere are
+    /// neither looked at nor compared.
+    fn local_changes_on(&self, diff: &[ManifestChange]) -> Result<BTreeMap<Vec<u8>, char>> {
+        let scope = Scope::new(diff.iter().map(|c| c.path.as_slice()));
+        Ok(self
+            .status_within(
+                StatusRequest {
+                    unknown: true,
+                    ignored: true,
+                    clean: false,
+                },
+                Some(&scope),
+            )?
+            .into_iter()
+            .map(|e| (e.path, e.letter))
+            .collect())
+    }
+
+    /// Refuses the update before anything changes: an untracked (or ignored) file the
+    /// target has with other content (hg's `merge.checkunknown` abort, which comes first),
+    /// then a local change on a path the update changes. Paths already gone that the
+    /// update removes join `pass.gone`.
+    #[allow(clippy::too_many_arguments)]
+    fn refuse_conflicts(
+        &self,
+        inner: &mut Inner,
+        repo: &Repo,
+        base: &Manifest,
+        diff: &[ManifestChange],
+        local: &BTreeMap<Vec<u8>, char>,
+        how: &UpdateHow<'_>,
+        pass: &mut Pass,
+    ) -> Result<()> {
+        let clean = how.clean;
+        let mut conflicts: Vec<Vec<u8>> = Vec::new();
+        let mut untracked: Vec<Vec<u8>> = Vec::new();
+        for c in diff {
+            let p = &c.path;
+            if how.hg_paths.contains(p) {
+                continue;
+            }
+            let mut dir_prefix = p.clone();
+            dir_prefix.push(b'/');
+            let below = local
+                .range(dir_prefix.clone()..)
+                .next()
+                .is_some_and(|(q, _)| q.starts_with(&dir_prefix));
+            let above: Vec<&[u8]> = ancestors(p).filter(|a| local.contains_key(*a)).collect();
+            match local.get(p) {
+                Some('?' | 'I') if c.new.is_some() => {
+                    // Replaced by the update when --clean or already the target's.
+                    if !(clean || self.same_as(inner, repo, p, c.new)?) {
+                        untracked.push(p.clone());
+                    }
+                }
+                Some('R' | '!') if c.new.is_none() => {
+                    pass.gone.insert(p.clone());
+                }
+                Some(_) => conflicts.push(p.clone()),
+                None if below => conflicts.push(p.clone()),
+                None if !above.is_empty() => {
+                    // Untracked files where the target has directories are replaced
+                    // with --clean.
+                    let replaced = clean
+                        && c.new.is_some()
+                        && above
+                            .iter()
+                            .all(|a| matches!(local.get(*a), Some('?' | 'I')));
+                    if !replaced {
+                        conflicts.push(p.clone());
+                    }
+                }
+                None => {
+                    if c.new.is_some()
+                        && target_at(base, p)? != Target::Dir
+                        && self.dir_in_the_way(inner, p)?
+                    {
+                        conflicts.push(p.clone());
+                    }
+                }
+            }
+        }
+        if !untracked.is_empty() {
+            return Err(WcError::UntrackedDiffers(untracked));
+        }
+        if !conflicts.is_empty() {
+            return Err(WcError::UncommittedChanges(conflicts));
+        }
+        Ok(())
+    }
+
+    /// Applies `diff` to the inode table: each path the target changes, adds or removes
+    /// (hg's paths left to hg, their tracking kept), then the directories left empty;
+    /// the counts, invalidations and reverted paths into `out`. Returns the overlay files
+    /// the entries it dropped held, to remove once the lock is released.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_diff(
+        &self,
+        inner: &mut Inner,
+        target: &Arc<Manifest>,
+        diff: &[ManifestChange],
+        how: &UpdateHow<'_>,
+        out: &mut UpdateOutcome,
+        pass: Pass,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<u64>> {
+        let Pass {
+            reverted,
+            mut relinked,
+            gone,
+            kept,
+        } = pass;
+        let now = SystemTime::now();
+        let mut freed = Vec::new();
+        let mut touched: BTreeSet<u64> = BTreeSet::new();
+        let mut emptied: BTreeSet<u64> = BTreeSet::new();
+        // hg's counts: files written, and tracked files that were there and are removed.
+        let mut updated: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for p in &reverted {
+            if target.find(p)?.is_some() {
+                updated.insert(p.clone());
+            }
+        }
+        let total = diff.len();
+        for (i, c) in diff.iter().enumerate() {
+            tick(progress, "updating", i, total);
+            if how.hg_paths.contains(&c.path) {
+                keep_tracking(inner, &c.path, c.old.is_some(), c.new.is_some());
+                continue;
+            }
+            match c.new {
+                Some(_) => {
+                    updated.insert(c.path.clone());
+                }
+                None if kept.contains(&c.path) => continue,
+                None if gone.contains(&c.path) => {
+                    if !how.clean {
+                        // Already gone here (a forgotten file stays as it is, untracked).
+                        continue;
+                    }
+                }
+                None => out.removed += 1,
+            }
+            let parts: Vec<&[u8]> = c.path.split(|&b| b == b'/').collect();
+            let (last, dirs) = match parts.split_last() {
+                Some(x) => x,
+                None => continue,
+            };
+            let mut dir = ROOT_INO;
+            let mut reached = true;
+            for (i, part) in dirs.iter().enumerate() {
+                if self.retarget(inner, dir, &join(&parts[..i]), target, out)? {
+                    reached = false;
+                    break;
+                }
+                match inner.child(dir, part)? {
+                    Some(child) if inner.is_dir(child) => dir = child,
+                    other => {
+                        if c.new.is_none() {
+                            reached = false;
+                            break;
+                        }
+                        if let Some(file) = other {
+                            // An untracked file where the target has a directory (--clean).
+                            freed.extend(inner.detach_tree(file, dir, part));
+                        }
+                        let source = DirSource {
+                            manifest: target.clone(),
+                            path: join(&parts[..=i]).into(),
+                        };
+                        let kind = Kind::Dir {
+                            source: Some(source),
+                            children: None,
+                        };
+                        inner.link_new(dir, part, kind, 0o755)?;
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*part).into(),
+                        });
+                        touched.insert(dir);
+                        reached = false;
+                        break;
+                    }
+                }
+            }
+            if !reached || self.retarget(inner, dir, &join(dirs), target, out)? {
+                continue;
+            }
+            let existing = inner.child(dir, last)?;
+            match (c.new, existing) {
+                (None, Some(ino)) => {
+                    if !inner.is_dir(ino) {
+                        freed.extend(inner.detach(ino, dir, last));
+                        relinked.extend(still_named(inner, ino));
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                        emptied.insert(dir);
+                    }
+                }
+                (None, None) => {}
+                (Some((fnode, flag)), existing) => {
+                    let kind = Kind::from_store(&c.path, fnode, flag);
+                    // A file whose only change is its mode keeps its inode.
+                    let mode_only = existing.is_some_and(|ino| {
+                        matches!(inner.entries.get(&ino).map(|e| &e.kind),
+                            Some(Kind::File(FileData::Store { node, .. }))
+                                if *node == fnode && flag != FileFlag::Symlink)
+                    });
+                    if let (true, Some(ino)) = (mode_only, existing) {
+                        let e = inner.entry_mut(ino)?;
+                        e.mode = perm_of_flag(flag);
+                        e.ctime = Some(now);
+                        out.invalidations.push(Invalidation::Inode(ino));
+                    } else {
+                        // Any other change is a new inode, as a checkout that writes a new
+                        // file and renames it into place makes one: a process that has the
+                        // old file open goes on reading the old revision, whole, and never
+                        // a mix of the two.
+                        if let Some(ino) = existing {
+                            freed.extend(inner.detach_tree(ino, dir, last));
+                            relinked.extend(still_named(inner, ino));
+                        }
+                        let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
+                        inner.entry_mut(ino)?.mtime = Some(now);
+                        out.invalidations.push(Invalidation::Entry {
+                            parent: dir,
+                            name: (*last).into(),
+                        });
+                        touched.insert(dir);
+                    }
+                }
+            }
+        }
+        tick(progress, "updating", total, total);
+        drop_emptied(inner, emptied, &mut freed, &mut touched, out);
+        out.invalidations
+            .extend(touched.into_iter().map(Invalidation::Inode));
+        out.updated = updated.len();
+        out.reverted = reverted.into_iter().collect();
+        out.invalidations
+            .extend(relinked.into_iter().map(Invalidation::Inode));
+        Ok(freed)
     }
 
     /// For an update: when `dir` is not loaded yet, makes it take its entries from the
@@ -571,4 +587,63 @@ fn still_named(inner: &Inner, ino: u64) -> Option<u64> {
         .get(&ino)
         .filter(|e| e.parent != 0)
         .map(|_| ino)
+}
+
+/// What `--clean`'s first step and the checks hand the update: paths reverted, inodes
+/// whose other names lost a link, tracked files already gone (R, !: hg's working manifest
+/// does not have them, so an update that removes them too neither touches nor counts
+/// them), and removed files on disk again that the target does not have (hg forgets them;
+/// the file stays as it is, untracked, even with --clean).
+#[derive(Default)]
+struct Pass {
+    reverted: BTreeSet<Vec<u8>>,
+    relinked: Vec<u64>,
+    gone: BTreeSet<Vec<u8>>,
+    kept: BTreeSet<Vec<u8>>,
+}
+
+/// The target revision's manifest (kept in the manifest cache) and branch, from one read
+/// of its changeset.
+fn target_of(repo: &Repo, node: &Node) -> Result<(Arc<Manifest>, Vec<u8>)> {
+    let changeset = if node.is_null() {
+        Changeset::default()
+    } else {
+        let rev = repo
+            .changelog()
+            .rev_of(node)
+            .ok_or_else(|| StoreError::UnknownRevision(node.to_hex()))?;
+        repo.changeset_head(rev)?
+    };
+    let (target, new_file) = repo.kept_manifest(&changeset.manifest)?;
+    if let Some(file) = new_file {
+        file.keep_in_background();
+    }
+    Ok((Arc::new(target), changeset.branch().to_vec()))
+}
+
+/// Directories left empty by removals go too, as hg removes them, up to the first that
+/// is not empty.
+fn drop_emptied(
+    inner: &mut Inner,
+    emptied: BTreeSet<u64>,
+    freed: &mut Vec<u64>,
+    touched: &mut BTreeSet<u64>,
+    out: &mut UpdateOutcome,
+) {
+    for mut dir in emptied {
+        while dir != ROOT_INO {
+            let empty = matches!(
+                inner.entries.get(&dir).map(|e| &e.kind),
+                Some(Kind::Dir { children: Some(c), .. }) if c.is_empty()
+            );
+            let Some(e) = inner.entries.get(&dir).filter(|e| e.parent != 0 && empty) else {
+                break;
+            };
+            let (parent, name) = (e.parent, e.name.clone());
+            freed.extend(inner.detach(dir, parent, &name));
+            out.invalidations.push(Invalidation::Entry { parent, name });
+            touched.insert(parent);
+            dir = parent;
+        }
+    }
 }
