@@ -432,8 +432,33 @@ fn check_state_dir(
              {dir_arg}"
         ),
     };
-    let state: MountState = match sd.load() {
-        Ok(Some(s)) => s,
+    let Some(state) = load_state(r, sd, target, &discard) else {
+        return;
+    };
+    let mp = target
+        .mountpoint
+        .clone()
+        .unwrap_or_else(|| state.mountpoint.clone());
+    r.check(&format!("mount {} (state {dir_arg})", mp.display()));
+    repos
+        .entry(state.repo.clone())
+        .or_default()
+        .push(mp.clone());
+    let repo_arg = state.repo.display().to_string();
+    let mp_arg = mp.display().to_string();
+    let discard = discard_at(&mp);
+    // Said after the problems.
+    let mut notes = Vec::new();
+
+    check_daemon(r, sd, target, need, &mp_arg, &repo_arg, &mut notes);
+    check_journal(r, sd, target, &state, &mp, &discard, problems_before, notes);
+}
+
+/// The state directory's `mount.json`, or the problem (or note) of why there is none.
+fn load_state(r: &mut Report, sd: &StateDir, target: &Target, discard: &str) -> Option<MountState> {
+    let dir_arg = sd.path().display().to_string();
+    match sd.load() {
+        Ok(Some(s)) => Some(s),
         Ok(None) => {
             r.check(&format!("state {dir_arg}"));
             if !target.mounted {
@@ -441,7 +466,7 @@ fn check_state_dir(
                     "no mount.json: a mount that never started; remove it: rm -rf {dir_arg}"
                 ));
             }
-            return;
+            None
         }
         Err(e) => {
             let mp = target
@@ -476,25 +501,22 @@ fn check_state_dir(
                 }
             };
             r.problem(&e.to_string(), &fix);
-            return;
+            None
         }
-    };
-    let mp = target
-        .mountpoint
-        .clone()
-        .unwrap_or_else(|| state.mountpoint.clone());
-    r.check(&format!("mount {} (state {dir_arg})", mp.display()));
-    repos
-        .entry(state.repo.clone())
-        .or_default()
-        .push(mp.clone());
-    let repo_arg = state.repo.display().to_string();
-    let mp_arg = mp.display().to_string();
-    let discard = discard_at(&mp);
-    // Said after the problems.
-    let mut notes = Vec::new();
+    }
+}
 
-    // The daemon.
+/// The daemon of a state directory: whether it answers, on its control socket and through
+/// its filesystem, and how it serves; or a daemon left running without its mount.
+fn check_daemon(
+    r: &mut Report,
+    sd: &StateDir,
+    target: &Target,
+    need: u64,
+    mp_arg: &str,
+    repo_arg: &str,
+    notes: &mut Vec<String>,
+) {
     let pid = std::fs::read_to_string(sd.pid_file())
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
@@ -575,8 +597,25 @@ fn check_state_dir(
             &format!("stop it: kill {pid}"),
         );
     }
+}
 
-    // The journal, and with it the working-copy parent.
+/// The journal of a state directory, and with it the working-copy parent: readable, in
+/// the repository, and (no daemon holding it) replayed dry on a copy; then how to go on,
+/// unless something found since `problems_before` needs fixing first.
+#[allow(clippy::too_many_arguments)]
+fn check_journal(
+    r: &mut Report,
+    sd: &StateDir,
+    target: &Target,
+    state: &MountState,
+    mp: &Path,
+    discard: &str,
+    problems_before: usize,
+    mut notes: Vec<String>,
+) {
+    let dir = sd.path();
+    let repo_arg = state.repo.display().to_string();
+    let mp_arg = mp.display().to_string();
     let view = match read_journal(sd) {
         Ok(v) => v,
         Err(e) => {
