@@ -29,4 +29,5 @@ pub mod mergestate;
 #[cfg(test)]
 mod oracle;
 pub mod paths;
+mod pattern;
 pub mod template;

@@ -41,25 +41,17 @@ mod pyre;
 /// files, globs and regular expressions.
 pub(crate) mod pattern {
     pub(crate) use super::pyre::ReError as CompileError;
-    pub(crate) use super::{glob_to_python_re, read_pattern_file, split_relre_flags};
+    pub(crate) use super::read_pattern_file;
 
     /// A Python regular expression compiled for the `regex` crate, and whether it matches
     /// the empty string.
     pub(crate) fn compile_python(py: &[u8]) -> Result<(regex::bytes::Regex, bool), CompileError> {
         super::pyre::compile_python_regex(py)
     }
-
-    /// hg's `stringutil.reescape`.
-    pub(crate) fn reescape(s: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(s.len() * 2);
-        for &c in s {
-            super::push_reescaped(&mut out, c);
-        }
-        out
-    }
 }
 
 use crate::paths::{join, normpath};
+use crate::pattern::ReKind;
 use pyre::*;
 use regex::bytes::Regex;
 
@@ -69,8 +61,6 @@ pub trait FileSource {
     fn read(&self, path: &[u8]) -> Option<Vec<u8>>;
 }
 
-/// hg's `MAX_RE_SIZE`: joined regexps are split in groups of about this many bytes.
-const MAX_RE_SIZE: usize = 20000;
 /// The suffix hg appends to glob regexps of include matchers (ignore files are includes).
 const GLOB_SUFFIX: &[u8] = b"(?:/|$)";
 /// How deep include/subinclude files may nest (hg itself recurses until Python gives up).
@@ -770,137 +760,17 @@ fn patsplit(pattern: &[u8]) -> (Kind, Vec<u8>) {
     (Kind::Glob, pattern.to_vec())
 }
 
-/// Python's `_respecial` as escaped by hg's `reescape`/`_globre`.
-pub(crate) fn push_reescaped(out: &mut Vec<u8>, c: u8) {
-    if b"()[]{}?*+-|^$\\.&~# \t\n\r\x0b\x0c".contains(&c) {
-        out.push(b'\\');
-    }
-    out.push(c);
-}
-
-/// hg's `_globre`: an extended glob to a Python regular expression.
-pub(crate) fn glob_to_python_re(pat: &[u8]) -> Vec<u8> {
-    let n = pat.len();
-    let mut i = 0;
-    let mut res = Vec::with_capacity(n * 2);
-    let mut group = 0usize;
-    while i < n {
-        let c = pat[i];
-        i += 1;
-        match c {
-            b'*' => {
-                if pat.get(i) == Some(&b'*') {
-                    i += 1;
-                    if pat.get(i) == Some(&b'/') {
-                        i += 1;
-                        res.extend_from_slice(b"(?:.*/)?");
-                    } else {
-                        res.extend_from_slice(b".*");
-                    }
-                } else {
-                    res.extend_from_slice(b"[^/]*");
-                }
-            }
-            b'?' => res.push(b'.'),
-            b'[' => {
-                let mut j = i;
-                if j < n && (pat[j] == b'!' || pat[j] == b']') {
-                    j += 1;
-                }
-                while j < n && pat[j] != b']' {
-                    j += 1;
-                }
-                if j >= n {
-                    res.extend_from_slice(b"\\[");
-                } else {
-                    let mut stuff = Vec::new();
-                    for &b in &pat[i..j] {
-                        if b == b'\\' {
-                            stuff.extend_from_slice(b"\\\\");
-                        } else {
-                            stuff.push(b);
-                        }
-                    }
-                    i = j + 1;
-                    if stuff.first() == Some(&b'!') {
-                        stuff[0] = b'^';
-                    } else if stuff.first() == Some(&b'^') {
-                        stuff.insert(0, b'\\');
-                    }
-                    res.push(b'[');
-                    res.extend_from_slice(&stuff);
-                    res.push(b']');
-                }
-            }
-            b'{' => {
-                group += 1;
-                res.extend_from_slice(b"(?:");
-            }
-            b'}' if group > 0 => {
-                res.push(b')');
-                group -= 1;
-            }
-            b',' if group > 0 => res.push(b'|'),
-            b'\\' => match pat.get(i) {
-                Some(&p) => {
-                    i += 1;
-                    push_reescaped(&mut res, p);
-                }
-                None => push_reescaped(&mut res, c),
-            },
-            _ => push_reescaped(&mut res, c),
-        }
-    }
-    res
-}
-
 /// hg's `_regex` for the kinds of ignore files, with the include glob suffix.
 fn python_regex_of(kp: &KindPat) -> Vec<u8> {
-    match kp.kind {
-        Kind::RelRe => {
-            let (flags, pat) = split_relre_flags(&kp.pat);
-            let mut re = Vec::new();
-            if let Some(flags) = flags {
-                re.extend_from_slice(b"(?");
-                re.extend_from_slice(flags);
-                re.push(b':');
-            }
-            if !pat.starts_with(b"^") {
-                re.extend_from_slice(b".*");
-            }
-            re.extend_from_slice(pat);
-            if flags.is_some() {
-                re.push(b')');
-            }
-            re
-        }
-        Kind::RelGlob => {
-            let g = glob_to_python_re(&kp.pat);
-            match g.strip_prefix(b"[^/]*") {
-                Some(rest) => [b".*", rest, GLOB_SUFFIX].concat(),
-                None => [b"(?:|.*/)", g.as_slice(), GLOB_SUFFIX].concat(),
-            }
-        }
-        Kind::RootGlob => [glob_to_python_re(&kp.pat).as_slice(), GLOB_SUFFIX].concat(),
-        Kind::Glob if kp.pat.is_empty() => Vec::new(),
-        Kind::Glob => [glob_to_python_re(&kp.pat).as_slice(), GLOB_SUFFIX].concat(),
+    let kind = match kp.kind {
+        Kind::RelRe => ReKind::RelRe,
+        Kind::RelGlob => ReKind::RelGlob,
+        Kind::RootGlob => ReKind::RootGlob,
+        Kind::Glob => ReKind::Glob,
         // Never compiled: expanded before.
-        Kind::Include | Kind::SubInclude => Vec::new(),
-    }
-}
-
-/// hg's `FLAG_RE`: a relre starting with `(?flags)` gets them as a scoped group instead.
-pub(crate) fn split_relre_flags(pat: &[u8]) -> (Option<&[u8]>, &[u8]) {
-    if let Some(rest) = pat.strip_prefix(b"(?") {
-        let k = rest.iter().take_while(|c| b"aiLmsux".contains(c)).count();
-        if k > 0 && rest.get(k) == Some(&b')') {
-            let tail = &rest[k + 1..];
-            // `(.*)` stops at a newline.
-            let end = tail.iter().position(|&b| b == b'\n').unwrap_or(tail.len());
-            return (Some(&rest[..k]), &tail[..end]);
-        }
-    }
-    (None, pat)
+        Kind::Include | Kind::SubInclude => return Vec::new(),
+    };
+    crate::pattern::regex(kind, &kp.pat, GLOB_SUFFIX)
 }
 
 /// hg's `_buildregexmatch`: join, group by size, compile; on failure find the culprit.
@@ -910,25 +780,14 @@ fn compile_kindpats(kindpats: &[&KindPat]) -> Result<(Vec<Regex>, bool), IgnoreE
         return Ok((Vec::new(), false));
     }
     let pieces: Vec<Vec<u8>> = kindpats.iter().map(|kp| python_regex_of(kp)).collect();
-    let mut groups: Vec<(usize, usize)> = Vec::new();
-    let mut start = 0;
-    let mut size = 0;
-    for (idx, piece) in pieces.iter().enumerate() {
-        if piece.len() > MAX_RE_SIZE {
-            let kp = kindpats[idx];
-            return Err(IgnoreError::PatternTooLong {
-                file: show(&kp.file),
-                line: kp.line,
-                size: piece.len(),
-            });
-        } else if size + piece.len() > MAX_RE_SIZE {
-            groups.push((start, idx));
-            start = idx;
-            size = 0;
+    let groups = crate::pattern::groups(&pieces).map_err(|(idx, size)| {
+        let kp = kindpats[idx];
+        IgnoreError::PatternTooLong {
+            file: show(&kp.file),
+            line: kp.line,
+            size,
         }
-        size += piece.len() + 1;
-    }
-    groups.push((start, pieces.len()));
+    })?;
 
     let mut regexes = Vec::with_capacity(groups.len());
     let mut matches_empty = false;

@@ -1,6 +1,7 @@
 //! The `.hgignore` matcher against what hg 6.3.2 decides, and the Python regex translation.
 
 use super::*;
+use crate::pattern::MAX_RE_SIZE;
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

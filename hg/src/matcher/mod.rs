@@ -20,10 +20,9 @@
 //! Not supported, with an abort that says so: filesets (`set:`) and `subinclude:` on the
 //! command line.
 
-use crate::ignore::pattern::{
-    compile_python, glob_to_python_re, read_pattern_file, reescape, split_relre_flags, CompileError,
-};
+use crate::ignore::pattern::{compile_python, read_pattern_file, CompileError};
 use crate::paths::{is_under, normpath};
+use crate::pattern::ReKind;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -725,76 +724,25 @@ fn explicit_files(kindpats: &[KindPat]) -> Vec<Vec<u8>> {
 
 /// `_regex(kind, pat, b'$')`.
 fn python_regex(kp: &KindPat) -> Vec<u8> {
-    const SUFFIX: &[u8] = b"$";
-    let pat = &kp.pat;
-    match kp.kind {
-        Kind::Glob | Kind::RelPath if pat.is_empty() => Vec::new(),
-        Kind::Re => pat.clone(),
-        Kind::Path | Kind::RelPath => {
-            if pat == b"." {
-                Vec::new()
-            } else {
-                [reescape(pat).as_slice(), b"(?:/|$)"].concat()
-            }
-        }
-        Kind::RootFilesIn => {
-            let dir = if pat == b"." {
-                Vec::new()
-            } else {
-                [reescape(pat).as_slice(), b"/"].concat()
-            };
-            [dir.as_slice(), b"[^/]+$"].concat()
-        }
-        Kind::RelGlob => {
-            let g = glob_to_python_re(pat);
-            match g.strip_prefix(b"[^/]*") {
-                Some(rest) => [b".*", rest, SUFFIX].concat(),
-                None => [b"(?:|.*/)", g.as_slice(), SUFFIX].concat(),
-            }
-        }
-        Kind::RelRe => {
-            let (flags, body) = split_relre_flags(pat);
-            let mut re = Vec::new();
-            if let Some(flags) = flags {
-                re.extend_from_slice(b"(?");
-                re.extend_from_slice(flags);
-                re.push(b':');
-            }
-            if !body.starts_with(b"^") {
-                re.extend_from_slice(b".*");
-            }
-            re.extend_from_slice(body);
-            if flags.is_some() {
-                re.push(b')');
-            }
-            re
-        }
-        Kind::Glob | Kind::RootGlob => [glob_to_python_re(pat).as_slice(), SUFFIX].concat(),
-    }
+    let kind = match kp.kind {
+        Kind::Re => ReKind::Re,
+        Kind::Glob => ReKind::Glob,
+        Kind::RootGlob => ReKind::RootGlob,
+        Kind::RelGlob => ReKind::RelGlob,
+        Kind::Path => ReKind::Path,
+        Kind::RelPath => ReKind::RelPath,
+        Kind::RelRe => ReKind::RelRe,
+        Kind::RootFilesIn => ReKind::RootFilesIn,
+    };
+    crate::pattern::regex(kind, &kp.pat, b"$")
 }
-
-/// hg's `MAX_RE_SIZE`.
-const MAX_RE_SIZE: usize = 20000;
 
 /// `_buildregexmatch` with `$` as the glob suffix.
 fn build_regex(kindpats: &[KindPat]) -> Result<Test> {
     let pieces: Vec<Vec<u8>> = kindpats.iter().map(python_regex).collect();
-    let mut groups = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (idx, piece) in pieces.iter().enumerate() {
-        if piece.len() > MAX_RE_SIZE {
-            return Err(MatchError::Invalid(format!(
-                "matcher pattern is too long ({} bytes)",
-                piece.len()
-            )));
-        } else if size + piece.len() > MAX_RE_SIZE {
-            groups.push((start, idx));
-            start = idx;
-            size = 0;
-        }
-        size += piece.len() + 1;
-    }
-    groups.push((start, pieces.len()));
+    let groups = crate::pattern::groups(&pieces).map_err(|(_, size)| {
+        MatchError::Invalid(format!("matcher pattern is too long ({size} bytes)"))
+    })?;
     let mut regexes = Vec::new();
     let mut empty = false;
     for (s, e) in groups {
