@@ -26,7 +26,7 @@ impl WorkingCopy {
         let e = inner.entry(ino)?;
         let exec = e.mode & 0o100 != 0;
         let read_store = |p: &[u8], n: &Node| -> Result<Vec<u8>> {
-            let fl = inner.repo.filelog(p)?;
+            let fl = inner.repo().filelog(p)?;
             Ok(fl.read(fl.rev_of(n)?)?.to_vec())
         };
         Ok(Some(match &e.kind {
@@ -81,7 +81,7 @@ impl WorkingCopy {
         }
         let (p1, repo, base, files, captured) = {
             let mut inner = self.write();
-            let (p1, repo, base) = (inner.base_node, inner.repo.clone(), inner.base.clone());
+            let (p1, repo, base) = (inner.base_node(), inner.repo().clone(), inner.base().clone());
             let mut files = BTreeMap::new();
             let mut captured = BTreeMap::new();
             let total = chosen.len();
@@ -95,7 +95,7 @@ impl WorkingCopy {
                     continue;
                 };
                 let copy_from = inner
-                    .copies
+                    .copies()
                     .get(&path)
                     .filter(|src| matches!(base.find(src), Ok(Some(_))))
                     .cloned();
@@ -203,14 +203,10 @@ impl WorkingCopy {
         tick(progress, "finishing", total, total);
         let t_finish = t0.elapsed();
         tick(progress, "saving", 0, 0);
-        let old = std::mem::replace(&mut inner.base, new_base);
         let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
-        inner.share_base(&old, &committed);
-        drop(old);
-        inner.base_node = node;
-        inner.repo = repo;
+        inner.move_base(new_base, node, repo, &committed);
         // A commit of revfs's own is never inside an hg transaction.
-        inner.provisional = false;
+        inner.set_provisional(false);
         self.rebase_journal(&mut inner, &committed)?;
         drop(inner);
         tracing::debug!(

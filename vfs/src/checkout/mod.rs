@@ -203,7 +203,7 @@ impl WorkingCopy {
         inner: &mut Inner,
         paths: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
-        let repo = inner.repo.clone();
+        let repo = inner.repo().clone();
         tracing::info!(
             paths = paths.len(),
             "provisional parent: the update's files journaled"
@@ -241,8 +241,7 @@ impl WorkingCopy {
                                     Kind::Symlink(LinkData::Local(target.as_slice().into()));
                                 PutEntry::LocalLink { target }
                             } else {
-                                let id = inner.next_id;
-                                inner.next_id += 1;
+                                let id = inner.new_overlay_id();
                                 self.copy_to_overlay(id, &repo, &source, &node)?;
                                 let _ = self
                                     .overlay
@@ -269,7 +268,7 @@ impl WorkingCopy {
         Ok(())
     }
 
-    /// Rewrites the journal so that it describes the working copy against `inner.base`
+    /// Rewrites the journal so that it describes the working copy against `inner.base()`
     /// (already the new parent), and rebuilds the dirty set from it. `committed` paths
     /// lose their tracking overrides and copy sources.
     pub(crate) fn rebase_journal(
@@ -277,7 +276,7 @@ impl WorkingCopy {
         inner: &mut Inner,
         committed: &BTreeSet<Vec<u8>>,
     ) -> Result<()> {
-        if inner.provisional {
+        if inner.provisional() {
             // The parent was set inside an hg transaction, which may still be rolled back:
             // the journal keeps the last parent set outside one and its records; file changes
             // are appended to it as they come, so that a daemon killed now comes back as a
@@ -285,34 +284,34 @@ impl WorkingCopy {
             // written. The dirty set stays a superset of what differs from the parent; the
             // journal is rewritten when a parent comes from outside a transaction again.
             // Tracking overrides are settled against it as below, in memory only.
-            settle_tracking(inner, committed)?;
-            tracing::info!(parent = %inner.base_node.to_hex(), "provisional parent: journal kept");
+            inner.settle_tracking(committed)?;
+            tracing::info!(parent = %inner.base_node().to_hex(), "provisional parent: journal kept");
             return Ok(());
         }
         let t0 = std::time::Instant::now();
-        let base = inner.base.clone();
+        let base = inner.base().clone();
         let cands = self.rebase_candidates(inner, &base)?;
         let t_cands = t0.elapsed();
         let (mut records, put_paths) = self.path_records(inner, &base, cands)?;
         let t_paths = t0.elapsed();
         let t_attrs = self.attribute_records(inner, put_paths, &mut records, t0)?;
         // Tracking overrides and copies that still mean something against the new parent.
-        settle_tracking(inner, committed)?;
-        for (path, &track) in &inner.tracking {
+        inner.settle_tracking(committed)?;
+        for (path, &track) in inner.tracking() {
             records.push(Record::Track {
                 path: path.clone(),
                 track,
             });
         }
-        for (dest, source) in &inner.copies {
+        for (dest, source) in inner.copies() {
             records.push(Record::Copy {
                 dest: dest.clone(),
                 source: source.clone(),
             });
         }
-        if !inner.p2.is_null() {
-            records.push(Record::MergeParent { node: inner.p2 });
-            for path in &inner.from_p2 {
+        if !inner.p2().is_null() {
+            records.push(Record::MergeParent { node: inner.p2() });
+            for path in inner.from_p2() {
                 records.push(Record::FromP2 {
                     path: path.clone(),
                     on: true,
@@ -320,7 +319,7 @@ impl WorkingCopy {
             }
         }
         let t_records = t0.elapsed();
-        if let Err(e) = self.journal().rewrite(&inner.base_node, &records) {
+        if let Err(e) = self.journal().rewrite(&inner.base_node(), &records) {
             tracing::error!(
                 "rewriting the journal failed: {e}; refusing further changes until a remount"
             );
@@ -329,16 +328,17 @@ impl WorkingCopy {
             return Err(e.into());
         }
         // The tracking is journaled whole: nothing tentative is left.
-        inner.tentative.clear();
-        inner.dirty = records
-            .iter()
-            .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
-            .collect();
+        inner.journaled(
+            records
+                .iter()
+                .flat_map(|r| r.paths().into_iter().map(<[u8]>::to_vec))
+                .collect(),
+        );
         tracing::debug!(?t_cands, ?t_paths, ?t_attrs, ?t_records, total = ?t0.elapsed(), "rebase timings");
         tracing::info!(
             records = records.len(),
-            changed = inner.dirty.len(),
-            parent = %inner.base_node.to_hex(),
+            changed = inner.dirty().len(),
+            parent = %inner.base_node().to_hex(),
             "journal rewritten"
         );
         Ok(())
@@ -348,7 +348,7 @@ impl WorkingCopy {
     /// ancestors, everything below dirty directories, here and in the new parent.
     fn rebase_candidates(&self, inner: &mut Inner, base: &Manifest) -> Result<BTreeSet<Vec<u8>>> {
         let mut cands: BTreeSet<Vec<u8>> = BTreeSet::new();
-        let dirty: Vec<Vec<u8>> = inner.dirty.iter().cloned().collect();
+        let dirty: Vec<Vec<u8>> = inner.dirty().iter().cloned().collect();
         let mut walk = Walk::default();
         for d in &dirty {
             if d.is_empty() {
@@ -514,7 +514,7 @@ impl WorkingCopy {
                 || (e.mtime.is_some() && !matches!(e.kind, Kind::File(FileData::Overlay { .. })))
         };
         let mut attrs: Vec<u64> = inner
-            .entries
+            .entries()
             .iter()
             .filter(|(ino, e)| {
                 (e.parent != 0 || **ino == ROOT_INO)
@@ -574,29 +574,6 @@ impl WorkingCopy {
         }
         Ok(t_attrs)
     }
-}
-
-/// Drops the tracking overrides that say nothing against the new parent (an added file
-/// it has, a removed one it lacks) and those of the files just committed, and the copy
-/// sources of the committed files.
-fn settle_tracking(inner: &mut Inner, committed: &BTreeSet<Vec<u8>>) -> Result<()> {
-    let mut gone = Vec::new();
-    for (p, &t) in &inner.tracking {
-        let in_base = inner.base.find(p)?.is_some();
-        let means_something = match t {
-            Track::Added | Track::Claimed => !in_base,
-            Track::Removed | Track::Dropped => in_base,
-            Track::Default => false,
-        };
-        if !means_something || committed.contains(p) {
-            gone.push(p.clone());
-        }
-    }
-    for p in gone {
-        inner.tracking.remove(&p);
-    }
-    inner.copies.retain(|dest, _| !committed.contains(dest));
-    Ok(())
 }
 
 /// The directory part of a repository path ("" for a path at the root).

@@ -3,7 +3,7 @@
 //! changes; the journal is rebased on the new parent, as after `revfs commit`.
 
 use super::*;
-use crate::wc::{Inner, Result, WorkingCopy};
+use crate::wc::{Result, WorkingCopy};
 use revfs_store::StoreError;
 use std::sync::Arc;
 
@@ -38,15 +38,15 @@ impl WorkingCopy {
         };
         self.room()?;
         let mut inner = self.write();
-        inner.provisional = pending;
+        inner.set_provisional(pending);
         // The paths the two parents disagree on that hg did not name (debugsetparents names
         // none) keep their tracking, as hg's dirstate keeps their entries: tracked files the
         // new parent lacks become added, untracked ones it has become removed.
         let listed: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
         let mut changed: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for c in inner.base.diff(&base)? {
+        for c in inner.base().diff(&base)? {
             if !listed.contains(c.path.as_slice()) {
-                keep_tracking(&mut inner, &c.path, c.old.is_some(), c.new.is_some());
+                inner.keep_tracking(&c.path, c.old.is_some(), c.new.is_some());
             }
             changed.insert(c.path);
         }
@@ -62,31 +62,12 @@ impl WorkingCopy {
                 (true, _, _) => Track::Added,
                 (false, _, _) => Track::Removed,
             };
-            inner.tracking.insert(path.clone(), track);
-            inner.copies.remove(path.as_slice());
-            // It may differ from the new parent although it was clean against the old one
-            // (strip --keep): the journal's rebase looks at it.
-            inner.dirty.insert(path.clone());
+            inner.set_hg_tracking(path, track);
         }
-        inner.p2 = p2;
-        if p2.is_null() {
-            inner.from_p2.clear();
-        } else {
-            for (path, _) in files {
-                if from_p2.contains(path) {
-                    inner.from_p2.insert(path.clone());
-                } else {
-                    inner.from_p2.remove(path);
-                }
-            }
-        }
-        let old = std::mem::replace(&mut inner.base, base);
+        inner.set_merge(p2, files, from_p2);
         // The working copy keeps its files: a directory not listed yet below a path the
         // parents differ on keeps the old entries.
-        inner.share_base(&old, &changed);
-        drop(old);
-        inner.base_node = node;
-        inner.repo = repo;
+        inner.move_base(base, node, repo, &changed);
         self.rebase_journal(&mut inner, &BTreeSet::new())
     }
 }
@@ -101,25 +82,4 @@ pub struct HgFiles {
     pub in_p1: Option<BTreeSet<Vec<u8>>>,
     /// Those hg marked as merged or taken from the second parent (`p2_info`).
     pub from_p2: BTreeSet<Vec<u8>>,
-}
-
-/// A path the old and the new parent disagree on (`in_old`, `in_new`) keeps its tracking
-/// across the move, as hg's dirstate keeps an entry it was not told of: a tracked file the
-/// new parent lacks becomes added, an untracked one it has becomes removed.
-pub(super) fn keep_tracking(inner: &mut Inner, path: &[u8], in_old: bool, in_new: bool) {
-    let current = inner.tracking.get(path).copied();
-    let keep = match (in_old, in_new, current) {
-        (true, false, Some(Track::Removed | Track::Dropped)) => Track::Default,
-        (false, true, Some(Track::Claimed)) => Track::Default,
-        (true, false, _) => Track::Added,
-        (false, true, Some(Track::Added)) => Track::Default,
-        (false, true, _) => Track::Removed,
-        _ => return,
-    };
-    if keep == Track::Default {
-        inner.tracking.remove(path);
-    } else {
-        inner.tracking.insert(path.to_vec(), keep);
-    }
-    inner.dirty.insert(path.to_vec());
 }

@@ -2,7 +2,6 @@
 //! carried over.
 
 use super::commit::Captured;
-use super::reparent::keep_tracking;
 use super::*;
 use crate::wc::journal::Track;
 use crate::wc::status::{Scope, StatusRequest};
@@ -75,7 +74,7 @@ impl WorkingCopy {
             pending,
         } = *how;
         let _one = self.transition_lock();
-        if !clean && !self.read().p2.is_null() {
+        if !clean && !self.read().p2().is_null() {
             return Err(WcError::UncommittedMerge);
         }
         let t0 = std::time::Instant::now();
@@ -91,7 +90,7 @@ impl WorkingCopy {
         }
         let t_manifest = t0.elapsed();
         // The parent cannot change meanwhile (the transition lock is held).
-        let base = self.read().base.clone();
+        let base = self.read().base().clone();
         let diff = base.diff(&target)?;
         let t_diff = t0.elapsed();
         let local = self.local_changes_on(&diff)?;
@@ -104,16 +103,11 @@ impl WorkingCopy {
         }
         let freed = self.apply_diff(&mut inner, &target, &diff, how, &mut out, pass, progress)?;
 
-        let old = std::mem::replace(&mut inner.base, target);
         let changed: BTreeSet<Vec<u8>> = diff.iter().map(|c| c.path.clone()).collect();
-        inner.share_base(&old, &changed);
-        drop(old);
-        inner.base_node = node;
-        inner.repo = repo;
+        inner.move_base(target, node, repo, &changed);
         // An update ends any merge (only --clean gets here during one).
-        inner.p2 = Node::default();
-        inner.from_p2.clear();
-        inner.provisional = pending;
+        inner.end_merge();
+        inner.set_provisional(pending);
         if pending {
             let mut paths: BTreeSet<Vec<u8>> = diff
                 .iter()
@@ -154,7 +148,7 @@ impl WorkingCopy {
         // the parent's although the parent lacks it) go first: --clean starts afresh.
         let odd: Vec<Vec<u8>> = self
             .read()
-            .tracking
+            .tracking()
             .iter()
             .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed))
             .map(|(p, _)| p.clone())
@@ -163,7 +157,7 @@ impl WorkingCopy {
             self.set_tracking(&p, Track::Default)?;
         }
         let base = self.base_manifest();
-        let merged = self.read().from_p2.clone();
+        let merged = self.read().from_p2().clone();
         for e in self.status(StatusRequest::default())? {
             if merged.contains(&e.path) && base.find(&e.path)?.is_none() {
                 // A file a merge took from its second parent: tracked, so the update
@@ -342,7 +336,7 @@ impl WorkingCopy {
         for (i, c) in diff.iter().enumerate() {
             tick(progress, "updating", i, total);
             if how.hg_paths.contains(&c.path) {
-                keep_tracking(inner, &c.path, c.old.is_some(), c.new.is_some());
+                inner.keep_tracking(&c.path, c.old.is_some(), c.new.is_some());
                 continue;
             }
             match c.new {
@@ -422,7 +416,7 @@ impl WorkingCopy {
                     let kind = Kind::from_store(&c.path, fnode, flag);
                     // A file whose only change is its mode keeps its inode.
                     let mode_only = existing.is_some_and(|ino| {
-                        matches!(inner.entries.get(&ino).map(|e| &e.kind),
+                        matches!(inner.entries().get(&ino).map(|e| &e.kind),
                             Some(Kind::File(FileData::Store { node, .. }))
                                 if *node == fnode && flag != FileFlag::Symlink)
                     });
@@ -583,7 +577,7 @@ impl WorkingCopy {
 /// kernel's attributes for it (its link count) must go.
 fn still_named(inner: &Inner, ino: u64) -> Option<u64> {
     inner
-        .entries
+        .entries()
         .get(&ino)
         .filter(|e| e.parent != 0)
         .map(|_| ino)
@@ -633,10 +627,10 @@ fn drop_emptied(
     for mut dir in emptied {
         while dir != ROOT_INO {
             let empty = matches!(
-                inner.entries.get(&dir).map(|e| &e.kind),
+                inner.entries().get(&dir).map(|e| &e.kind),
                 Some(Kind::Dir { children: Some(c), .. }) if c.is_empty()
             );
-            let Some(e) = inner.entries.get(&dir).filter(|e| e.parent != 0 && empty) else {
+            let Some(e) = inner.entries().get(&dir).filter(|e| e.parent != 0 && empty) else {
                 break;
             };
             let (parent, name) = (e.parent, e.name.clone());

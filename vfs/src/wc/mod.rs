@@ -24,6 +24,7 @@ pub mod journal;
 mod mapped_base;
 mod open;
 pub mod overlay;
+mod parents;
 mod read;
 pub mod status;
 mod target;
@@ -351,24 +352,24 @@ pub struct SetAttr {
 pub(crate) struct Inner {
     /// Boxed: the table's slots stay small (its growth doubles them, and most entries are
     /// files that come and go as the kernel looks them up and forgets them).
-    pub(crate) entries: HashMap<u64, Box<Entry>>,
+    pub(in crate::wc) entries: HashMap<u64, Box<Entry>>,
     next_ino: u64,
-    pub(crate) next_id: u64,
+    pub(in crate::wc) next_id: u64,
     /// Paths touched since the base revision (files or directories).
-    pub(crate) dirty: BTreeSet<Vec<u8>>,
+    pub(in crate::wc) dirty: BTreeSet<Vec<u8>>,
     /// Tracking overrides (only `Added` and `Removed` are kept).
-    pub(crate) tracking: BTreeMap<Vec<u8>, Track>,
+    pub(in crate::wc) tracking: BTreeMap<Vec<u8>, Track>,
     /// Copy sources of copied or renamed files: destination -> source.
-    pub(crate) copies: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub(in crate::wc) copies: BTreeMap<Vec<u8>, Vec<u8>>,
     /// The second parent while hg makes a merge (null otherwise), and the paths hg marked
     /// as merged or taken from it (its dirstate's `p2_info`: status shows them modified).
-    pub(crate) p2: Node,
-    pub(crate) from_p2: BTreeSet<Vec<u8>>,
+    pub(in crate::wc) p2: Node,
+    pub(in crate::wc) from_p2: BTreeSet<Vec<u8>>,
     /// The working-copy parent: its node and manifest, and the repository it is read from
     /// (all three change together at commit and update).
-    pub(crate) base: Arc<Manifest>,
-    pub(crate) base_node: Node,
-    pub(crate) repo: Arc<Repo>,
+    pub(in crate::wc) base: Arc<Manifest>,
+    pub(in crate::wc) base_node: Node,
+    pub(in crate::wc) repo: Arc<Repo>,
     /// The time of the operation under way: taken from the clock once per hold of the write
     /// lock, journaled (`Record::Clock`) before its records, and during replay taken from
     /// them, so that the times it stamps come back exactly after a remount.
@@ -376,34 +377,34 @@ pub(crate) struct Inner {
     /// The parent was set inside an hg transaction that may still be rolled back (hg sent
     /// it `pending`: shelve, unshelve, a rebase in one transaction): the journal keeps the
     /// last parent set outside one (`rebase_journal`) until a parent comes from outside.
-    pub(crate) provisional: bool,
+    pub(in crate::wc) provisional: bool,
     /// Paths whose tracking or copy source hg changed inside a transaction it has not
     /// closed yet (`set_tracking_tentative`): changed here, not journaled until hg says
     /// the transaction is over (`confirm_tracking`) or the journal is rewritten, so that a
     /// daemon killed before comes back with the tracking of before, as a clone whose
     /// transaction was rolled back.
-    pub(crate) tentative: BTreeSet<Vec<u8>>,
+    pub(in crate::wc) tentative: BTreeSet<Vec<u8>>,
     /// Files thawed, oldest first (some frozen or freed since): where a sweep
     /// (`unload.rs`) looks for entries to drop.
-    pub(crate) thawed: std::collections::VecDeque<u64>,
+    pub(in crate::wc) thawed: std::collections::VecDeque<u64>,
     /// The first inode number of the block a directory's listing from the manifest got
     /// (child i of the manifest directory is first + i), kept while the directory lives:
     /// a listing dropped and made again gives the same numbers.
-    pub(crate) firsts: HashMap<u64, u64>,
+    pub(in crate::wc) firsts: HashMap<u64, u64>,
     /// Directories listed from a manifest, oldest first (some dropped or freed since): where
     /// a sweep of listings (`unload.rs`) looks for listings to drop.
-    pub(crate) listed: std::collections::VecDeque<u64>,
+    pub(in crate::wc) listed: std::collections::VecDeque<u64>,
     /// Names in the listings made from a manifest and not dropped since (changes made in
     /// them through the mount aside): what `mount.listed_files` bounds.
-    pub(crate) listed_names: usize,
+    pub(in crate::wc) listed_names: usize,
     /// Directories whose listing a sweep dropped while it kept some of their subdirectories'
     /// entries (held by the kernel, or listed), with how many: each such entry is dropped
     /// once nothing needs it (`Inner::drop_kept`), and the count goes when the directory is
     /// listed again (the entries are its children again).
-    pub(crate) kept_under: HashMap<u64, u32>,
+    pub(in crate::wc) kept_under: HashMap<u64, u32>,
     /// Files whose overlay file the kernel reads and writes directly (passthrough opens,
     /// `open.rs`), with how many handles: kept in place while held.
-    pub(crate) pinned: HashMap<u64, u32>,
+    pub(in crate::wc) pinned: HashMap<u64, u32>,
 }
 
 /// The mutable working copy of one mount.
