@@ -81,7 +81,11 @@ impl WorkingCopy {
         }
         let (p1, repo, base, files, captured) = {
             let mut inner = self.write();
-            let (p1, repo, base) = (inner.base_node(), inner.repo().clone(), inner.base().clone());
+            let (p1, repo, base) = (
+                inner.base_node(),
+                inner.repo().clone(),
+                inner.base().clone(),
+            );
             let mut files = BTreeMap::new();
             let mut captured = BTreeMap::new();
             let total = chosen.len();

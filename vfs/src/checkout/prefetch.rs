@@ -22,7 +22,11 @@ impl WorkingCopy {
         use std::sync::atomic::{AtomicU64, Ordering};
         let (repo, base_node, base) = {
             let inner = self.read();
-            (inner.repo().clone(), inner.base_node(), inner.base().clone())
+            (
+                inner.repo().clone(),
+                inner.base_node(),
+                inner.base().clone(),
+            )
         };
         let (repo, manifest) = match node {
             None => (repo, base),

@@ -11,10 +11,12 @@
 //! a listing would give again leaves the table (`unload.rs`). Every path a change touches
 //! goes to the dirty set that `status` reads.
 //!
-//! This file holds the types and opening, replay and journaling; the inode table is
-//! `inodes.rs`, what leaves it `unload.rs`, the base mapped from the manifest cache
-//! `mapped_base.rs`, reading `read.rs`, changes `write.rs`, extended
-//! attributes `xattr.rs`, tracking and copies `tracking.rs`.
+//! This file holds `Inner` and `WorkingCopy`, opening and journaling; the types are
+//! `types.rs`, replay `replay.rs`, the inode table `inodes.rs`, what leaves it `unload.rs`,
+//! the base mapped from the manifest cache `mapped_base.rs`, reading `read.rs` (content:
+//! `content.rs`), changes `write.rs`, extended attributes `xattr.rs`, tracking and copies
+//! `tracking.rs`, the parents and what a move does to tracking `parents.rs`, status
+//! `status.rs`, the journal `journal/`, the overlay `overlay.rs`.
 
 mod ahead;
 pub mod children;
@@ -26,9 +28,11 @@ mod open;
 pub mod overlay;
 mod parents;
 mod read;
+mod replay;
 pub mod status;
 mod target;
 mod tracking;
+mod types;
 mod unload;
 mod walk;
 mod write;
@@ -37,17 +41,9 @@ mod xattr;
 pub use target::{target_at, Target};
 pub use tracking::{fold_case, PathState};
 use tracking::{set_copy, set_track};
+pub use types::*;
 pub use unload::{DEFAULT_LISTED_FILES, DEFAULT_LOADED_FILES};
 pub(crate) use walk::Walk;
-
-/// What the kernel must forget after revfs changed the tree behind its back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Invalidation {
-    /// Name `name` in directory `parent` (negative entries included).
-    Entry { parent: u64, name: Box<[u8]> },
-    /// The data, attributes and (for a directory) cached listing of an inode.
-    Inode(u64),
-}
 
 use crate::wc::children::Children;
 use crate::wc::journal::{Journal, JournalError, PutEntry, Record, SpecialKind, Track};
@@ -58,296 +54,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockWriteGuard};
 use std::time::SystemTime;
-
-/// Inode number of the root directory (FUSE's fixed value).
-pub const ROOT_INO: u64 = 1;
-
-/// `renameat2` flags.
-pub const RENAME_NOREPLACE: u32 = 1;
-pub const RENAME_EXCHANGE: u32 = 2;
-
-/// Errors of working-copy operations; each maps to the errno the kernel gets.
-#[derive(Debug, thiserror::Error)]
-pub enum WcError {
-    #[error("no such file or directory")]
-    NotFound,
-    #[error("file exists")]
-    Exists,
-    #[error("directory not empty")]
-    NotEmpty,
-    #[error("not a directory")]
-    NotDir,
-    #[error("is a directory")]
-    IsDir,
-    #[error("invalid argument")]
-    Invalid,
-    #[error("operation not supported")]
-    NotSupported,
-    #[error("operation not permitted")]
-    NotPermitted,
-    #[error("too many links")]
-    TooManyLinks,
-    #[error("no data or hole past the end of the file")]
-    NoSuchOffset,
-    #[error("no such attribute")]
-    NoAttr,
-    #[error("attribute name too long")]
-    AttrNameTooLong,
-    #[error("attribute value too long")]
-    AttrTooBig,
-    #[error("overlay: {0}")]
-    Io(#[from] std::io::Error),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    #[error("{0}")]
-    Ignore(String),
-    #[error("file name too long")]
-    NameTooLong,
-    #[error("nothing changed")]
-    NothingChanged,
-    #[error("the change journal could not be rewritten after a commit or an update; unmount and mount again (nothing is lost: the journal still holds the working copy as it was before)")]
-    JournalStale,
-    /// An update would overwrite these changed paths (hg would merge them).
-    #[error("uncommitted changes")]
-    UncommittedChanges(Vec<Vec<u8>>),
-    /// An update that would leave a merge hg is making (its second parent) unfinished.
-    #[error("outstanding uncommitted merge")]
-    UncommittedMerge,
-    /// An update would overwrite these untracked files, which differ from the target's.
-    #[error("untracked files in working directory differ from files in requested revision")]
-    UntrackedDiffers(Vec<Vec<u8>>),
-    #[error("journal record {index} ({record}) cannot be applied: {cause}")]
-    Replay {
-        index: usize,
-        record: String,
-        cause: Box<WcError>,
-    },
-}
-
-impl WcError {
-    /// The errno for the kernel.
-    pub fn errno(&self) -> i32 {
-        match self {
-            WcError::NotFound => libc::ENOENT,
-            WcError::Exists => libc::EEXIST,
-            WcError::NotEmpty => libc::ENOTEMPTY,
-            WcError::NotDir => libc::ENOTDIR,
-            WcError::IsDir => libc::EISDIR,
-            WcError::Invalid => libc::EINVAL,
-            WcError::NameTooLong => libc::ENAMETOOLONG,
-            WcError::NotSupported => libc::EOPNOTSUPP,
-            WcError::NotPermitted => libc::EPERM,
-            WcError::TooManyLinks => libc::EMLINK,
-            WcError::NoSuchOffset => libc::ENXIO,
-            WcError::NoAttr => libc::ENODATA,
-            WcError::AttrNameTooLong => libc::ERANGE,
-            WcError::AttrTooBig => libc::E2BIG,
-            WcError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
-            WcError::Journal(JournalError::Io { source, .. }) => {
-                source.raw_os_error().unwrap_or(libc::EIO)
-            }
-            _ => libc::EIO,
-        }
-    }
-}
-
-pub type Result<T, E = WcError> = std::result::Result<T, E>;
-
-/// Where a file's bytes are.
-#[derive(Debug)]
-pub enum FileData {
-    /// Unchanged content of a store file revision (`path` names its filelog).
-    Store {
-        path: Box<[u8]>,
-        node: Node,
-        size: OnceLock<u64>,
-    },
-    /// Content in overlay file `id`.
-    Overlay { id: u64 },
-}
-
-/// Where a symlink's target is.
-#[derive(Debug)]
-pub enum LinkData {
-    Store { path: Box<[u8]>, node: Node },
-    Local(Box<[u8]>),
-}
-
-/// Where a directory that is not loaded yet takes its entries from: a directory of some
-/// manifest (the base's, or an older base's for a directory moved before an update).
-#[derive(Clone)]
-pub struct DirSource {
-    pub manifest: Arc<Manifest>,
-    pub path: Box<[u8]>,
-}
-
-impl std::fmt::Debug for DirSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DirSource({:?})", String::from_utf8_lossy(&self.path))
-    }
-}
-
-#[derive(Debug)]
-pub enum Kind {
-    Dir {
-        /// The manifest directory whose entries seed this one (None: a new directory).
-        source: Option<DirSource>,
-        /// Children by name, once loaded.
-        children: Option<Children>,
-    },
-    File(FileData),
-    Symlink(LinkData),
-    /// A fifo, socket or device node: local to the working copy, never tracked.
-    Special {
-        kind: SpecialKind,
-        rdev: u32,
-    },
-}
-
-impl Kind {
-    /// A file or symlink whose content is revision `node` of filelog `path`, as a manifest
-    /// entry with `flag` describes it.
-    pub(crate) fn from_store(path: &[u8], node: Node, flag: FileFlag) -> Kind {
-        match flag {
-            FileFlag::Symlink => Kind::Symlink(LinkData::Store {
-                path: path.into(),
-                node,
-            }),
-            _ => Kind::File(FileData::Store {
-                path: path.into(),
-                node,
-                size: OnceLock::new(),
-            }),
-        }
-    }
-}
-
-/// One inode of the working copy.
-#[derive(Debug)]
-pub struct Entry {
-    /// Parent directory; 0 once unlinked.
-    pub parent: u64,
-    pub name: Box<[u8]>,
-    /// Kernel references (lookups not yet forgotten).
-    pub nlookup: u64,
-    pub kind: Kind,
-    /// Permission bits.
-    pub mode: u32,
-    /// Modification time of entries not in the overlay; `None` means the checkout time.
-    pub mtime: Option<SystemTime>,
-    pub ctime: Option<SystemTime>,
-    /// Access time, once set by utimensat; `None` means the modification time (the mount
-    /// is `noatime`: reads never change it).
-    pub atime: Option<SystemTime>,
-    /// Owner and group, when not the mounting user's.
-    pub owner: Option<(u32, u32)>,
-    /// Extended attributes (`user.` names only), when it has any.
-    pub xattrs: Option<Box<Xattrs>>,
-    /// The other names of a file with hard links, (parent, name), besides `parent` and
-    /// `name` (which a removal of that name hands to the first of these).
-    pub links: Option<Box<Names>>,
-}
-
-/// Names of an entry: (parent, name) pairs.
-pub type Names = Vec<(u64, Box<[u8]>)>;
-
-impl Entry {
-    /// An entry named `name` in `parent`, with `nlookup` kernel references and nothing of
-    /// its own (times, owner, attributes, other names).
-    pub(crate) fn new(parent: u64, name: &[u8], kind: Kind, mode: u32, nlookup: u64) -> Entry {
-        Entry {
-            parent,
-            name: name.into(),
-            nlookup,
-            kind,
-            mode,
-            mtime: None,
-            ctime: None,
-            atime: None,
-            owner: None,
-            xattrs: None,
-            links: None,
-        }
-    }
-
-    /// How many names the entry has (0 once unlinked).
-    pub fn nlink(&self) -> u32 {
-        u32::from(self.parent != 0) + self.links.as_ref().map_or(0, |l| l.len() as u32)
-    }
-}
-
-/// What a working copy holds in memory ([`WorkingCopy::memory_stats`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Entries in the inode table.
-    pub entries: u64,
-    /// Files with an inode number and no entry (see [`crate::wc::children`]).
-    pub frozen: u64,
-    /// Distinct manifests held: the base's, and those directories not listed yet take
-    /// their entries from.
-    pub manifests: u64,
-    /// Their bytes on the heap.
-    pub manifest_bytes: u64,
-    /// Their bytes mapped from the manifest cache (the pages read of them count in the
-    /// daemon's RSS, as page cache the kernel may drop).
-    pub mapped_manifest_bytes: u64,
-    /// Names in the listings made from a manifest and not dropped since.
-    pub listed: u64,
-}
-
-/// Extended attributes: full names (`user.x`) to values.
-pub type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
-
-/// The longest attribute name and value Linux accepts (XATTR_NAME_MAX, XATTR_SIZE_MAX).
-pub const XATTR_NAME_MAX: usize = 255;
-pub const XATTR_SIZE_MAX: usize = 65536;
-
-/// A directory listing: the parent's inode (`..`), then (name, inode, type) by name.
-pub type Listing = (u64, Vec<(Box<[u8]>, u64, EntryType)>);
-
-/// What an inode is, for attributes and directory entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryType {
-    Dir,
-    File,
-    Symlink,
-    Special(SpecialKind),
-}
-
-/// Attributes of an inode.
-#[derive(Debug, Clone, Copy)]
-pub struct Attr {
-    pub ino: u64,
-    pub kind: EntryType,
-    pub size: u64,
-    pub perm: u16,
-    pub mtime: SystemTime,
-    pub ctime: SystemTime,
-    pub atime: SystemTime,
-    /// Device number of a device node.
-    pub rdev: u32,
-    /// Owner and group, when not the mounting user's.
-    pub owner: Option<(u32, u32)>,
-    /// Links: 0 for a file unlinked while open, 1 for others, 2 plus the number of
-    /// subdirectories for directories.
-    pub nlink: u32,
-    /// 512-byte blocks allocated: an overlay file's own (holes take none); the size's for
-    /// the rest.
-    pub blocks: u64,
-}
-
-/// The attributes a setattr request changes (`None`: left alone).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<SystemTime>,
-    pub mtime: Option<SystemTime>,
-}
 
 pub(crate) struct Inner {
     /// Boxed: the table's slots stay small (its growth doubles them, and most entries are
@@ -762,159 +468,9 @@ impl WorkingCopy {
         }
         Ok(())
     }
-
-    /// Applies a journal record during replay.
-    fn apply(&self, inner: &mut Inner, rec: &Record) -> Result<()> {
-        match rec {
-            Record::Create { path, id, mode } => {
-                let (parent, name) = inner.resolve_parent(path)?;
-                inner.link_new(
-                    parent,
-                    name,
-                    Kind::File(FileData::Overlay { id: *id }),
-                    *mode,
-                )?;
-            }
-            Record::Materialize { path, id } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id: *id });
-            }
-            Record::Mkdir { path, mode } => {
-                let (parent, name) = inner.resolve_parent(path)?;
-                let dir = Kind::Dir {
-                    source: None,
-                    children: Some(Children::new()),
-                };
-                inner.link_new(parent, name, dir, *mode)?;
-            }
-            Record::Symlink { path, target } => {
-                let (parent, name) = inner.resolve_parent(path)?;
-                inner.link_new(
-                    parent,
-                    name,
-                    Kind::Symlink(LinkData::Local(target.as_slice().into())),
-                    0o777,
-                )?;
-            }
-            Record::Link { from, to } => {
-                let ino = inner.resolve(from)?.ok_or(WcError::NotFound)?;
-                let (parent, name) = inner.resolve_parent(to)?;
-                inner.add_name(ino, parent, name)?;
-            }
-            Record::Unlink { path } | Record::Rmdir { path } => {
-                let (parent, name) = inner.resolve_parent(path)?;
-                let ino = inner.child(parent, name)?.ok_or(WcError::NotFound)?;
-                if let Some(id) = inner.detach(ino, parent, name) {
-                    let _ = self.overlay.remove(id);
-                }
-            }
-            Record::Rename { from, to, flags } => {
-                let (sp, sn) = inner.resolve_parent(from)?;
-                let (dp, dn) = inner.resolve_parent(to)?;
-                if let Some(id) = self.do_rename(inner, sp, sn, dp, dn, *flags)? {
-                    let _ = self.overlay.remove(id);
-                }
-            }
-            Record::SetMode { path, mode } => inner.change_at(path, |e| e.mode = *mode)?,
-            Record::SetMtime { path, secs, nanos } => {
-                inner.change_at(path, |e| e.mtime = Some(system_time(*secs, *nanos)))?
-            }
-            Record::SetAtime { path, secs, nanos } => {
-                inner.change_at(path, |e| e.atime = Some(system_time(*secs, *nanos)))?
-            }
-            Record::SetOwner { path, uid, gid } => {
-                inner.change_at(path, |e| e.owner = Some((*uid, *gid)))?
-            }
-            Record::Clock { secs, nanos } => inner.op_time = Some(system_time(*secs, *nanos)),
-            Record::SetXattr { path, name, value } => inner.change_at(path, |e| {
-                e.xattrs
-                    .get_or_insert_with(Default::default)
-                    .insert(name.as_slice().into(), value.as_slice().into());
-            })?,
-            Record::RemoveXattr { path, name } => inner.change_at(path, |e| {
-                if let Some(x) = &mut e.xattrs {
-                    x.remove(name.as_slice());
-                    if x.is_empty() {
-                        e.xattrs = None;
-                    }
-                }
-            })?,
-            Record::Times { path, mtime, ctime } => {
-                let ino = inner.resolve(path)?.ok_or(WcError::NotFound)?;
-                let e = inner.entry_mut(ino)?;
-                if let Some((s, n)) = mtime {
-                    if !matches!(e.kind, Kind::File(FileData::Overlay { .. })) {
-                        e.mtime = Some(system_time(*s, *n));
-                    }
-                }
-                e.ctime = Some(system_time(ctime.0, ctime.1));
-            }
-            Record::Track { path, track } => set_track(inner, path, *track),
-            Record::Copy { dest, source } => set_copy(inner, dest, source),
-            Record::MergeParent { node } => {
-                inner.p2 = *node;
-                if node.is_null() {
-                    inner.from_p2.clear();
-                }
-            }
-            Record::FromP2 { path, on } => {
-                if *on {
-                    inner.from_p2.insert(path.clone());
-                } else {
-                    inner.from_p2.remove(path);
-                }
-            }
-            Record::Restore { path } => {
-                if let Some(id) = self.do_restore(inner, path)? {
-                    let _ = self.overlay.remove(id);
-                }
-            }
-            Record::Special {
-                path,
-                kind,
-                mode,
-                rdev,
-            } => {
-                let (parent, name) = inner.resolve_parent(path)?;
-                let special = Kind::Special {
-                    kind: *kind,
-                    rdev: *rdev,
-                };
-                inner.link_new(parent, name, special, *mode)?;
-            }
-            Record::Remove { path } => {
-                if let Some(ino) = inner.resolve(path)? {
-                    if ino == ROOT_INO {
-                        return Err(WcError::Invalid);
-                    }
-                    let (parent, name) = inner.resolve_parent(path)?;
-                    for id in inner.detach_tree(ino, parent, name) {
-                        let _ = self.overlay.remove(id);
-                    }
-                }
-            }
-            Record::Put {
-                path,
-                entry,
-                mode,
-                mtime,
-            } => {
-                for id in inner.make_room(path, matches!(entry, PutEntry::Dir))? {
-                    let _ = self.overlay.remove(id);
-                }
-                let mtime = mtime.map(|(s, n)| system_time(s, n));
-                if let Some(id) = inner.put(path, entry, *mode, mtime)? {
-                    let _ = self.overlay.remove(id);
-                }
-            }
-        }
-        for p in rec.paths() {
-            inner.dirty.insert(p.to_vec());
-        }
-        Ok(())
-    }
 }
 
+/// The path of name `name` in directory `parent`.
 fn child_path(inner: &Inner, parent: u64, name: &[u8]) -> Result<Vec<u8>> {
     let mut p = inner.path_of(parent).ok_or(WcError::NotFound)?;
     if !p.is_empty() {
