@@ -8,6 +8,7 @@
 
 pub mod bdi;
 pub mod handlers;
+mod listing;
 pub mod mount_table;
 pub mod notify;
 mod page_filler;
