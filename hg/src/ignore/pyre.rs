@@ -4,7 +4,8 @@
 //! Python's `sre` syntax, its flags, classes and escapes); features the `regex` crate lacks
 //! are reported as unsupported, never mis-matched.
 
-use super::{is_py_space, show, MAX_GROUP_NESTING, PY_MAXREPEAT};
+use super::load::is_py_space;
+use super::{show, MAX_GROUP_NESTING, PY_MAXREPEAT};
 use regex::bytes::{Regex, RegexBuilder};
 
 /// Compiles a Python (bytes) regular expression for use with `re.match`; also tells
