@@ -382,46 +382,12 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let share = ws.mount()?.share_dir();
     let mut marks = Bookmarks::load(&ws.repo)?;
     let active = bookmarks::active(&share, &marks);
-    // hg's `brev`: the name asked for, which may be a bookmark to activate.
-    let mut brev: Option<Vec<u8>> = spec.map(|s| s.as_bytes().to_vec());
-    // Where the active bookmark moves from (hg's `movemarkfrom`), without a revision.
-    let mut movemarkfrom = None;
-    let (rev, announce) = match spec {
-        Some(s) => (ws.resolve_single(Some(s))?, false),
-        None => {
-            // hg's `destupdate`: the active bookmark, when it is not on the parent.
-            let on_parent = active.as_ref().and_then(|a| marks.get(a)) == Some(p1);
-            match active.as_ref().and_then(|a| Some((a, marks.get(a)?))) {
-                Some((name, node)) if !on_parent => {
-                    if !args.quiet {
-                        println!("updating to active bookmark {}", lossy(name));
-                    }
-                    brev = Some(name.clone());
-                    let rev = ws.repo.changelog().rev_of(&node).unwrap_or(-1);
-                    (rev, true)
-                }
-                _ => {
-                    if on_parent {
-                        movemarkfrom = Some(p1);
-                    }
-                    // The tipmost head of the working copy's branch (the parent's with
-                    // --clean) that descends from the parent.
-                    let branch = if args.clean {
-                        branch_of(&ws.repo, &p1)?
-                    } else {
-                        revfs_vfs::service::share::branch(&share)
-                    };
-                    let mut dest = p1rev;
-                    for h in branch_heads(&ws.repo, &branch)? {
-                        if h > dest && ws.repo.changelog().is_ancestor(p1rev, h)? {
-                            dest = h;
-                        }
-                    }
-                    (dest, true)
-                }
-            }
-        }
-    };
+    let Destination {
+        rev,
+        announce,
+        brev,
+        movemarkfrom,
+    } = destination(&ws, args, spec, p1, p1rev, &share, &marks, active.as_ref())?;
     let node = if rev < 0 {
         Node::NULL
     } else {
@@ -509,6 +475,108 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         }
         other => bail!("unexpected answer from the daemon: {other:?}"),
     }
+    after_update(
+        &ws,
+        args,
+        &share,
+        &mut marks,
+        active,
+        brev,
+        movemarkfrom,
+        announce,
+        node,
+        rev,
+    )
+}
+
+/// Where `revfs update` goes, as hg's `update` decides it.
+struct Destination {
+    rev: Rev,
+    /// Whether hg would say more of where it went (no revision was named).
+    announce: bool,
+    /// hg's `brev`: the name asked for, which may be a bookmark to activate.
+    brev: Option<Vec<u8>>,
+    /// Where the active bookmark moves from (hg's `movemarkfrom`), without a revision.
+    movemarkfrom: Option<Node>,
+}
+
+/// The revision `spec` names, or without one hg's `destupdate`: the active bookmark when
+/// it is not on the parent, else the tipmost head of the working copy's branch (the
+/// parent's with --clean) that descends from the parent.
+#[allow(clippy::too_many_arguments)]
+fn destination(
+    ws: &super::Workspace,
+    args: &UpdateArgs,
+    spec: Option<&str>,
+    p1: Node,
+    p1rev: Rev,
+    share: &std::path::Path,
+    marks: &Bookmarks,
+    active: Option<&Vec<u8>>,
+) -> Result<Destination> {
+    // hg's `brev`: the name asked for, which may be a bookmark to activate.
+    let mut brev: Option<Vec<u8>> = spec.map(|s| s.as_bytes().to_vec());
+    // Where the active bookmark moves from (hg's `movemarkfrom`), without a revision.
+    let mut movemarkfrom = None;
+    let (rev, announce) = match spec {
+        Some(s) => (ws.resolve_single(Some(s))?, false),
+        None => {
+            // hg's `destupdate`: the active bookmark, when it is not on the parent.
+            let on_parent = active.and_then(|a| marks.get(a)) == Some(p1);
+            match active.and_then(|a| Some((a, marks.get(a)?))) {
+                Some((name, node)) if !on_parent => {
+                    if !args.quiet {
+                        println!("updating to active bookmark {}", lossy(name));
+                    }
+                    brev = Some(name.clone());
+                    let rev = ws.repo.changelog().rev_of(&node).unwrap_or(-1);
+                    (rev, true)
+                }
+                _ => {
+                    if on_parent {
+                        movemarkfrom = Some(p1);
+                    }
+                    // The tipmost head of the working copy's branch (the parent's with
+                    // --clean) that descends from the parent.
+                    let branch = if args.clean {
+                        branch_of(&ws.repo, &p1)?
+                    } else {
+                        revfs_vfs::service::share::branch(share)
+                    };
+                    let mut dest = p1rev;
+                    for h in branch_heads(&ws.repo, &branch)? {
+                        if h > dest && ws.repo.changelog().is_ancestor(p1rev, h)? {
+                            dest = h;
+                        }
+                    }
+                    (dest, true)
+                }
+            }
+        }
+    };
+    Ok(Destination {
+        rev,
+        announce,
+        brev,
+        movemarkfrom,
+    })
+}
+
+/// hg's bookkeeping after an update to `node` (`hg.updatetotally`): the active bookmark
+/// moved, left or activated, and what hg says of other divergent bookmarks or heads.
+#[allow(clippy::too_many_arguments)]
+fn after_update(
+    ws: &super::Workspace,
+    args: &UpdateArgs,
+    share: &std::path::Path,
+    marks: &mut Bookmarks,
+    active: Option<Vec<u8>>,
+    brev: Option<Vec<u8>>,
+    movemarkfrom: Option<Node>,
+    announce: bool,
+    node: Node,
+    rev: Rev,
+) -> Result<u8> {
     // hg's bookmark bookkeeping after the update (`hg.updatetotally`).
     let say = |line: String| {
         if !args.quiet {
@@ -519,11 +587,11 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let mut now_active = active.clone();
     if let (Some(from), Some(name)) = (movemarkfrom, &active) {
         if from != node {
-            if move_active_bookmark(repo, &share, &mut marks, &[from], node)? {
+            if move_active_bookmark(repo, share, marks, &[from], node)? {
                 say(format!("updating bookmark {}", lossy(name)));
             } else {
                 say(format!("(leaving bookmark {})", lossy(name)));
-                bookmarks::deactivate(&share)?;
+                bookmarks::deactivate(share)?;
                 now_active = None;
             }
         }
@@ -531,13 +599,13 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         if Some(name) != active.as_ref() {
             say(format!("(activating bookmark {})", lossy(name)));
         }
-        bookmarks::activate(&share, name)?;
+        bookmarks::activate(share, name)?;
         now_active = Some(name.clone());
     } else if brev.as_ref().is_some_and(|b| !b.is_empty()) {
         if let Some(name) = &active {
             say(format!("(leaving bookmark {})", lossy(name)));
         }
-        bookmarks::deactivate(&share)?;
+        bookmarks::deactivate(share)?;
         now_active = None;
     }
     if announce && !args.quiet {

@@ -99,43 +99,8 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
         .iter()
         .map(|(l, p)| (p.clone(), *l))
         .collect();
-    // names: repository path -> named exactly; with the status letter of each ('?' for
-    // files on disk the walk did not list: ignored ones, named).
-    let mut names: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-    let mut letters: BTreeMap<Vec<u8>, char> = BTreeMap::new();
-    let copies = if always {
-        for (l, p) in &fetched.entries {
-            names.insert(p.clone(), false);
-            letters.insert(p.clone(), *l);
-        }
-        fetched.copies
-    } else {
-        // The working copy's walk, its warnings silenced (hg's `badmatch(m, False)`).
-        let walked = walk_silent(&ws, &ctx, &matcher, fetched);
-        for (l, p) in walked.entries() {
-            names.insert(p.clone(), matcher.exact(p));
-            letters.insert(p.clone(), *l);
-        }
-        for f in matcher.files() {
-            if walked.named_file(f) && matcher.matches(f) && !names.contains_key(f) {
-                names.insert(f.clone(), true);
-                letters.insert(f.clone(), '?');
-            }
-        }
-        // The parent's manifest: its files add nothing the dirstate lacks; a named file
-        // in neither gets hg's warning.
-        let (_, missing) = super::walk::manifest_walk(&base, &matcher)?;
-        for f in missing {
-            if names.contains_key(&f) || names.keys().any(|n| is_under(n, &f)) {
-                continue;
-            }
-            warn(&format!(
-                "{}: no such file in rev {short}\n",
-                lossy(&ctx.display(&f))
-            ));
-        }
-        walked.copies
-    };
+    let (mut names, mut letters, copies) =
+        named_files(&ws, &ctx, &matcher, &base, &short, always, fetched)?;
     // A renamed file's removed source is reverted with it (as if named exactly).
     let mut sources = Vec::new();
     for (p, l) in &letters {
@@ -215,6 +180,75 @@ pub fn revert(cli: &crate::Cli, args: &RevertArgs) -> Result<u8> {
     if args.dry_run {
         return Ok(0);
     }
+    apply(&ws, &ctx, actions, verbose)
+}
+
+/// The files a revert looks at: repository path -> named exactly, with the status letter
+/// of each ('?' for files on disk the walk did not list: ignored ones, named), and the copy
+/// sources. All changed files without names; with names, the working copy's walk of them
+/// and hg's warning for a named file that is neither there nor in the parent.
+#[allow(clippy::type_complexity)]
+fn named_files(
+    ws: &super::Workspace,
+    ctx: &PathContext,
+    matcher: &Matcher,
+    base: &revfs_store::manifest::Manifest,
+    short: &str,
+    always: bool,
+    fetched: super::wc::Status,
+) -> Result<(
+    BTreeMap<Vec<u8>, bool>,
+    BTreeMap<Vec<u8>, char>,
+    BTreeMap<Vec<u8>, Vec<u8>>,
+)> {
+    // names: repository path -> named exactly; with the status letter of each ('?' for
+    // files on disk the walk did not list: ignored ones, named).
+    let mut names: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
+    let mut letters: BTreeMap<Vec<u8>, char> = BTreeMap::new();
+    let copies = if always {
+        for (l, p) in &fetched.entries {
+            names.insert(p.clone(), false);
+            letters.insert(p.clone(), *l);
+        }
+        fetched.copies
+    } else {
+        // The working copy's walk, its warnings silenced (hg's `badmatch(m, False)`).
+        let walked = walk_silent(ws, ctx, matcher, fetched);
+        for (l, p) in walked.entries() {
+            names.insert(p.clone(), matcher.exact(p));
+            letters.insert(p.clone(), *l);
+        }
+        for f in matcher.files() {
+            if walked.named_file(f) && matcher.matches(f) && !names.contains_key(f) {
+                names.insert(f.clone(), true);
+                letters.insert(f.clone(), '?');
+            }
+        }
+        // The parent's manifest: its files add nothing the dirstate lacks; a named file
+        // in neither gets hg's warning.
+        let (_, missing) = super::walk::manifest_walk(base, matcher)?;
+        for f in missing {
+            if names.contains_key(&f) || names.keys().any(|n| is_under(n, &f)) {
+                continue;
+            }
+            warn(&format!(
+                "{}: no such file in rev {short}\n",
+                lossy(&ctx.display(&f))
+            ));
+        }
+        walked.copies
+    };
+    Ok((names, letters, copies))
+}
+
+/// Carries out the `actions` (hg's order: forgetting, reverting, undeleting, each by
+/// path), saying what each does unless it was named exactly (all with `verbose`).
+fn apply(
+    ws: &super::Workspace,
+    ctx: &PathContext,
+    mut actions: Vec<(Action, Vec<u8>, bool)>,
+    verbose: bool,
+) -> Result<u8> {
     actions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut untrack = Vec::new();
     let mut restore = Vec::new();
