@@ -11,15 +11,10 @@ use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_vfs::service::control::{Request, Response};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Prefetch the files of this revision (default: the working-copy parent)")))]
 pub struct PrefetchArgs {
-    /// Prefetch the files of this revision (default: the working-copy parent)
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: crate::commands::RevArg,
     /// Print no summary and no progress
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
@@ -37,7 +32,7 @@ pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
         );
     }
     let t0 = std::time::Instant::now();
-    let rev = ws.resolve_single(args.rev.as_deref())?;
+    let rev = ws.resolve_single(args.rev.rev.as_deref())?;
     let node = ws.repo.changelog().node(rev)?;
     let manifest = ws.repo.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;
@@ -79,7 +74,7 @@ pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
         "prefetching",
     );
     let req = Request::Prefetch {
-        node: args.rev.as_ref().map(|_| node.to_hex()),
+        node: args.rev.rev.as_ref().map(|_| node.to_hex()),
         paths,
     };
     let (files, bytes) = match progress::request(&ws, &req, &mut bar)? {

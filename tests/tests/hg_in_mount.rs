@@ -9,7 +9,7 @@
 use revfs_tests::mount::Mount;
 use revfs_tests::{hg_cmd, revfs};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BASE: &[(&str, &str)] = &[
     ("a", "a\n"),
@@ -376,113 +376,6 @@ fn hg_unshare_of_a_mount_stops_and_changes_nothing() {
     }
     assert_eq!(std::fs::read(s.mount.dir.join("a")).unwrap(), b"changed\n");
     assert!(!s.mount.state_dir().join("hg/store").exists());
-}
-
-/// `hg ARGS` in `dir` that must end within `limit`: killed and failed past it, so that a
-/// regression fails instead of hanging the suite. Its output and how long it took.
-fn hg_within(dir: &Path, args: &[&str], limit: Duration) -> (std::process::Output, Duration) {
-    use std::process::{Command, Stdio};
-    let t0 = Instant::now();
-    let mut child = revfs_tests::hg_env(Command::new("hg").args(args).current_dir(dir))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hg");
-    while child.try_wait().expect("wait").is_none() {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            panic!("hg {args:?} still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child.wait_with_output().expect("output"), t0.elapsed())
-}
-
-#[test]
-fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
-    let tmp = revfs_tests::scratch_dir();
-    let repo = revfs_tests::hg_repo(tmp.path(), BASE);
-    let mount = Mount::new(&repo, None);
-    let (repo, mnt) = (
-        std::fs::canonicalize(&repo).unwrap(),
-        std::fs::canonicalize(&mount.dir).unwrap(),
-    );
-    std::fs::write(mnt.join("a"), "changed\n").unwrap();
-    let pid = mount.daemon_pid().to_string();
-    let signal = |sig: &str| {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "kill {sig}");
-    };
-    let way_out = format!(
-        "(free the mount with: revfs unmount --force {m}; then revfs mount {r} {m} resumes \
-         the working copy (revfs doctor tells more))\n",
-        m = mnt.display(),
-        r = repo.display()
-    );
-    // Frozen before hg ever ran in the mount: hg reaches the share without the daemon (the
-    // kernel holds the way to it since the mount) and the extension's deadline decides.
-    signal("-STOP");
-    let deadline = ["--config", "revfs.timeout=2"];
-    for (dir, args) in [
-        (&mnt, &["status"][..]),
-        (&mnt, &["diff", "--git"]),
-        (
-            &tmp.path().to_path_buf(),
-            &["-R", mnt.to_str().unwrap(), "log", "-l", "1"],
-        ),
-    ] {
-        let args = [&deadline[..], args].concat();
-        let (out, took) = hg_within(dir, &args, Duration::from_secs(30));
-        assert_eq!(
-            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
-            (
-                Some(255),
-                format!(
-                    "abort: the revfs daemon of {} is not answering: nothing heard for 2 s\n{way_out}",
-                    mnt.display()
-                )
-            ),
-            "hg {args:?}"
-        );
-        assert!(out.stdout.is_empty(), "hg {args:?}: {out:?}");
-        assert!(took < Duration::from_secs(5), "hg {args:?} took {took:?}");
-    }
-    signal("-CONT");
-    let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
-    // Killed: the mount is dead, and hg says so at once.
-    signal("-KILL");
-    let gone = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z"))
-        && Instant::now() < gone
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let (out, took) = hg_within(&mnt, &["status"], Duration::from_secs(30));
-    assert_eq!(
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned()
-        ),
-        (
-            Some(255),
-            format!(
-                "abort: the revfs daemon of {} is not running (Connection refused)\n{way_out}",
-                mnt.display()
-            )
-        )
-    );
-    assert!(took < Duration::from_secs(5), "took {took:?}");
-    // The way out works, and nothing was lost.
-    let out = mount.revfs(&["unmount", "--force", mnt.to_str().unwrap()]);
-    assert!(out.status.success(), "{out:?}");
-    mount.remount(&repo, None);
-    let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
-    mount.unmount();
 }
 
 /// The working-copy paths `hg ARGS` (run in the mount under strace) touched, and the

@@ -11,15 +11,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Print the given revision (default: the working directory parent)")))]
 pub struct CatArgs {
-    /// Print the given revision (default: the working directory parent)
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
     /// Print output to files named by FORMAT (%% %s %d %p %H %R %h %r %b)
     #[arg(short = 'o', long = "output", value_name = "FORMAT")]
     output: Option<String>,
@@ -105,7 +100,7 @@ fn write_output(name: &[u8], text: &[u8]) -> Result<()> {
 pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     let repo = &ws.repo;
-    let rev = ws.resolve_single(args.rev.as_deref())?;
+    let rev = ws.resolve_single(args.rev.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;

@@ -65,18 +65,13 @@ pub struct CommitArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Revision")))]
 pub struct UpdateArgs {
     /// Discard uncommitted changes (no backup)
     #[arg(short = 'C', long = "clean")]
     clean: bool,
-    /// Revision
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
     /// Say nothing
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
@@ -371,7 +366,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
     mount_only(&ws)?;
     let _wlock = ws.wlock()?;
-    let spec = args.rev.as_deref().or(args.target.as_deref());
+    let spec = args.rev.rev.as_deref().or(args.target.as_deref());
     let p1 = working_parent(&ws);
     let p1rev = ws
         .repo

@@ -6,15 +6,10 @@ use clap::Args;
 use revfs_hg::matcher::{Matcher, PathContext};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Search the repository as it is in REV")))]
 pub struct FilesArgs {
-    /// Search the repository as it is in REV
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
     /// End filenames with NUL, for use with xargs
     #[arg(short = '0', long = "print0")]
     print0: bool,
@@ -34,13 +29,13 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     };
     let ws = super::open_workspace(cli)?;
     let repo = &ws.repo;
-    let rev = ws.resolve_single(args.rev.as_deref())?;
+    let rev = ws.resolve_single(args.rev.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let end = if args.print0 { b'\0' } else { b'\n' };
     let mut out = Out::new();
-    let (found, bad) = if args.rev.is_none() && ws.mount.is_some() {
+    let (found, bad) = if args.rev.rev.is_none() && ws.mount.is_some() {
         (working_files(&ws, &manifest, &matcher)?, Vec::new())
     } else {
         super::walk::manifest_walk(&manifest, &matcher)?

@@ -427,15 +427,10 @@ fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Show the parents of the specified revision")))]
 pub struct ParentsArgs {
-    /// Show the parents of the specified revision
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
     #[command(flatten)]
     display: DisplayArgs,
 }
@@ -443,12 +438,12 @@ pub struct ParentsArgs {
 /// `hg parents`: the working copy's parent (a mount's, or the dirstate's), or a revision's.
 pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
-    if args.rev.is_none() {
+    if args.rev.rev.is_none() {
         ws.refuse_merge("parents")?;
     }
     let cl = ws.repo.changelog();
     let mut revs = Vec::new();
-    match &args.rev {
+    match &args.rev.rev {
         Some(spec) => {
             let rev = ws.resolve_single(Some(spec))?;
             if rev != NULL_REV {
@@ -471,26 +466,21 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Identify the specified revision")))]
 pub struct IdArgs {
-    /// Identify the specified revision
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
 }
 
 /// `hg id`: short node (`+` when the working copy has changes), branch, tags, bookmarks.
 pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
-    if args.rev.is_none() {
+    if args.rev.rev.is_none() {
         ws.refuse_merge("id")?;
     }
     let repo = &ws.repo;
-    let rev = ws.resolve_single(Some(args.rev.as_deref().unwrap_or(".")))?;
-    let dirty = match (&args.rev, &ws.mount) {
+    let rev = ws.resolve_single(Some(args.rev.rev.as_deref().unwrap_or(".")))?;
+    let dirty = match (&args.rev.rev, &ws.mount) {
         (Some(_), _) => false,
         (None, Some(_)) => super::wc::fetch_status(&ws, false, false, false)?
             .iter()

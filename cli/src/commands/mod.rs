@@ -27,6 +27,20 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// `-r/--rev REV`: one revision, as hg users type it (a number, a hex node or a prefix of
+/// one, a tag, bookmark or branch name, `.`, `tip`, `null`). Each command flattens it and
+/// says what REV is for there with `mut_arg("rev", ...)`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RevArg {
+    #[arg(
+        short = 'r',
+        long = "rev",
+        value_name = "REV",
+        allow_hyphen_values = true
+    )]
+    pub rev: Option<String>,
+}
+
 /// Where a command works: a repository, seen either from its own working directory or
 /// from a revfs mount of it.
 pub struct Workspace {

@@ -16,15 +16,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("rev", |a| a.help("Revision to check out (default: the tip of the default branch)")))]
 pub struct MountArgs {
-    /// Revision to check out (default: the tip of the default branch)
-    #[arg(
-        short = 'r',
-        long = "rev",
-        value_name = "REV",
-        allow_hyphen_values = true
-    )]
-    rev: Option<String>,
+    #[command(flatten)]
+    rev: super::RevArg,
     /// Stay attached to the terminal (for debugging and systemd)
     #[arg(long)]
     foreground: bool,
@@ -129,7 +124,7 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
             );
         }
     }
-    let node = match &args.rev {
+    let node = match &args.rev.rev {
         Some(spec) => {
             let revs = revset::resolve(&repo, spec)?;
             let rev = *revs.last().ok_or_else(|| anyhow!("empty revision set"))?;
@@ -153,7 +148,7 @@ pub fn mount(args: &MountArgs) -> Result<u8> {
     drop(repo);
     // A working copy kept here at another parent goes to the revision asked for, as `revfs
     // update` would take it, when it has no uncommitted changes.
-    let kept_elsewhere = args.rev.is_some()
+    let kept_elsewhere = args.rev.rev.is_some()
         && saved_repo.as_deref() == Some(repo_root.as_path())
         && journal_parent.is_some_and(|p| p != node);
     if kept_elsewhere {

@@ -1,0 +1,137 @@
+//! hg in a mount whose daemon is frozen (SIGSTOP) or killed stops within its deadline
+//! (`revfs.timeout`) with the way out, rather than waiting in the kernel: the kernel holds
+//! the way to the share (`.hg`, its target, the root's attributes) from the mount on, so
+//! hg loads the extension without the daemon, and the extension's deadline decides.
+//!
+//! A test binary of its own: that way holds only while the kernel keeps those entries, and
+//! the kernel reclaims unused dentries and inodes under memory pressure (shown: with
+//! `echo 2 > /proc/sys/vm/drop_caches` every 0.3 s the first hg call waits on the frozen
+//! daemon in 3 runs of 3). Beside the other hg_in_mount tests (two at a time, with their
+//! clones and mounts) a clean-suite run saw that happen once. Alone, nothing else of the
+//! suite runs beside it (test binaries run one after another). docs/ARCHITECTURE.md,
+//! "Never waiting on itself", says what a user sees then.
+
+use revfs_tests::mount::Mount;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Sends SIGCONT to a daemon the test stopped, when the test fails before it does.
+struct Resume(String);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// `hg ARGS` in `dir` that must end within `limit`: killed and failed past it, so that a
+/// regression fails instead of hanging the suite. Its output and how long it took.
+fn hg_within(dir: &Path, args: &[&str], limit: Duration) -> (std::process::Output, Duration) {
+    use std::process::{Command, Stdio};
+    let t0 = Instant::now();
+    let mut child = revfs_tests::hg_env(Command::new("hg").args(args).current_dir(dir))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hg");
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("hg {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().expect("output"), t0.elapsed())
+}
+
+#[test]
+fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
+    let tmp = revfs_tests::scratch_dir();
+    let repo = revfs_tests::hg_repo(tmp.path(), &[("a", "a\n"), ("d/f", "f\n")]);
+    let mount = Mount::new(&repo, None);
+    let (repo, mnt) = (
+        std::fs::canonicalize(&repo).unwrap(),
+        std::fs::canonicalize(&mount.dir).unwrap(),
+    );
+    std::fs::write(mnt.join("a"), "changed\n").unwrap();
+    let pid = mount.daemon_pid().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig}");
+    };
+    let way_out = format!(
+        "(free the mount with: revfs unmount --force {m}; then revfs mount {r} {m} resumes \
+         the working copy (revfs doctor tells more))\n",
+        m = mnt.display(),
+        r = repo.display()
+    );
+    // Frozen before hg ever ran in the mount: hg reaches the share without the daemon (the
+    // kernel holds the way to it since the mount) and the extension's deadline decides.
+    signal("-STOP");
+    // A failure below leaves the daemon running again, so that the mount is unmounted.
+    let resume = Resume(pid.clone());
+    let deadline = ["--config", "revfs.timeout=2"];
+    for (dir, args) in [
+        (&mnt, &["status"][..]),
+        (&mnt, &["diff", "--git"]),
+        (
+            &tmp.path().to_path_buf(),
+            &["-R", mnt.to_str().unwrap(), "log", "-l", "1"],
+        ),
+    ] {
+        let args = [&deadline[..], args].concat();
+        let (out, took) = hg_within(dir, &args, Duration::from_secs(30));
+        assert_eq!(
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
+            (
+                Some(255),
+                format!(
+                    "abort: the revfs daemon of {} is not answering: nothing heard for 2 s\n{way_out}",
+                    mnt.display()
+                )
+            ),
+            "hg {args:?}"
+        );
+        assert!(out.stdout.is_empty(), "hg {args:?}: {out:?}");
+        assert!(took < Duration::from_secs(5), "hg {args:?} took {took:?}");
+    }
+    signal("-CONT");
+    std::mem::forget(resume);
+    let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
+    // Killed: the mount is dead, and hg says so at once.
+    signal("-KILL");
+    let gone = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z"))
+        && Instant::now() < gone
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (out, took) = hg_within(&mnt, &["status"], Duration::from_secs(30));
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            Some(255),
+            format!(
+                "abort: the revfs daemon of {} is not running (Connection refused)\n{way_out}",
+                mnt.display()
+            )
+        )
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // The way out works, and nothing was lost.
+    let out = mount.revfs(&["unmount", "--force", mnt.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    mount.remount(&repo, None);
+    let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
+    mount.unmount();
+}
