@@ -393,39 +393,17 @@ fn write_commit(
     let (manifest_node, new_manifest) = if files.is_empty() {
         (cs1.manifest, m1.clone())
     } else {
-        let stem = b"00manifest";
-        let mut w = open_writer(tr, stem, generaldelta, compression)?;
-        let mut mp1 = w.rev_of(&cs1.manifest).unwrap_or(NULL_REV);
-        let mut mp2 = w.rev_of(&cs2.manifest).unwrap_or(NULL_REV);
-        if (mp1 == NULL_REV) != cs1.manifest.is_null()
-            || (mp2 == NULL_REV) != cs2.manifest.is_null()
-        {
-            return Err(StoreError::Other(
-                "a parent's manifest is missing from the manifest log".into(),
-            ));
-        }
-        if mp1 == NULL_REV {
-            std::mem::swap(&mut mp1, &mut mp2);
-        }
-        // One copy of the new manifest, shared by the writer (for the deltas of later
-        // revisions) and the manifest returned.
-        let text: std::sync::Arc<[u8]> = std::sync::Arc::from(m1.with_changes(&changes));
-        if !cs1.manifest.is_null() {
-            if let Some(r) = w.rev_of(&cs1.manifest) {
-                w.known_text(r, m1.text().clone());
-            }
-        }
-        tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest text");
-        let before = w.len();
-        let (_, node) = w.add_shared(text.clone(), mp1, mp2, linkrev, true)?;
-        tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest revision");
-        if w.len() > before {
-            journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
-            // A split 00manifest.d is not an fncache entry (only data/ and meta/ are).
-            w.finish()?;
-        }
-        let manifest = Manifest::new(text, node)?;
-        (node, manifest)
+        write_manifest(
+            tr,
+            &cs1.manifest,
+            &cs2.manifest,
+            &m1,
+            &changes,
+            linkrev,
+            generaldelta,
+            compression,
+            t0,
+        )?
     };
 
     tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest");
@@ -472,6 +450,54 @@ fn write_commit(
     update_phaseroots(repo, tr, node, [p1rev, p2rev])?;
     clear_cache(repo.dot_hg())?;
     Ok((node, new_manifest))
+}
+
+/// Appends the manifest of p1's (`m1`, node `mp1_node`; the second parent's `mp2_node`)
+/// with `changes`: its node, and the manifest, whose one copy of the text the writer
+/// shares (for the deltas of later revisions).
+#[allow(clippy::too_many_arguments)]
+fn write_manifest(
+    tr: &mut Transaction,
+    mp1_node: &Node,
+    mp2_node: &Node,
+    m1: &Manifest,
+    changes: &BTreeMap<Vec<u8>, Option<(Node, FileFlag)>>,
+    linkrev: Rev,
+    generaldelta: bool,
+    compression: Compression,
+    t0: std::time::Instant,
+) -> Result<(Node, Manifest)> {
+    let stem = b"00manifest";
+    let mut w = open_writer(tr, stem, generaldelta, compression)?;
+    let mut mp1 = w.rev_of(mp1_node).unwrap_or(NULL_REV);
+    let mut mp2 = w.rev_of(mp2_node).unwrap_or(NULL_REV);
+    if (mp1 == NULL_REV) != mp1_node.is_null() || (mp2 == NULL_REV) != mp2_node.is_null() {
+        return Err(StoreError::Other(
+            "a parent's manifest is missing from the manifest log".into(),
+        ));
+    }
+    if mp1 == NULL_REV {
+        std::mem::swap(&mut mp1, &mut mp2);
+    }
+    // One copy of the new manifest, shared by the writer (for the deltas of later
+    // revisions) and the manifest returned.
+    let text: std::sync::Arc<[u8]> = std::sync::Arc::from(m1.with_changes(changes));
+    if !mp1_node.is_null() {
+        if let Some(r) = w.rev_of(mp1_node) {
+            w.known_text(r, m1.text().clone());
+        }
+    }
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest text");
+    let before = w.len();
+    let (_, node) = w.add_shared(text.clone(), mp1, mp2, linkrev, true)?;
+    tracing::debug!(elapsed = ?t0.elapsed(), "commit: manifest revision");
+    if w.len() > before {
+        journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
+        // A split 00manifest.d is not an fncache entry (only data/ and meta/ are).
+        w.finish()?;
+    }
+    let manifest = Manifest::new(text, node)?;
+    Ok((node, manifest))
 }
 
 /// A file revision ready to be appended (or an existing one to reuse).

@@ -5,7 +5,7 @@ use super::*;
 use crate::wc::status::StatusRequest;
 use crate::wc::{FileData, Inner, Kind, LinkData, Result, WcError, WorkingCopy};
 use revfs_store::commit::{Change, CommitRequest};
-use revfs_store::manifest::FileFlag;
+use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::{Node, Repo, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -79,54 +79,7 @@ impl WorkingCopy {
         if chosen.is_empty() {
             return Err(WcError::NothingChanged);
         }
-        let (p1, repo, base, files, captured) = {
-            let mut inner = self.write();
-            let (p1, repo, base) = (
-                inner.base_node(),
-                inner.repo().clone(),
-                inner.base().clone(),
-            );
-            let mut files = BTreeMap::new();
-            let mut captured = BTreeMap::new();
-            let total = chosen.len();
-            for (i, (letter, path)) in chosen.into_iter().enumerate() {
-                tick(progress, "reading", i, total);
-                if letter == 'R' {
-                    files.insert(path, Change::Remove);
-                    continue;
-                }
-                let Some(cap) = self.capture(&mut inner, &path)? else {
-                    continue;
-                };
-                let copy_from = inner
-                    .copies()
-                    .get(&path)
-                    .filter(|src| matches!(base.find(src), Ok(Some(_))))
-                    .cloned();
-                let (data, flag) = match &cap {
-                    Captured::File { data, exec } => (
-                        data.clone(),
-                        if *exec {
-                            FileFlag::Executable
-                        } else {
-                            FileFlag::Regular
-                        },
-                    ),
-                    Captured::Link(t) => (t.clone(), FileFlag::Symlink),
-                };
-                files.insert(
-                    path.clone(),
-                    Change::Set {
-                        data,
-                        flag,
-                        copy_from,
-                    },
-                );
-                captured.insert(path, cap);
-            }
-            tick(progress, "reading", total, total);
-            (p1, repo, base, files, captured)
-        };
+        let (p1, repo, base, files, captured) = self.read_chosen(chosen, progress)?;
         let t_read = t0.elapsed();
         drop(base);
         if files.is_empty() {
@@ -162,8 +115,105 @@ impl WorkingCopy {
         // The manifest just written, without reading it back.
         let new_base = Arc::new(manifest);
 
-        let mut freed = Vec::new();
         let mut inner = self.write();
+        let freed = self.settle_committed(&mut inner, &captured, &new_base, progress)?;
+        let t_finish = t0.elapsed();
+        tick(progress, "saving", 0, 0);
+        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
+        inner.move_base(new_base, node, repo, &committed);
+        // A commit of revfs's own is never inside an hg transaction.
+        inner.set_provisional(false);
+        self.rebase_journal(&mut inner, &committed)?;
+        drop(inner);
+        tracing::debug!(
+            ?t_status,
+            ?t_read,
+            ?t_write,
+            ?t_finish,
+            total = ?t0.elapsed(),
+            files = req.files.len(),
+            "commit timings"
+        );
+        for id in freed {
+            let _ = self.overlay.remove(id);
+        }
+        Ok(node)
+    }
+
+    /// Reads the chosen paths (`letter`, `path`) as they are now, under the lock: each
+    /// file's content and flag, with its copy source when the parent has it; the parent,
+    /// its repository handle and manifest, the changes to commit and what was read of each.
+    #[allow(clippy::type_complexity)]
+    fn read_chosen(
+        &self,
+        chosen: Vec<(char, Vec<u8>)>,
+        progress: Option<ProgressFn>,
+    ) -> Result<(
+        Node,
+        Arc<Repo>,
+        Arc<Manifest>,
+        BTreeMap<Vec<u8>, Change>,
+        BTreeMap<Vec<u8>, Captured>,
+    )> {
+        let mut inner = self.write();
+        let (p1, repo, base) = (
+            inner.base_node(),
+            inner.repo().clone(),
+            inner.base().clone(),
+        );
+        let mut files = BTreeMap::new();
+        let mut captured = BTreeMap::new();
+        let total = chosen.len();
+        for (i, (letter, path)) in chosen.into_iter().enumerate() {
+            tick(progress, "reading", i, total);
+            if letter == 'R' {
+                files.insert(path, Change::Remove);
+                continue;
+            }
+            let Some(cap) = self.capture(&mut inner, &path)? else {
+                continue;
+            };
+            let copy_from = inner
+                .copies()
+                .get(&path)
+                .filter(|src| matches!(base.find(src), Ok(Some(_))))
+                .cloned();
+            let (data, flag) = match &cap {
+                Captured::File { data, exec } => (
+                    data.clone(),
+                    if *exec {
+                        FileFlag::Executable
+                    } else {
+                        FileFlag::Regular
+                    },
+                ),
+                Captured::Link(t) => (t.clone(), FileFlag::Symlink),
+            };
+            files.insert(
+                path.clone(),
+                Change::Set {
+                    data,
+                    flag,
+                    copy_from,
+                },
+            );
+            captured.insert(path, cap);
+        }
+        tick(progress, "reading", total, total);
+        Ok((p1, repo, base, files, captured))
+    }
+
+    /// The committed files that are still what was committed become the new parent's
+    /// (`new_base`) store files again, their times kept; returns the overlay files they
+    /// held, to remove once the lock is released.
+    fn settle_committed(
+        &self,
+        inner: &mut Inner,
+        captured: &BTreeMap<Vec<u8>, Captured>,
+        new_base: &Manifest,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<u64>> {
+        let mut freed = Vec::new();
         let total = captured.len();
         for (i, (path, cap)) in captured.iter().enumerate() {
             tick(progress, "finishing", i, total);
@@ -175,13 +225,13 @@ impl WorkingCopy {
             };
             let (mnode, mflag) = (me.node, me.flag);
             // Still what was committed (a write that raced with the commit keeps its copy)?
-            if self.capture(&mut inner, path)?.as_ref() != Some(cap) {
+            if self.capture(inner, path)?.as_ref() != Some(cap) {
                 continue;
             }
             // The times stay what the user saw: an overlay file's are its content's (its
             // change time the later of the two); a file of the store keeps its own.
             let e = inner.entry(ino)?;
-            if e.nlink() > 1 || WorkingCopy::is_pinned(&inner, ino) {
+            if e.nlink() > 1 || WorkingCopy::is_pinned(inner, ino) {
                 // A file with hard links stays in the overlay, one inode for its names (its
                 // content is the committed one: status compares it and finds it clean); so
                 // does one the kernel writes directly (passthrough), which its writers keep
@@ -205,26 +255,6 @@ impl WorkingCopy {
             }
         }
         tick(progress, "finishing", total, total);
-        let t_finish = t0.elapsed();
-        tick(progress, "saving", 0, 0);
-        let committed: BTreeSet<Vec<u8>> = req.files.keys().cloned().collect();
-        inner.move_base(new_base, node, repo, &committed);
-        // A commit of revfs's own is never inside an hg transaction.
-        inner.set_provisional(false);
-        self.rebase_journal(&mut inner, &committed)?;
-        drop(inner);
-        tracing::debug!(
-            ?t_status,
-            ?t_read,
-            ?t_write,
-            ?t_finish,
-            total = ?t0.elapsed(),
-            files = req.files.len(),
-            "commit timings"
-        );
-        for id in freed {
-            let _ = self.overlay.remove(id);
-        }
-        Ok(node)
+        Ok(freed)
     }
 }
