@@ -179,7 +179,12 @@ class _parentsmixin(object):
                         # in a clone interrupted between its commit and its dirstate.
                         self._revfs_dropparent()
                         self._revfs_pending = []
-                        tr.addpostclose(b'revfs-lost', lambda tr: _lostparent(self._ui, node, e))
+                        # Python unbinds `e` when this block ends: the callback keeps
+                        # its own reference.
+                        lost = e
+                        tr.addpostclose(
+                            b'revfs-lost', lambda tr: _lostparent(self._ui, node, lost)
+                        )
                     f.write(hex(node) + b'\n')
 
                 tr.addfilegenerator(
