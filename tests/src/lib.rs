@@ -19,6 +19,27 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// The Rust sources below `dir` (every `.rs` file, recursively), sorted.
+pub fn rust_sources(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir)
+            .expect("a source directory")
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
 /// The `revfs` binary built in the same profile as the running test.
 pub fn revfs_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");

@@ -82,13 +82,7 @@ fn every_program_a_test_starts_is_installed_by_deps_sh_or_essential() {
     let mut unlisted = Vec::new();
     let mut seen = 0;
     for dir in ["tests", "src"] {
-        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
-            .expect("test sources")
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-            .collect();
-        files.sort();
+        let files = revfs_tests::rust_sources(&root.join(dir));
         for f in files {
             if f.file_name().is_some_and(|n| n == "deps_listed.rs") {
                 continue; // its own examples

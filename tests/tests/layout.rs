@@ -45,23 +45,10 @@ fn imports(src: &str) -> BTreeSet<String> {
     out
 }
 
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("vfs sources").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn the_vfs_subsystems_import_each_other_one_way() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vfs/src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files.sort();
+    let files = revfs_tests::rust_sources(&src);
     let mut wrong = Vec::new();
     let mut arrows = 0;
     for f in &files {

@@ -126,7 +126,7 @@ impl Filesystem for RevFs {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let _busy = self.busy.enter();
-        if !Self::is_control(ino.0) {
+        if !is_control(ino.0) {
             self.wc.forget(ino.0, nlookup);
             // The kernel forgets an inode when it evicts it, pages and all.
             self.passthrough.forgotten(ino.0);
@@ -163,7 +163,7 @@ impl Filesystem for RevFs {
         reply: ReplyAttr,
     ) {
         let _busy = self.busy.enter();
-        if Self::is_control(ino.0) {
+        if is_control(ino.0) {
             return reply.error(Errno::EPERM);
         }
         // The kernel checks chown (default_permissions); only root gives a file away.
@@ -215,7 +215,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) {
+        if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);
@@ -247,7 +247,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) {
+        if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, setgid) = self.creator(req, parent.0);
@@ -258,7 +258,7 @@ impl Filesystem for RevFs {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) {
+        if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         reply_empty("unlink", self.wc.unlink(parent.0, name.as_bytes()), reply)
@@ -266,7 +266,7 @@ impl Filesystem for RevFs {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) {
+        if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         reply_empty("rmdir", self.wc.rmdir(parent.0, name.as_bytes()), reply)
@@ -281,7 +281,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, link_name) {
+        if reserved(parent, link_name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);
@@ -304,7 +304,7 @@ impl Filesystem for RevFs {
         reply: ReplyEmpty,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) || Self::reserved(newparent, newname) {
+        if reserved(parent, name) || reserved(newparent, newname) {
             return reply.error(Errno::EPERM);
         }
         let mut f = 0;
@@ -336,7 +336,7 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(newparent, newname)
+        if reserved(newparent, newname)
             || self.control.target(ino.0).is_some()
             || ino.0 == CONTROL_DIR_INO
             || ino.0 == DOT_HG_INO
@@ -353,7 +353,7 @@ impl Filesystem for RevFs {
             // No per-open state: with FUSE_NO_OPEN_SUPPORT this is the last open we see.
             return reply.error(Errno::ENOSYS);
         }
-        if Self::is_control(ino.0) {
+        if is_control(ino.0) {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
         }
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
@@ -537,7 +537,7 @@ impl Filesystem for RevFs {
         reply: ReplyCreate,
     ) {
         let _busy = self.busy.enter();
-        if Self::reserved(parent, name) {
+        if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         let (owner, _) = self.creator(req, parent.0);

@@ -5,7 +5,7 @@
 use crate::busy::Busy;
 use crate::fuse::passthrough::{Passthrough, FH_PASSTHROUGH, FH_WRITER};
 use crate::readahead::readers::Readers;
-use crate::wc::{Attr, SetAttr, WcError, WorkingCopy};
+use crate::wc::{Attr, EntryType, SetAttr, WcError, WorkingCopy};
 use fuser::{FileAttr, Generation, INodeNo, ReplyEntry, Request};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -155,7 +155,7 @@ impl RevFs {
     /// directory the walk had not come to, listed while a program reads files, gets its
     /// round and starts the walk again from it.
     pub(super) fn listed(&self, req: &Request, dir: u64, offset: u64) {
-        if offset != 0 || Self::is_control(dir) {
+        if offset != 0 || is_control(dir) {
             return;
         }
         if self.is_helper(req) {
@@ -182,5 +182,28 @@ impl RevFs {
         {
             self.wc.walk_from(dir);
         }
+    }
+
+    /// The attributes of the control directory, its links and `.hg`.
+    pub(super) fn control_attr(&self, ino: u64) -> Option<FileAttr> {
+        let (kind, perm, size) = if ino == CONTROL_DIR_INO {
+            (EntryType::Dir, 0o555, 4096)
+        } else {
+            let target = self.control.target(ino)?;
+            (EntryType::Symlink, 0o777, target.as_os_str().len() as u64)
+        };
+        Some(self.file_attr(&Attr {
+            ino,
+            kind,
+            size,
+            perm,
+            mtime: self.started,
+            ctime: self.started,
+            atime: self.started,
+            rdev: 0,
+            owner: None,
+            nlink: if kind == EntryType::Dir { 2 } else { 1 },
+            blocks: size.div_ceil(512),
+        }))
     }
 }

@@ -3,12 +3,10 @@
 //! state directory) and `.hg` (a symbolic link to the hg share in the state directory).
 //! Found by lookup, never listed, never created, removed or renamed by a request.
 
-use crate::wc::{Attr, EntryType, ROOT_INO};
-use fuser::{FileAttr, FileType, INodeNo};
+use crate::wc::ROOT_INO;
+use fuser::{FileType, INodeNo};
 use std::ffi::OsStr;
 use std::path::PathBuf;
-
-use super::revfs::RevFs;
 
 /// Name of the hidden control directory at the root.
 pub const CONTROL_DIR: &str = ".revfs";
@@ -48,39 +46,15 @@ impl ControlTargets {
     }
 }
 
-impl RevFs {
-    pub(super) fn control_attr(&self, ino: u64) -> Option<FileAttr> {
-        let (kind, perm, size) = if ino == CONTROL_DIR_INO {
-            (EntryType::Dir, 0o555, 4096)
-        } else {
-            let target = self.control.target(ino)?;
-            (EntryType::Symlink, 0o777, target.as_os_str().len() as u64)
-        };
-        Some(self.file_attr(&Attr {
-            ino,
-            kind,
-            size,
-            perm,
-            mtime: self.started,
-            ctime: self.started,
-            atime: self.started,
-            rdev: 0,
-            owner: None,
-            nlink: if kind == EntryType::Dir { 2 } else { 1 },
-            blocks: size.div_ceil(512),
-        }))
-    }
+/// Whether inode `ino` is the control directory or one of its links (or `.hg`).
+pub(super) fn is_control(ino: u64) -> bool {
+    ino >= CONTROL_DIR_INO
+}
 
-    pub(super) fn is_control(ino: u64) -> bool {
-        ino >= CONTROL_DIR_INO
-    }
-
-    /// Names no request may create, remove or rename: those in the control directory,
-    /// and the control directory and `.hg` at the root.
-    pub(super) fn reserved(parent: INodeNo, name: &OsStr) -> bool {
-        Self::is_control(parent.0)
-            || (parent.0 == ROOT_INO && (name == CONTROL_DIR || name == DOT_HG))
-    }
+/// Names no request may create, remove or rename: those in the control directory,
+/// and the control directory and `.hg` at the root.
+pub(super) fn reserved(parent: INodeNo, name: &OsStr) -> bool {
+    is_control(parent.0) || (parent.0 == ROOT_INO && (name == CONTROL_DIR || name == DOT_HG))
 }
 
 pub(super) fn control_entries() -> Vec<(u64, FileType, &'static str)> {

@@ -5,14 +5,11 @@
 //! goes through here, so none rebuilds a big text per read or holds it whole in memory.
 
 use crate::wc::{Result, WcError, WorkingCopy};
-use revfs_store::bigtext::BigText;
+use revfs_store::bigtext::{BigText, BIG_TEXT};
 use revfs_store::filelog::FileText;
 use revfs_store::{Node, Repo, StoreError};
 use std::io::Read;
 use std::sync::Arc;
-
-/// Texts bigger than this (raw, metadata included) go to the on-disk cache.
-pub use revfs_store::bigtext::BIG_TEXT;
 
 /// The content of one store file revision.
 pub enum StoreText {
