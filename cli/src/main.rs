@@ -5,7 +5,6 @@
 
 mod commands;
 mod debuggen;
-mod mounts;
 mod prefetch;
 mod progress;
 mod ui;

@@ -42,6 +42,9 @@ fn hg_text(err: &anyhow::Error) -> Option<String> {
     if let Some(e) = err.downcast_ref::<crate::commands::NotAnswering>() {
         return Some(e.hg_message());
     }
+    if let Some(e) = err.downcast_ref::<revfs_vfs::client::ClientError>() {
+        return e.hg_message();
+    }
     None
 }
 

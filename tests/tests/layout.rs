@@ -16,6 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("checkout", &["wc", "readahead", "busy"]),
     ("wc", &["readahead", "busy"]),
     ("readahead", &[]),
+    ("client", &["service", "fuse", "wc", "config"]),
     ("config", &["wc"]),
     ("busy", &[]),
     ("lib", &[]),

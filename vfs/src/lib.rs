@@ -1,7 +1,7 @@
 //! The revfs working copy served over FUSE.
 //!
-//! This crate owns everything about a mounted checkout, in five subsystems whose imports run
-//! one way (docs/ARCHITECTURE.md, "The vfs crate"):
+//! This crate owns everything about a mounted checkout, in six subsystems whose imports run
+//! one way (docs/ARCHITECTURE.md, "vfs/"). Five are the daemon:
 //!
 //! - [`service`]: the daemon of one mount, its control socket (protocol, server, client),
 //!   its state directory, the hg share, working copies kept unmounted;
@@ -13,11 +13,15 @@
 //! - [`readahead`]: reading files ahead of a program that reads the tree: the queue and its
 //!   threads, read leases, the guess whether a program is reading.
 //!
+//! The sixth never runs in the daemon: [`client`], a command's side of a mount (finding
+//! it, talking to its daemon, hg's working-copy commands over the dirstate it keeps).
+//!
 //! Beside them, [`config`] (the user's configuration) and [`busy`] (which requests are being
 //! served). It reads source-control objects only through `revfs-store`.
 
 pub mod busy;
 pub mod checkout;
+pub mod client;
 pub mod config;
 pub mod fuse;
 pub mod readahead;

@@ -107,7 +107,7 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
 
     // Named files are found by binary search and directories by a prefix scan; other
     // patterns by a scan of the manifest.
-    let (selected, unmatched) = super::walk::manifest_walk(&manifest, &matcher)?;
+    let (selected, unmatched) = revfs_vfs::client::walk::manifest_walk(&manifest, &matcher)?;
     let node = repo.changelog().node(rev)?;
     let repo_base = ws
         .root

@@ -169,7 +169,8 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         // hg's `commit -A`: no rename detection; paths relative to the current directory
         // only when files were named.
         let relative = !args.files.is_empty();
-        let (code, u) = super::track::addremove_files(&ws, &args.files, false, relative, false)?;
+        let (code, u) =
+            revfs_vfs::client::track::addremove_files(&ws, &args.files, false, relative, false)?;
         if code != 0 {
             u.apply(&ws)?;
             bail!("failed to mark all new/missing files as added/removed");
@@ -196,10 +197,10 @@ fn commit_checked(
     (time, tz): (i64, i32),
     message: Vec<u8>,
 ) -> Result<u8> {
-    let fetched = super::wc::fetch(ws, false, false, false)?;
+    let fetched = revfs_vfs::client::status::fetch(ws, false, false, false)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
-    let walked = super::walk::walk_silent(ws, &ctx, &matcher, fetched);
+    let walked = revfs_vfs::client::walk::walk_silent(ws, &ctx, &matcher, fetched);
     // A named file the walk cannot use stops the commit (paths as in the repository).
     if let Some((f, msg)) = walked.bad.first() {
         bail!("{}: {msg}", lossy(f));
@@ -405,7 +406,7 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         let cl = ws.repo.changelog();
         let linear = cl.is_ancestor(p1rev, rev)? || cl.is_ancestor(rev, p1rev)?;
         if !linear {
-            let status = super::wc::fetch(&ws, false, false, false)?;
+            let status = revfs_vfs::client::status::fetch(&ws, false, false, false)?;
             if status
                 .entries
                 .iter()

@@ -33,7 +33,7 @@ pub struct DebugJournalArgs {
 /// Prints the journal of the working copy mounted (or kept) at `mountpoint`: `parent
 /// NODE`, then one line per record (its kind and paths; docs/FORMATS.md), read from a copy.
 pub fn debug_journal(_cli: &crate::Cli, args: &DebugJournalArgs) -> anyhow::Result<u8> {
-    let mp = crate::mounts::mountpoint_path(&args.mountpoint)?;
+    let mp = revfs_vfs::client::kernel::mountpoint_path(&args.mountpoint)?;
     let sd = revfs_vfs::service::state::StateDir::for_mountpoint(&mp)?;
     match crate::commands::doctor::read_journal(&sd).map_err(anyhow::Error::msg)? {
         None => anyhow::bail!("no journal for {}", mp.display()),

@@ -38,7 +38,7 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
     let (found, bad) = if args.rev.rev.is_none() && ws.mount.is_some() {
         (working_files(&ws, &manifest, &matcher)?, Vec::new())
     } else {
-        super::walk::manifest_walk(&manifest, &matcher)?
+        revfs_vfs::client::walk::manifest_walk(&manifest, &matcher)?
     };
     let mut any = false;
     let mut result = if json { out.write(b"[") } else { Ok(()) };
@@ -85,8 +85,8 @@ fn working_files(
     ws: &super::Workspace,
     base: &revfs_store::manifest::Manifest,
     matcher: &Matcher,
-) -> Result<super::walk::ManifestFiles> {
-    let status = super::wc::fetch(ws, false, false, false)?;
+) -> Result<revfs_vfs::client::walk::ManifestFiles> {
+    let status = revfs_vfs::client::status::fetch(ws, false, false, false)?;
     let letters: std::collections::BTreeMap<&[u8], char> = status
         .entries
         .iter()

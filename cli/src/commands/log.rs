@@ -482,7 +482,7 @@ pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
     let rev = ws.resolve_single(Some(args.rev.rev.as_deref().unwrap_or(".")))?;
     let dirty = match (&args.rev.rev, &ws.mount) {
         (Some(_), _) => false,
-        (None, Some(_)) => super::wc::fetch_status(&ws, false, false, false)?
+        (None, Some(_)) => revfs_vfs::client::status::fetch_status(&ws, false, false, false)?
             .iter()
             .any(|(l, _)| matches!(l, 'M' | 'A' | 'R' | '!')),
         (None, None) => {

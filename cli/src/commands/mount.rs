@@ -1,11 +1,13 @@
 //! `revfs mount`, `revfs unmount` and `revfs list`: start a filesystem daemon for a
 //! repository revision, stop it, and show the active mounts.
 
-use super::{control_deadline, NotAnswering};
-use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts, KernelMount};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use revfs_store::{names, revset, Node, Repo};
+use revfs_vfs::client::kernel::{
+    self as mounts, mountpoint_path, process_running, revfs_mounts, KernelMount,
+};
+use revfs_vfs::client::{control_deadline, NotAnswering};
 use revfs_vfs::config::Config;
 use revfs_vfs::service::control::{self, ControlError, Request, Response};
 use revfs_vfs::service::daemon::{self, MountRequest};
@@ -214,7 +216,7 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
         .and_then(|s| s.trim().parse().ok());
     let dying = |pid: i32| {
         Path::new(&format!("/proc/{pid}")).exists()
-            && (!process_running(pid) || crate::mounts::process_exiting(pid))
+            && (!process_running(pid) || revfs_vfs::client::kernel::process_exiting(pid))
     };
     let until = Instant::now() + Duration::from_secs(5);
     while recorded.is_some_and(dying) && state_dir.is_locked() && Instant::now() < until {

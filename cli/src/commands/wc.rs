@@ -1,14 +1,14 @@
 //! Working-copy commands that talk to the mount's daemon: `status`, `add`, `forget`,
 //! `remove`, `addremove` and `revert`, with hg's flags, messages and exit codes.
 
-use super::walk::walk;
 use super::Workspace;
 use crate::ui::{ignore_broken_pipe, json_string, Out};
 use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::color::Colors;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::service::control::{Request, Response};
+use revfs_vfs::client::status::fetch;
+use revfs_vfs::client::walk::walk;
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -57,49 +57,6 @@ pub struct StatusArgs {
     /// Files or directories to show
     #[arg(value_name = "FILE")]
     files: Vec<String>,
-}
-
-/// Status as the daemon reports it: (letter, repository path) in hg's order, and the copy
-/// sources of copied files.
-pub struct Status {
-    pub entries: Vec<(char, Vec<u8>)>,
-    pub copies: BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
-    match ws.request(&Request::Status {
-        clean,
-        ignored,
-        unknown,
-        dirs: false,
-    })? {
-        Response::Status {
-            entries,
-            copies,
-            warnings,
-            ..
-        } => {
-            // hg prints them as it reads the ignore files.
-            for w in warnings {
-                eprintln!("{w}");
-            }
-            Ok(Status {
-                entries,
-                copies: copies.into_iter().collect(),
-            })
-        }
-        other => bail!("unexpected answer from the daemon: {other:?}"),
-    }
-}
-
-/// Only the status lines.
-pub fn fetch_status(
-    ws: &Workspace,
-    clean: bool,
-    ignored: bool,
-    unknown: bool,
-) -> Result<Vec<(char, Vec<u8>)>> {
-    Ok(fetch(ws, clean, ignored, unknown)?.entries)
 }
 
 pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
@@ -292,7 +249,7 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
             let meta = std::fs::symlink_metadata(&f)?;
             use std::os::unix::fs::PermissionsExt;
             Some((
-                super::dirstate::read_working(&ws.root, path)?,
+                revfs_vfs::client::dirstate::read_working(&ws.root, path)?,
                 meta.permissions().mode() & 0o100 != 0,
                 meta.file_type().is_symlink(),
             ))

@@ -311,7 +311,7 @@ impl WorkingCopy {
         }
         if !inner.p2().is_null() {
             records.push(Record::MergeParent { node: inner.p2() });
-            for path in inner.from_p2() {
+            for path in inner.merged_from_p2() {
                 records.push(Record::FromP2 {
                     path: path.clone(),
                     on: true,
@@ -413,7 +413,7 @@ impl WorkingCopy {
             let target = if under_any(&fresh, &p) {
                 Target::Absent
             } else {
-                target_at(&base, &p)?
+                target_at(base, &p)?
             };
             let ino = inner.resolve_walk(&mut walk, &p)?;
             if let Some(from) = other_name_of(inner, ino, &p)? {

@@ -157,7 +157,7 @@ impl WorkingCopy {
             self.set_tracking(&p, Track::Default)?;
         }
         let base = self.base_manifest();
-        let merged = self.read().from_p2().clone();
+        let merged = self.read().merged_from_p2().clone();
         for e in self.status(StatusRequest::default())? {
             if merged.contains(&e.path) && base.find(&e.path)?.is_none() {
                 // A file a merge took from its second parent: tracked, so the update

@@ -152,7 +152,7 @@ impl Inner {
     }
 
     /// Files merged or taken from the second parent.
-    pub(crate) fn from_p2(&self) -> &BTreeSet<Vec<u8>> {
+    pub(crate) fn merged_from_p2(&self) -> &BTreeSet<Vec<u8>> {
         &self.from_p2
     }
 

@@ -21,12 +21,12 @@
 //!   directory): requirements this revfs supports, no abandoned store transaction
 //!   (`.hg/store/journal`), no stale lock (`.hg/wlock`, `.hg/store/lock`).
 
-use crate::mounts::{self, mountpoint_path, process_running, revfs_mounts};
 use anyhow::Result;
 use clap::Args;
 use revfs_store::lock::lock_prefix;
 use revfs_store::manifest::Manifest;
 use revfs_store::{Node, Repo, StoreError};
+use revfs_vfs::client::kernel::{self as mounts, mountpoint_path, process_running, revfs_mounts};
 use revfs_vfs::config::{Config, ConfigLocation};
 use revfs_vfs::service::control::{self, Request, Response};
 use revfs_vfs::service::state::{state_root, MountState, StateDir, StateError};

@@ -357,7 +357,7 @@ fn check_daemon(
                         )
                     });
                 }
-                check_descriptors(r, pid, need, &mp_arg, &repo_arg);
+                check_descriptors(r, pid, need, mp_arg, repo_arg);
             }
             Err(control::ControlError::NotAnswering { .. }) => r.problem(
                 &format!(
@@ -474,7 +474,7 @@ fn check_journal(
         } else if let Some(view) = view.filter(|_| !target.mounted) {
             // A working copy no daemon holds: a dry run of the mount's replay, on the copy.
             dry_run(
-                r, repo, parent, &view, dir, &mut notes, &discard, &repo_arg, &mp_arg,
+                r, repo, parent, &view, dir, &mut notes, discard, &repo_arg, &mp_arg,
             );
         }
     }

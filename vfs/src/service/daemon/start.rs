@@ -61,7 +61,7 @@ pub(super) fn open_working_copy(
     };
     let open_at = kept_parent.unwrap_or(req.node);
     let mut state = prepare_state(
-        &state_dir,
+        state_dir,
         &MountRequest {
             node: open_at,
             ..req.clone()

@@ -202,146 +202,103 @@ pub enum PutEntry {
     LocalLink { target: Vec<u8> },
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(b);
+/// A record's payload as it is written: fields appended in order, integers big-endian, a
+/// byte string after its length (u32), as [`Reader`] reads them back.
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, b: u8) -> &mut Self {
+        self.0.push(b);
+        self
+    }
+
+    fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    fn i64(&mut self, v: i64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+        self
+    }
+
+    fn node(&mut self, n: &Node) -> &mut Self {
+        self.0.extend_from_slice(&n.0);
+        self
+    }
+
+    /// (seconds, nanoseconds).
+    fn time(&mut self, (secs, nanos): (i64, u32)) -> &mut Self {
+        self.i64(secs).u32(nanos)
+    }
+
+    /// An optional time: a flag byte, then the time when there is one.
+    fn maybe_time(&mut self, t: Option<(i64, u32)>) -> &mut Self {
+        match t {
+            None => self.u8(0),
+            Some(t) => self.u8(1).time(t),
+        }
+    }
+}
+
+impl PutEntry {
+    fn encode(&self, w: &mut Writer) {
+        match self {
+            PutEntry::Dir => w.u8(0),
+            PutEntry::StoreFile { source, node } => w.u8(1).bytes(source).node(node),
+            PutEntry::OverlayFile { id } => w.u8(2).u64(*id),
+            PutEntry::StoreLink { source, node } => w.u8(3).bytes(source).node(node),
+            PutEntry::LocalLink { target } => w.u8(4).bytes(target),
+            PutEntry::Special { kind, rdev } => w.u8(5).u8(*kind as u8).u32(*rdev),
+        };
+    }
 }
 
 impl Record {
+    /// The payload: the record's tag (docs/FORMATS.md), then its fields.
     fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(64);
+        let mut w = Writer(Vec::with_capacity(64));
         match self {
-            Record::Create { path, id, mode } => {
-                p.push(1);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&id.to_be_bytes());
-                p.extend_from_slice(&mode.to_be_bytes());
-            }
-            Record::Materialize { path, id } => {
-                p.push(2);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&id.to_be_bytes());
-            }
-            Record::Mkdir { path, mode } => {
-                p.push(3);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&mode.to_be_bytes());
-            }
-            Record::Symlink { path, target } => {
-                p.push(4);
-                put_bytes(&mut p, path);
-                put_bytes(&mut p, target);
-            }
-            Record::Unlink { path } => {
-                p.push(5);
-                put_bytes(&mut p, path);
-            }
-            Record::Rmdir { path } => {
-                p.push(6);
-                put_bytes(&mut p, path);
-            }
-            Record::Rename { from, to, flags } => {
-                p.push(7);
-                put_bytes(&mut p, from);
-                put_bytes(&mut p, to);
-                p.extend_from_slice(&flags.to_be_bytes());
-            }
-            Record::Link { from, to } => {
-                p.push(20);
-                put_bytes(&mut p, from);
-                put_bytes(&mut p, to);
-            }
-            Record::SetMode { path, mode } => {
-                p.push(8);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&mode.to_be_bytes());
-            }
-            Record::SetMtime { path, secs, nanos } => {
-                p.push(9);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&secs.to_be_bytes());
-                p.extend_from_slice(&nanos.to_be_bytes());
-            }
-            Record::SetOwner { path, uid, gid } => {
-                p.push(16);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&uid.to_be_bytes());
-                p.extend_from_slice(&gid.to_be_bytes());
-            }
-            Record::SetAtime { path, secs, nanos } => {
-                p.push(17);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&secs.to_be_bytes());
-                p.extend_from_slice(&nanos.to_be_bytes());
-            }
-            Record::Track { path, track } => {
-                p.push(10);
-                put_bytes(&mut p, path);
-                p.push(*track as u8);
-            }
-            Record::Restore { path } => {
-                p.push(11);
-                put_bytes(&mut p, path);
-            }
-            Record::Copy { dest, source } => {
-                p.push(12);
-                put_bytes(&mut p, dest);
-                put_bytes(&mut p, source);
-            }
-            Record::Remove { path } => {
-                p.push(13);
-                put_bytes(&mut p, path);
-            }
-            Record::MergeParent { node } => {
-                p.push(23);
-                p.extend_from_slice(&node.0);
-            }
-            Record::FromP2 { path, on } => {
-                p.push(24);
-                put_bytes(&mut p, path);
-                p.push(u8::from(*on));
-            }
+            Record::Create { path, id, mode } => w.u8(1).bytes(path).u64(*id).u32(*mode),
+            Record::Materialize { path, id } => w.u8(2).bytes(path).u64(*id),
+            Record::Mkdir { path, mode } => w.u8(3).bytes(path).u32(*mode),
+            Record::Symlink { path, target } => w.u8(4).bytes(path).bytes(target),
+            Record::Unlink { path } => w.u8(5).bytes(path),
+            Record::Rmdir { path } => w.u8(6).bytes(path),
+            Record::Rename { from, to, flags } => w.u8(7).bytes(from).bytes(to).u32(*flags),
+            Record::Link { from, to } => w.u8(20).bytes(from).bytes(to),
+            Record::SetMode { path, mode } => w.u8(8).bytes(path).u32(*mode),
+            Record::SetMtime { path, secs, nanos } => w.u8(9).bytes(path).time((*secs, *nanos)),
+            Record::SetOwner { path, uid, gid } => w.u8(16).bytes(path).u32(*uid).u32(*gid),
+            Record::SetAtime { path, secs, nanos } => w.u8(17).bytes(path).time((*secs, *nanos)),
+            Record::Track { path, track } => w.u8(10).bytes(path).u8(*track as u8),
+            Record::Restore { path } => w.u8(11).bytes(path),
+            Record::Copy { dest, source } => w.u8(12).bytes(dest).bytes(source),
+            Record::Remove { path } => w.u8(13).bytes(path),
+            Record::MergeParent { node } => w.u8(23).node(node),
+            Record::FromP2 { path, on } => w.u8(24).bytes(path).u8(u8::from(*on)),
             Record::Special {
                 path,
                 kind,
                 mode,
                 rdev,
-            } => {
-                p.push(15);
-                put_bytes(&mut p, path);
-                p.push(*kind as u8);
-                p.extend_from_slice(&mode.to_be_bytes());
-                p.extend_from_slice(&rdev.to_be_bytes());
-            }
-            Record::SetXattr { path, name, value } => {
-                p.push(21);
-                put_bytes(&mut p, path);
-                put_bytes(&mut p, name);
-                put_bytes(&mut p, value);
-            }
-            Record::RemoveXattr { path, name } => {
-                p.push(22);
-                put_bytes(&mut p, path);
-                put_bytes(&mut p, name);
-            }
-            Record::Clock { secs, nanos } => {
-                p.push(18);
-                p.extend_from_slice(&secs.to_be_bytes());
-                p.extend_from_slice(&nanos.to_be_bytes());
-            }
+            } => w.u8(15).bytes(path).u8(*kind as u8).u32(*mode).u32(*rdev),
+            Record::SetXattr { path, name, value } => w.u8(21).bytes(path).bytes(name).bytes(value),
+            Record::RemoveXattr { path, name } => w.u8(22).bytes(path).bytes(name),
+            Record::Clock { secs, nanos } => w.u8(18).time((*secs, *nanos)),
             Record::Times { path, mtime, ctime } => {
-                p.push(19);
-                put_bytes(&mut p, path);
-                match mtime {
-                    None => p.push(0),
-                    Some((secs, nanos)) => {
-                        p.push(1);
-                        p.extend_from_slice(&secs.to_be_bytes());
-                        p.extend_from_slice(&nanos.to_be_bytes());
-                    }
-                }
-                p.extend_from_slice(&ctime.0.to_be_bytes());
-                p.extend_from_slice(&ctime.1.to_be_bytes());
+                w.u8(19).bytes(path).maybe_time(*mtime).time(*ctime)
             }
             Record::Put {
                 path,
@@ -349,46 +306,12 @@ impl Record {
                 mode,
                 mtime,
             } => {
-                p.push(14);
-                put_bytes(&mut p, path);
-                p.extend_from_slice(&mode.to_be_bytes());
-                match mtime {
-                    None => p.push(0),
-                    Some((secs, nanos)) => {
-                        p.push(1);
-                        p.extend_from_slice(&secs.to_be_bytes());
-                        p.extend_from_slice(&nanos.to_be_bytes());
-                    }
-                }
-                match entry {
-                    PutEntry::Dir => p.push(0),
-                    PutEntry::StoreFile { source, node } => {
-                        p.push(1);
-                        put_bytes(&mut p, source);
-                        p.extend_from_slice(&node.0);
-                    }
-                    PutEntry::OverlayFile { id } => {
-                        p.push(2);
-                        p.extend_from_slice(&id.to_be_bytes());
-                    }
-                    PutEntry::StoreLink { source, node } => {
-                        p.push(3);
-                        put_bytes(&mut p, source);
-                        p.extend_from_slice(&node.0);
-                    }
-                    PutEntry::LocalLink { target } => {
-                        p.push(4);
-                        put_bytes(&mut p, target);
-                    }
-                    PutEntry::Special { kind, rdev } => {
-                        p.push(5);
-                        p.push(*kind as u8);
-                        p.extend_from_slice(&rdev.to_be_bytes());
-                    }
-                }
+                w.u8(14).bytes(path).u32(*mode).maybe_time(*mtime);
+                entry.encode(&mut w);
+                &mut w
             }
-        }
-        p
+        };
+        w.0
     }
 
     pub(super) fn decode(p: &[u8]) -> Option<Record> {

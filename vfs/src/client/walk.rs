@@ -8,9 +8,9 @@
 //! matches and is named exactly or lies below a directory the walk lists (an explicit file
 //! that is a directory on disk, or the root when a pattern has no fixed prefix).
 
-use super::wc::Status;
+use super::error::Result;
+use super::status::Status;
 use super::Workspace;
-use anyhow::Result;
 use revfs_hg::matcher::{below_roots, Matcher, PathContext};
 use revfs_hg::paths::is_under;
 use revfs_store::manifest::Manifest;

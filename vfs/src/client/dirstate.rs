@@ -5,17 +5,17 @@
 //! and hg's warnings about file names (`scmutil.checkportable`, the case-folding auditor)
 //! and about files it cannot add.
 
-use super::wc::Status;
+use super::error::{abort, Result};
+use super::status::Status;
 use super::Workspace;
-use anyhow::{bail, Result};
+use crate::service::control::Request;
+use crate::wc::fold_case;
+use crate::wc::journal::Track;
 use revfs_hg::config::{parse_bool, Config, ConfigError};
 use revfs_hg::date::py_bytes_repr;
 use revfs_hg::matcher::PathContext;
 use revfs_hg::paths::{checkwinfilename, shellquote};
 use revfs_store::manifest::Manifest;
-use revfs_vfs::service::control::Request;
-use revfs_vfs::wc::fold_case;
-use revfs_vfs::wc::journal::Track;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::io::Write;
@@ -189,17 +189,17 @@ impl<'a> Dirstate<'a> {
     /// `scmutil.checkportable`.
     pub fn checkportable(&self, f: &[u8]) -> Result<()> {
         if f.contains(&b'\r') || f.contains(&b'\n') {
-            bail!(
+            return Err(abort(format!(
                 "'\\n' and '\\r' disallowed in filenames: {}",
                 py_bytes_repr(f)
-            );
+            )));
         }
-        let (abort, warn_) = self.portability()?;
-        if abort || warn_ {
+        let (abort_, warn_) = self.portability()?;
+        if abort_ || warn_ {
             if let Some(msg) = checkwinfilename(f) {
                 let msg = format!("{msg}: {}", shellquote(f));
-                if abort {
-                    bail!("{msg}");
+                if abort_ {
+                    return Err(abort(msg));
                 }
                 warn(&format!("warning: {msg}\n"));
             }
@@ -396,7 +396,7 @@ impl CaseAuditor<'_, '_> {
         if lowered.contains(&fl) && self.ds.state(f) == State::Unknown {
             let msg = format!("possible case-folding collision for {}", lossy(f));
             if self.abort {
-                bail!("{msg}");
+                return Err(abort(msg));
             }
             warn(&format!("warning: {msg}\n"));
         }

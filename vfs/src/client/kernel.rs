@@ -7,8 +7,8 @@
 //! mount, and which mount, from `/proc/self/mountinfo` and the state directory alone, and
 //! ask the daemon (with a deadline) before anything looks inside.
 
-use anyhow::{Context, Result};
-use revfs_vfs::service::state::StateDir;
+use super::error::{ClientError, Result};
+use crate::service::state::StateDir;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -16,11 +16,12 @@ use std::path::{Component, Path, PathBuf};
 /// Where the kernel shows FUSE connections.
 const FUSECTL: &str = "/sys/fs/fuse/connections";
 
-pub use revfs_vfs::fuse::mount_table::KernelMount;
+pub use crate::fuse::mount_table::KernelMount;
 
 /// The mounts the kernel knows of whose type is `fuse.revfs`.
 pub fn revfs_mounts() -> Result<Vec<KernelMount>> {
-    revfs_vfs::fuse::mount_table::revfs_mounts().context("reading /proc/self/mountinfo")
+    crate::fuse::mount_table::revfs_mounts()
+        .map_err(ClientError::io("reading /proc/self/mountinfo"))
 }
 
 /// The mount whose mountpoint is `path` or the nearest ancestor of it (lexically).
@@ -95,7 +96,7 @@ pub fn mountpoint_path(p: &Path) -> Result<PathBuf> {
     let abs = std::path::absolute(p)?;
     match (abs.parent(), abs.file_name()) {
         (Some(parent), Some(name)) => Ok(resolve(parent, &mounts)
-            .with_context(|| format!("{}", parent.display()))?
+            .map_err(ClientError::io(parent))?
             .join(name)),
         _ => Ok(abs),
     }
