@@ -3,6 +3,7 @@
 //! This is the only place that turns errors into text and exit codes: an `abort: ...` line
 //! and exit status 255 for failures, as hg does.
 
+mod alloc;
 mod commands;
 mod debuggen;
 mod prefetch;
@@ -12,11 +13,9 @@ mod ui;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// mimalloc: a first read of a tree spent 5.3% of all its CPU in glibc's malloc and free
-/// (docs/BENCHMARKS.md). The daemon runs with `MIMALLOC_ARENA_EAGER_COMMIT=0`
-/// (`commands::mount::ALLOCATOR_ENV`), which keeps its memory bounds.
+/// mimalloc in a mount's daemon, the system's allocator in a command ([`alloc`]).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Revfs = alloc::Revfs;
 
 /// revfs: a lazy, self-recording working copy for Mercurial repositories.
 #[derive(Parser, Debug)]

@@ -27,6 +27,7 @@
 
 mod env;
 mod parse;
+mod syntax;
 #[cfg(test)]
 mod tests;
 

@@ -2,13 +2,12 @@
 //! priority levels, continuation lines, comments, `%include` and `%unset`.
 
 use super::env::{dirname, expandpath, strerror, Env};
+use super::syntax;
 use super::ConfigError;
 use crate::paths::{join, normpath};
-use regex::bytes::Regex;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::OnceLock;
 
 /// One value and hg's priority level for it.
 #[derive(Debug, Clone)]
@@ -35,35 +34,6 @@ pub(super) fn insert(data: &mut Sections, section: &[u8], item: Item) {
     let items = data.entry(section.to_vec()).or_default();
     items.retain(|i| i.key != item.key);
     items.push(item);
-}
-
-/// The regular expressions of `config.parse`, on bytes with Python's ASCII `\s`.
-pub(super) struct Syntax {
-    pub(super) section: Regex,
-    pub(super) item: Regex,
-    pub(super) cont: Regex,
-    pub(super) empty: Regex,
-    pub(super) comment: Regex,
-    pub(super) unset: Regex,
-    pub(super) include: Regex,
-}
-
-pub(super) fn syntax() -> Option<&'static Syntax> {
-    static SYNTAX: OnceLock<Option<Syntax>> = OnceLock::new();
-    SYNTAX
-        .get_or_init(|| {
-            let re = |p: &str| Regex::new(&format!("(?-u)^(?:{p})")).ok();
-            Some(Syntax {
-                section: re(r"\[([^\[]+)\]")?,
-                item: re(r"([^=\s][^=]*?)\s*=\s*(.*\S|)")?,
-                cont: re(r"\s+(\S|\S.*\S)\s*$")?,
-                empty: re(r";|#|\s*$")?,
-                comment: re(r";|#")?,
-                unset: re(r"%unset\s+(\S+)")?,
-                include: re(r"%include\s+(\S|\S.*\S)\s*$")?,
-            })
-        })
-        .as_ref()
 }
 
 /// Python's `bytes.splitlines(True)`: lines end at `\n`, `\r\n` or `\r`, endings kept.
@@ -134,11 +104,6 @@ impl Layer {
 
     /// `config.parse`.
     fn parse(&mut self, src: &[u8], data: &[u8], env: &Env) -> Result<(), ReadError> {
-        let Some(sx) = syntax() else {
-            return Err(ReadError::Config(ConfigError::Invalid(
-                "internal error: bad config syntax expressions".into(),
-            )));
-        };
         let dir = dirname(src).to_vec();
         let mut section: Vec<u8> = Vec::new();
         let mut item: Option<Vec<u8>> = None;
@@ -150,24 +115,24 @@ impl Layer {
             }
             let location = || format!("{}:{line}", lossy(src));
             if cont {
-                if sx.comment.is_match(l) {
+                if syntax::comment(l) {
                     continue;
                 }
-                if let Some(m) = sx.cont.captures(l) {
+                if let Some(text) = syntax::cont(l) {
                     let key = item.clone().unwrap_or_default();
                     let mut v = lookup(&self.data, &section, &key)
                         .map(|i| i.value.clone())
                         .unwrap_or_default();
                     v.push(b'\n');
-                    v.extend_from_slice(m.get(1).map_or(&b""[..], |g| g.as_bytes()));
+                    v.extend_from_slice(text);
                     self.set(&section, &key, v);
                     continue;
                 }
                 item = None;
                 cont = false;
             }
-            if let Some(m) = sx.include.captures(l) {
-                let expanded = expandpath(m.get(1).map_or(&b""[..], |g| g.as_bytes()), env);
+            if let Some(file) = syntax::include(l) {
+                let expanded = expandpath(file, env);
                 let abs = normpath(&join(&dir, &expanded));
                 match self.read(&abs, None, env) {
                     // anything after the include has a higher level
@@ -187,24 +152,23 @@ impl Layer {
                 }
                 continue;
             }
-            if sx.empty.is_match(l) {
+            if syntax::empty(l) {
                 continue;
             }
-            if let Some(m) = sx.section.captures(l) {
-                section = m.get(1).map_or(Vec::new(), |g| g.as_bytes().to_vec());
+            if let Some(name) = syntax::section(l) {
+                section = name.to_vec();
                 self.data.entry(section.clone()).or_default();
                 continue;
             }
-            if let Some(m) = sx.item.captures(l) {
-                let key = m.get(1).map_or(Vec::new(), |g| g.as_bytes().to_vec());
-                let value = m.get(2).map_or(Vec::new(), |g| g.as_bytes().to_vec());
-                self.set(&section, &key, value);
+            if let Some((key, value)) = syntax::item(l) {
+                let key = key.to_vec();
+                self.set(&section, &key, value.to_vec());
                 item = Some(key);
                 cont = true;
                 continue;
             }
-            if let Some(m) = sx.unset.captures(l) {
-                let name = m.get(1).map_or(Vec::new(), |g| g.as_bytes().to_vec());
+            if let Some(name) = syntax::unset(l) {
+                let name = name.to_vec();
                 remove(&mut self.data, &section, &name);
                 self.unset.push((section.clone(), name));
                 continue;

@@ -2,6 +2,7 @@
 //! are, what they serve, and their FUSE connection. Read without touching any mount (a
 //! frozen daemon's mount would make the reader wait).
 
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -18,7 +19,10 @@ pub struct KernelMount {
 
 /// The mounts the kernel knows of whose type is `fuse.revfs`.
 pub fn revfs_mounts() -> std::io::Result<Vec<KernelMount>> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    // One read into a buffer that fits a usual table: the kernel formats the whole table
+    // again for each read of a /proc file, and a growing buffer would read it in pieces.
+    let mut text = String::with_capacity(64 * 1024);
+    std::fs::File::open("/proc/self/mountinfo")?.read_to_string(&mut text)?;
     Ok(parse_mountinfo(&text))
 }
 

@@ -1,8 +1,9 @@
 //! The overlay: local files holding the content of every materialized or new file, one file
 //! per overlay id under `<state>/overlay/`. Files not in the overlay are read from the store.
-//! It also remembers which of its files a status found equal to a store revision, until
-//! they are written again (as hg's dirstate remembers a clean file's size and mtime), so
-//! that a file written back to its original bytes is compared once, not by every status.
+//! It also remembers which of its files a status found equal to a store revision, or
+//! different from it, until they are written again (as hg's dirstate remembers a clean
+//! file's size and mtime), so that a file is compared (its size looked at, its bytes read)
+//! once after its last write, not by every status.
 
 use lru::LruCache;
 use revfs_store::Node;
@@ -41,6 +42,8 @@ enum Verdict {
     Checking(u64),
     /// Equal to this file revision's text, and nothing written since.
     Same(Node),
+    /// Different from this file revision's text, and nothing written since.
+    Differs(Node),
 }
 
 impl Overlay {
@@ -61,11 +64,18 @@ impl Overlay {
         self.verdicts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether file `id` was found equal to file revision `node` with nothing written to it
-    /// since.
-    pub fn known_same(&self, id: u64, node: &Node) -> bool {
-        !self.being_written(id)
-            && matches!(self.verdicts().get(&id), Some(Verdict::Same(n)) if n == node)
+    /// Whether file `id` was found equal to file revision `node` (`Some(true)`) or
+    /// different from it (`Some(false)`) with nothing written to it since; `None` when it
+    /// was not compared since its last change.
+    pub fn known(&self, id: u64, node: &Node) -> Option<bool> {
+        if self.being_written(id) {
+            return None;
+        }
+        match self.verdicts().get(&id) {
+            Some(Verdict::Same(n)) if n == node => Some(true),
+            Some(Verdict::Differs(n)) if n == node => Some(false),
+            _ => None,
+        }
     }
 
     fn writers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u32>> {
@@ -107,19 +117,20 @@ impl Overlay {
         ticket
     }
 
-    /// Ends the comparison `ticket` of file `id`: records that it found the file equal to
-    /// file revision `same` (`None`: it differs, nothing to remember), unless the file
-    /// changed since it began.
-    pub fn end_check(&self, id: u64, ticket: u64, same: Option<Node>) {
+    /// Ends the comparison `ticket` of file `id` with file revision `node`: records whether
+    /// it found them equal, unless the file changed since it began.
+    pub fn end_check(&self, id: u64, ticket: u64, node: Node, same: bool) {
         let written = self.being_written(id);
         let mut verdicts = self.verdicts();
         if written {
             verdicts.remove(&id);
         } else if matches!(verdicts.get(&id), Some(Verdict::Checking(t)) if *t == ticket) {
-            match same {
-                Some(node) => verdicts.insert(id, Verdict::Same(node)),
-                None => verdicts.remove(&id),
+            let verdict = if same {
+                Verdict::Same(node)
+            } else {
+                Verdict::Differs(node)
             };
+            verdicts.insert(id, verdict);
         }
     }
 

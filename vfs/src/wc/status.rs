@@ -406,25 +406,24 @@ impl WorkingCopy {
             Now::OverlayFile { id, exec } => {
                 if flag == FileFlag::Symlink || *exec != (flag == FileFlag::Executable) {
                     true
-                } else if self.overlay.known_same(*id, &node) {
-                    // Found equal by an earlier status, and not written since.
-                    false
+                } else if let Some(same) = self.overlay.known(*id, &node) {
+                    // Compared by an earlier status, and not written since.
+                    !same
                 } else {
-                    if self.overlay.size(*id)? != repo.file_size(path, &node)? {
-                        true
-                    } else {
-                        // A change after this is not recorded as equal; one before it is
-                        // what the comparison reads.
-                        let ticket = self.overlay.begin_check(*id);
+                    // A change after this is not recorded; one before it is what the
+                    // comparison reads.
+                    let ticket = self.overlay.begin_check(*id);
+                    let same = self.overlay.size(*id)? == repo.file_size(path, &node)? && {
                         let theirs = self.store_text(repo, path, &node)?;
                         let ours = self.overlay.file(*id)?;
                         let same = crate::wc::content::same_content(
                             &mut crate::wc::content::FileReader::new(&ours),
                             &mut theirs.reader(),
                         )?;
-                        self.overlay.end_check(*id, ticket, same.then_some(node));
-                        !same
-                    }
+                        same
+                    };
+                    self.overlay.end_check(*id, ticket, node, same);
+                    !same
                 }
             }
             Now::StoreLink { path: p, node: n } => {

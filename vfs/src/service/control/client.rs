@@ -111,7 +111,7 @@ impl Client {
                 Ok(_) => {}
                 Err(e) => return Err(self.io(e)),
             }
-            match serde_json::from_str(&line).map_err(|e| self.protocol(e.to_string()))? {
+            match Response::decode(&line).map_err(|e| self.protocol(e.to_string()))? {
                 Response::Progress { done, total, what } => {
                     if let Some(f) = on_progress.as_mut() {
                         f(&what, done, total);

@@ -330,6 +330,41 @@ pub enum Response {
     },
 }
 
+/// The fields of a `status` answer, read on their own (see [`Response::decode`]).
+#[derive(Deserialize)]
+struct StatusBody {
+    entries: Vec<(char, Vec<u8>)>,
+    copies: Vec<(Vec<u8>, Vec<u8>)>,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default)]
+    dirs: Vec<Vec<u8>>,
+}
+
+impl Response {
+    /// An answer line as the daemon wrote it. A `status` answer (its tag first, as the
+    /// daemon writes every tag) is read as its fields alone: serde reads an internally
+    /// tagged enum by first copying the whole object into a tree of its own, which cost a
+    /// command more than half of its time for 1,000 changed files.
+    pub fn decode(line: &str) -> serde_json::Result<Response> {
+        if line.starts_with(r#"{"reply":"status","#) {
+            let StatusBody {
+                entries,
+                copies,
+                warnings,
+                dirs,
+            } = serde_json::from_str(line)?;
+            return Ok(Response::Status {
+                entries,
+                copies,
+                warnings,
+                dirs,
+            });
+        }
+        serde_json::from_str(line)
+    }
+}
+
 /// Errors talking over the control socket.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -379,6 +414,37 @@ mod tests {
     use std::io::Write;
     use std::os::unix::net::{UnixListener, UnixStream};
     use std::sync::Arc;
+
+    #[test]
+    fn a_status_answer_decodes_as_what_was_sent_and_so_do_the_others() {
+        let status = Response::Status {
+            entries: vec![('M', b"a/b".to_vec()), ('?', b"\xff x".to_vec())],
+            copies: vec![(b"c".to_vec(), b"a/b".to_vec())],
+            warnings: vec!["w".into()],
+            dirs: vec![b"a".to_vec()],
+        };
+        let line = serde_json::to_string(&status).unwrap();
+        assert!(line.starts_with(r#"{"reply":"status","#), "{line}");
+        assert_eq!(Response::decode(&line).unwrap(), status);
+        // An older daemon's answer: no warnings, no dirs.
+        let old = r#"{"reply":"status","entries":[["A",[120]]],"copies":[]}"#;
+        assert_eq!(
+            Response::decode(old).unwrap(),
+            Response::Status {
+                entries: vec![('A', b"x".to_vec())],
+                copies: vec![],
+                warnings: vec![],
+                dirs: vec![],
+            }
+        );
+        let pong = Response::Pong {
+            pid: 1,
+            busy_ms: 2,
+            busy: 3,
+        };
+        let line = serde_json::to_string(&pong).unwrap();
+        assert_eq!(Response::decode(&line).unwrap(), pong);
+    }
 
     #[test]
     fn requests_get_answers_over_the_socket() {

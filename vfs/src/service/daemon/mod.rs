@@ -14,6 +14,9 @@ use revfs_store::{Node, Repo, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 mod dispatch;
 mod start;
@@ -108,20 +111,30 @@ pub fn init_logging(log_file: &Path, level: LogLevel) -> Result<String, DaemonEr
             path: log_file.to_owned(),
             source,
         })?;
-    let (filter, described) = match tracing_subscriber::EnvFilter::try_from_env("REVFS_LOG") {
-        Ok(f) => {
-            let d = format!("{f} (REVFS_LOG)");
-            (f, d)
-        }
-        Err(_) => (
-            tracing_subscriber::EnvFilter::new(level.as_str()),
+    // A `Targets` filter (`debug`, `revfs_vfs=debug,fuser=warn`), not an `EnvFilter`: the
+    // latter's directives need regex-automata's DFA builder, and with it every regex a
+    // `revfs` command compiled (hg's configuration syntax) was built as a full DFA, which
+    // cost a `revfs status` a sixth of its CPU (docs/BENCHMARKS.md, "Start-up").
+    let from_env = std::env::var("REVFS_LOG")
+        .ok()
+        .and_then(|s| Some((s.parse::<Targets>().ok()?, s)));
+    let (filter, described) = match from_env {
+        Some((f, s)) => (f, format!("{s} (REVFS_LOG)")),
+        None => (
+            level
+                .as_str()
+                .parse::<Targets>()
+                .unwrap_or_else(|_| Targets::new().with_default(tracing::Level::INFO)),
             level.as_str().to_owned(),
         ),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::sync::Mutex::new(file))
+                .with_ansi(false),
+        )
+        .with(filter)
         .try_init();
     Ok(described)
 }

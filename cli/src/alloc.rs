@@ -1,0 +1,111 @@
+//! The process's memory allocator, chosen once before `main`: mimalloc in a mount's daemon,
+//! the system's (glibc) in every other command.
+//!
+//! The daemon's first read of a tree spent 5.3% of its CPU in glibc's malloc and free
+//! (docs/BENCHMARKS.md), so it runs mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0`
+//! (`commands::mount::ALLOCATOR_ENV`), which keeps its memory bounds. A command lives a few
+//! milliseconds, and mimalloc cost it more than it saved: its first allocation maps an arena
+//! with `MADV_HUGEPAGE`, and each first touch of it faulted in a 2 MiB page that the kernel
+//! cleared (`revfs --version` took 5 ms, 4 ms of it CPU; docs/BENCHMARKS.md, "Start-up").
+//!
+//! The choice is made from the command line by a function in `.init_array`, which the
+//! dynamic loader runs before `main` and before any Rust code allocates (Rust allocates
+//! only from `main` on; no crate here allocates from a constructor), and it never changes
+//! afterwards: every block is freed by the allocator that gave it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether this process is a daemon (`revfs mount --foreground`). Written once, by
+/// [`choose`], before `main`.
+static DAEMON: AtomicBool = AtomicBool::new(false);
+
+/// The allocator of the `revfs` binary: see the module comment.
+pub struct Revfs;
+
+fn daemon() -> bool {
+    DAEMON.load(Ordering::Relaxed)
+}
+
+// SAFETY: each call goes to one allocator, the same for the life of the process (DAEMON is
+// set before the first allocation and never again), so a block is always resized and
+// freed by the allocator that made it; both allocators uphold GlobalAlloc's contract.
+unsafe impl GlobalAlloc for Revfs {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if daemon() {
+            mimalloc::MiMalloc.alloc(layout)
+        } else {
+            System.alloc(layout)
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if daemon() {
+            mimalloc::MiMalloc.alloc_zeroed(layout)
+        } else {
+            System.alloc_zeroed(layout)
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if daemon() {
+            mimalloc::MiMalloc.dealloc(ptr, layout)
+        } else {
+            System.dealloc(ptr, layout)
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if daemon() {
+            mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+        } else {
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+}
+
+/// Whether a command line (without the program's name) starts a daemon.
+fn is_daemon<'a>(mut args: impl Iterator<Item = &'a [u8]>) -> bool {
+    args.any(|a| a == b"--foreground")
+}
+
+/// Run by the dynamic loader before `main`, with the process's arguments (glibc passes
+/// `argc`, `argv` and `envp` to `.init_array` functions).
+extern "C" fn choose(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    if argv.is_null() || argc < 1 {
+        return;
+    }
+    let args = (1..argc as usize).filter_map(|i| {
+        // SAFETY: glibc's argv holds argc valid NUL-terminated strings.
+        let p = unsafe { *argv.add(i) };
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
+    });
+    if is_daemon(args) {
+        DAEMON.store(true, Ordering::Relaxed);
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CHOOSE: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = choose;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_foreground_mount_is_a_daemon() {
+        let run = |args: &[&str]| is_daemon(args.iter().map(|a| a.as_bytes()));
+        assert!(run(&["mount", "--foreground", "-r", "abc", "repo", "mnt"]));
+        assert!(!run(&["mount", "repo", "mnt"]));
+        assert!(!run(&["status"]));
+        assert!(!run(&[]));
+    }
+
+    #[test]
+    fn a_test_process_runs_the_system_allocator() {
+        // The test harness's command line has no --foreground.
+        assert!(!daemon());
+    }
+}
