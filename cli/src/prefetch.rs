@@ -69,15 +69,13 @@ pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
     if paths.is_empty() {
         return Ok(1);
     }
-    let mut bar = Progress::new(
-        progress::wanted(args.quiet, Some(ws.repo.root())),
-        "prefetching",
-    );
+    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo.root())));
+    revfs_vfs::client::Progress::start(&mut bar, "prefetching");
     let req = Request::Prefetch {
         node: args.rev.rev.as_ref().map(|_| node.to_hex()),
         paths,
     };
-    let (files, bytes) = match progress::request(&ws, &req, &mut bar)? {
+    let (files, bytes) = match ws.request_with_progress(&req, &mut bar)? {
         Response::Prefetched { files, bytes } => (files, bytes),
         other => return Err(anyhow!("unexpected answer from the daemon: {other:?}")),
     };

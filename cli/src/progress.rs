@@ -5,19 +5,18 @@
 //! run with `progress.disable`, or whose stderr is not a terminal writes nothing extra at
 //! all. These are hg's own rules for its progress bar.
 
-use crate::commands::Workspace;
-use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use revfs_vfs::service::control::{Request, Response};
 use std::io::IsTerminal;
 use std::time::Duration;
 
 /// How long a command runs before its bar appears.
 pub const DELAY: Duration = Duration::from_millis(500);
 
-/// A progress bar that may never be drawn: it is kept hidden until the command has run
-/// for its delay (a timer thread reveals it, so a long silent phase shows too).
+/// A progress bar that may never be drawn: it is kept hidden until its request has run
+/// for the delay (a timer thread reveals it, so a long silent phase shows too). It is the
+/// library's [`client::Progress`] for the requests that report progress.
 pub struct Progress {
+    delay: Option<Duration>,
     bar: Option<ProgressBar>,
     reveal: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
     what: String,
@@ -60,16 +59,23 @@ fn bar_style() -> Option<ProgressStyle> {
 }
 
 impl Progress {
-    /// A bar for a command starting now, saying `what` until told more, shown after
-    /// `delay`; nothing at all without one (see [`wanted`]).
-    pub fn new(delay: Option<Duration>, what: &str) -> Progress {
-        let Some(delay) = delay else {
-            return Progress {
-                bar: None,
-                reveal: None,
-                what: String::new(),
-                counting: false,
-            };
+    /// A bar shown `delay` after its request starts; nothing at all without one (see
+    /// [`wanted`]).
+    pub fn new(delay: Option<Duration>) -> Progress {
+        Progress {
+            delay,
+            bar: None,
+            reveal: None,
+            what: String::new(),
+            counting: false,
+        }
+    }
+
+    /// The request starts now: the bar says `what` until told more.
+    fn begin(&mut self, what: &str) {
+        self.end();
+        let Some(delay) = self.delay else {
+            return;
         };
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         if let Some(style) = spinner_style() {
@@ -84,21 +90,14 @@ impl Progress {
                 shown.enable_steady_tick(Duration::from_millis(100));
             }
         });
-        Progress {
-            bar: Some(bar),
-            reveal: Some((tx, timer)),
-            what: what.to_owned(),
-            counting: false,
-        }
-    }
-
-    /// True when a bar may be drawn.
-    pub fn enabled(&self) -> bool {
-        self.bar.is_some()
+        self.bar = Some(bar);
+        self.reveal = Some((tx, timer));
+        what.clone_into(&mut self.what);
+        self.counting = false;
     }
 
     /// `done` of `total` units of `what` are done (`total` 0: unknown, a spinner).
-    pub fn update(&mut self, what: &str, done: u64, total: u64) {
+    fn advance(&mut self, what: &str, done: u64, total: u64) {
         let Some(bar) = &self.bar else { return };
         let counting = total > 0;
         // Length first: the ticker thread may draw between two of these calls.
@@ -124,7 +123,7 @@ impl Progress {
     }
 
     /// Removes the bar (before the command prints its result).
-    pub fn finish(&mut self) {
+    fn end(&mut self) {
         if let Some((tx, timer)) = self.reveal.take() {
             drop(tx);
             let _ = timer.join();
@@ -135,25 +134,26 @@ impl Progress {
     }
 }
 
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.finish();
+impl revfs_vfs::client::Progress for Progress {
+    fn start(&mut self, what: &str) {
+        self.begin(what);
+    }
+
+    fn enabled(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    fn update(&mut self, what: &str, done: u64, total: u64) {
+        self.advance(what, done, total);
+    }
+
+    fn finish(&mut self) {
+        self.end();
     }
 }
 
-/// Sends `req` to the mount's daemon, asking for progress when `progress` may be drawn,
-/// and returns the final answer (an error answer as an error). The bar is gone when this
-/// returns.
-pub fn request(ws: &Workspace, req: &Request, progress: &mut Progress) -> Result<Response> {
-    let mount = ws.mount()?;
-    let answer = if progress.enabled() {
-        mount.exchange(req, Some(&mut |w, d, t| progress.update(w, d, t)))
-    } else {
-        mount.exchange(req, None)
-    };
-    progress.finish();
-    match answer.map_err(|e| mount.error(e))? {
-        Response::Error { message } => Err(anyhow!("{message}")),
-        other => Ok(other),
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.end();
     }
 }

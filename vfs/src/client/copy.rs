@@ -332,19 +332,33 @@ pub fn copy(ws: &Workspace, files: &[String], args: &CopyOptions, rename: bool) 
 fn target_copy(c: &Copier, pat: &str, destdirexists: bool) -> Result<TargetFn> {
     if c.os_path(pat.as_bytes()).is_dir() {
         let abspfx = c.canonpath(pat.as_bytes())?;
-        let mut striplen = if destdirexists {
-            split(&abspfx).0.len()
+        let prefix = if destdirexists {
+            split(&abspfx).0
         } else {
-            abspfx.len()
+            &abspfx[..]
         };
-        if striplen > 0 {
-            striplen += 1;
-        }
-        Ok(TargetFn::Strip(striplen))
-    } else if destdirexists {
-        Ok(TargetFn::Basename)
+        Ok(TargetFn::Strip(past_slash(prefix)))
     } else {
-        Ok(TargetFn::Dest)
+        Ok(file_target(destdirexists))
+    }
+}
+
+/// hg's `striplen`: the length of `prefix` and the slash after it (0 for the root).
+fn past_slash(prefix: &[u8]) -> usize {
+    if prefix.is_empty() {
+        0
+    } else {
+        prefix.len() + 1
+    }
+}
+
+/// Where a file (not a directory) named by the source pattern goes: into the destination
+/// directory under its own name, or to the destination itself.
+fn file_target(destdirexists: bool) -> TargetFn {
+    if destdirexists {
+        TargetFn::Basename
+    } else {
+        TargetFn::Dest
     }
 }
 
@@ -371,25 +385,17 @@ fn target_after(
                 })
                 .count()
         };
-        let mut striplen = abspfx.len();
-        if striplen > 0 {
-            striplen += 1;
-        }
+        let mut striplen = past_slash(&abspfx);
         if c.os_path(&join(dest, split(&abspfx).1)).is_dir() {
             let score = evalpath(striplen);
-            let mut striplen1 = split(&abspfx).0.len();
-            if striplen1 > 0 {
-                striplen1 += 1;
-            }
+            let striplen1 = past_slash(split(&abspfx).0);
             if evalpath(striplen1) > score {
                 striplen = striplen1;
             }
         }
         Ok(TargetFn::Strip(striplen))
-    } else if destdirexists {
-        Ok(TargetFn::Basename)
     } else {
-        Ok(TargetFn::Dest)
+        Ok(file_target(destdirexists))
     }
 }
 

@@ -4,8 +4,10 @@
 
 use crate::service::control::ControlError;
 use crate::service::state::StateError;
-use revfs_hg::config::ConfigError as HgConfigError;
+use revfs_hg::config::{ConfigError as HgConfigError, IdentityError};
+use revfs_hg::date::DateError;
 use revfs_hg::matcher::MatchError;
+use revfs_hg::mergestate::MergeStateError;
 use revfs_store::StoreError;
 use std::path::PathBuf;
 
@@ -35,6 +37,14 @@ pub enum ClientError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Match(#[from] MatchError),
+    /// The committer's name is missing or unusable.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// A date given with `-d`.
+    #[error(transparent)]
+    Date(#[from] DateError),
+    #[error(transparent)]
+    MergeState(#[from] MergeStateError),
     /// The repository a mount serves could not be opened.
     #[error("repository of mount {}", mountpoint.display())]
     MountRepo {
@@ -56,12 +66,15 @@ pub enum ClientError {
 
 impl ClientError {
     /// The complete standard-error text of the errors hg words in its own layout (the
-    /// configuration's and the matcher's, a daemon not answering), if this is one.
+    /// configuration's, the matcher's, the committer's name, a date, a daemon not
+    /// answering), if this is one.
     pub fn hg_message(&self) -> Option<String> {
         match self {
             ClientError::NotAnswering(e) => Some(e.hg_message()),
             ClientError::HgConfig(e) => Some(e.hg_message()),
             ClientError::Match(e) => Some(e.hg_message()),
+            ClientError::Identity(e) => Some(e.hg_message()),
+            ClientError::Date(e) => Some(e.hg_message()),
             _ => None,
         }
     }

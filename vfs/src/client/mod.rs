@@ -3,14 +3,16 @@
 //! ([`kernel`]), talks to the mount's daemon with a deadline ([`workspace`]), asks it for
 //! the status ([`status`]), and runs Mercurial's working-copy commands over the dirstate
 //! the daemon keeps: hg's dirstate changes ([`dirstate`]), its walk of the named files
-//! ([`walk`]), `add`/`forget`/`remove`/`addremove` ([`track`]) and `copy`/`rename`
-//! ([`copy`]), with hg's messages, warnings and exit codes.
+//! ([`walk`]), `add`/`forget`/`remove`/`addremove` ([`track`]), `copy`/`rename`
+//! ([`copy`]), `revert` ([`revert`]), `commit` ([`commit`]) and `update` ([`update`]), with
+//! hg's messages, warnings and exit codes.
 //!
 //! It may use the control protocol and client (`service`), the working copy's shared
 //! types (`wc`), the mount table and the control directory's name (`fuse`) and the
 //! configuration; nothing else in this crate imports it, and it never runs in the daemon.
 //! The binary parses arguments and prints errors; the semantics are here.
 
+pub mod commit;
 pub mod copy;
 pub mod dirstate;
 mod error;
@@ -18,8 +20,11 @@ pub mod kernel;
 pub mod revert;
 pub mod status;
 pub mod track;
+pub mod update;
 pub mod walk;
 pub mod workspace;
 
 pub use error::{abort, ClientError, Result};
-pub use workspace::{control_deadline, open, open_deferred, MountRef, NotAnswering, Workspace};
+pub use workspace::{
+    control_deadline, open, open_deferred, MountRef, NoProgress, NotAnswering, Progress, Workspace,
+};

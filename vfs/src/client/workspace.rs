@@ -366,6 +366,27 @@ impl Workspace {
         }
     }
 
+    /// [`Workspace::request`] for a long request (commit, update, prefetch), whose progress
+    /// the daemon reports to `progress` while it works, when `progress` is enabled.
+    pub fn request_with_progress(
+        &self,
+        req: &Request,
+        progress: &mut dyn Progress,
+    ) -> Result<Response> {
+        let mount = self.mount()?;
+        let answer = if progress.enabled() {
+            mount.exchange(req, Some(&mut |w, d, t| progress.update(w, d, t)))
+        } else {
+            mount.exchange(req, None)
+        };
+        progress.finish();
+        match answer {
+            Ok(Response::Error { message }) => Err(ClientError::Refused(message)),
+            Ok(other) => Ok(other),
+            Err(e) => Err(mount.error(e)),
+        }
+    }
+
     /// The second parent of a merge hg is making in the mount (asked of the daemon), if any.
     pub fn merge_parent(&self) -> Result<Option<Node>> {
         if self.mount.is_none() {
@@ -411,6 +432,30 @@ impl Workspace {
             .copied()
             .ok_or_else(|| abort("empty revision set"))
     }
+}
+
+/// Where a long request's progress goes: the binary's bar on a terminal, or nowhere.
+pub trait Progress {
+    /// The request about `what` ("committing", "updating") starts now.
+    fn start(&mut self, what: &str);
+    /// Whether progress is shown at all (the daemon is asked for it only then).
+    fn enabled(&self) -> bool;
+    /// `done` of `total` units of `what` are done (`total` 0: unknown).
+    fn update(&mut self, what: &str, done: u64, total: u64);
+    /// The request has ended; called before the command prints its result.
+    fn finish(&mut self);
+}
+
+/// No progress shown.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&mut self, _what: &str) {}
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn update(&mut self, _what: &str, _done: u64, _total: u64) {}
+    fn finish(&mut self) {}
 }
 
 /// The error for an answer of the wrong kind.
