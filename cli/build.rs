@@ -31,8 +31,11 @@ fn main() {
     let dir = out.join("static-unwinder");
     let script = dir.join("libgcc_s.so");
     if std::fs::create_dir_all(&dir).is_ok()
-        && std::fs::write(&script, "/* revfs: the unwinder linked statically */\nINPUT(-lgcc_eh)\n")
-            .is_ok()
+        && std::fs::write(
+            &script,
+            "/* revfs: the unwinder linked statically */\nINPUT(-lgcc_eh)\n",
+        )
+        .is_ok()
     {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }

@@ -11,9 +11,13 @@
 //! The choice is made from the command line by a function in `.init_array`, which the
 //! dynamic loader runs before `main` and before any Rust code allocates (Rust allocates
 //! only from `main` on; no crate here allocates from a constructor), and it never changes
-//! afterwards: every block is freed by the allocator that gave it.
+//! afterwards: every block is freed by the allocator that gave it. glibc hands that
+//! function the arguments; musl (a static build, `--target x86_64-unknown-linux-musl`,
+//! tried for start-up: docs/BENCHMARKS.md, "Start-up") does not, so there it reads
+//! `/proc/self/cmdline`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+#[cfg(target_env = "gnu")]
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -72,6 +76,7 @@ fn is_daemon<'a>(mut args: impl Iterator<Item = &'a [u8]>) -> bool {
 
 /// Run by the dynamic loader before `main`, with the process's arguments (glibc passes
 /// `argc`, `argv` and `envp` to `.init_array` functions).
+#[cfg(target_env = "gnu")]
 extern "C" fn choose(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
     if argv.is_null() || argc < 1 {
         return;
@@ -86,9 +91,40 @@ extern "C" fn choose(argc: c_int, argv: *const *const c_char, _envp: *const *con
     }
 }
 
+#[cfg(target_env = "gnu")]
 #[used]
 #[link_section = ".init_array"]
 static CHOOSE: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = choose;
+
+/// musl calls `.init_array` functions without arguments: the command line is read from
+/// `/proc/self/cmdline`, with the system's allocator (nothing has allocated yet).
+#[cfg(not(target_env = "gnu"))]
+extern "C" fn choose_from_proc() {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a plain open/read/close into a stack buffer.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/cmdline".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let Ok(n) = usize::try_from(n) else { return };
+    let args = buf[..n].split(|&b| b == 0).skip(1);
+    if is_daemon(args) {
+        DAEMON.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(not(target_env = "gnu"))]
+#[used]
+#[link_section = ".init_array"]
+static CHOOSE: extern "C" fn() = choose_from_proc;
 
 #[cfg(test)]
 mod tests {

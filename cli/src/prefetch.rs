@@ -33,8 +33,8 @@ pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
     }
     let t0 = std::time::Instant::now();
     let rev = ws.resolve_single(args.rev.rev.as_deref())?;
-    let node = ws.repo.changelog().node(rev)?;
-    let manifest = ws.repo.manifest_of(rev)?;
+    let node = ws.repo()?.changelog().node(rev)?;
+    let manifest = ws.repo()?.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.patterns)?;
     let mut matched = vec![false; matcher.args().len()];
@@ -69,7 +69,7 @@ pub fn run(cli: &crate::Cli, args: &PrefetchArgs) -> Result<u8> {
     if paths.is_empty() {
         return Ok(1);
     }
-    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo.root())));
+    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo_root())));
     revfs_vfs::client::Progress::start(&mut bar, "prefetching");
     let req = Request::Prefetch {
         node: args.rev.rev.as_ref().map(|_| node.to_hex()),

@@ -99,7 +99,7 @@ fn write_output(name: &[u8], text: &[u8]) -> Result<()> {
 
 pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
     let ws = super::open_workspace(cli)?;
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     let rev = ws.resolve_single(args.rev.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;

@@ -88,7 +88,7 @@ pub fn commit(cli: &crate::Cli, args: &CommitArgs) -> Result<u8> {
         verbose: args.verbose,
         quiet: args.quiet,
     };
-    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo.root())));
+    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo_root())));
     Ok(commit::commit(&ws, &args.files, &opts, &mut bar)?)
 }
 
@@ -100,6 +100,6 @@ pub fn update(cli: &crate::Cli, args: &UpdateArgs) -> Result<u8> {
         rev: args.rev.rev.clone().or_else(|| args.target.clone()),
         quiet: args.quiet,
     };
-    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo.root())));
+    let mut bar = Progress::new(progress::wanted(args.quiet, Some(ws.repo_root())));
     Ok(update::update(&ws, &opts, &mut bar)?)
 }

@@ -17,7 +17,7 @@ pub struct DebugIdentityArgs {
 /// hg's errors (configuration first, then the date, then the user).
 pub fn debug_identity(cli: &crate::Cli, args: &DebugIdentityArgs) -> anyhow::Result<u8> {
     let ws = crate::commands::open_workspace(cli)?;
-    let cfg = Config::load(Some(ws.repo.root()))?;
+    let cfg = Config::load(Some(ws.repo_root()))?;
     let (time, tz) = revfs_hg::date::commit_date(args.date.as_deref())?;
     let user = cfg.commit_user(args.user.as_deref(), &Env::from_process(), &mut StdConsole)?;
     println!("{user}\n{time} {tz}");

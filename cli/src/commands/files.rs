@@ -28,7 +28,7 @@ pub fn run(cli: &crate::Cli, args: &FilesArgs) -> Result<u8> {
         Some(other) => bail!("template '{other}' is not supported by revfs files (use hg instead)"),
     };
     let ws = super::open_workspace(cli)?;
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     let rev = ws.resolve_single(args.rev.rev.as_deref())?;
     let manifest = repo.manifest_of(rev)?;
     let ctx = PathContext::new(&ws.root)?;

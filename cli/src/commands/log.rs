@@ -165,7 +165,7 @@ fn costly_fields(
     working_parent: Rev,
     f: &mut revfs_hg::template::Fields,
 ) -> Result<()> {
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     f.repo_len = repo.changelog().len() as i32;
     if t.uses("manifest") {
         let mrev = if e.cs.manifest.is_null() {
@@ -356,7 +356,7 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
     }
     let ws = super::open_workspace(cli)?;
     let mut revs = if args.rev.is_empty() {
-        (0..ws.repo.changelog().len() as Rev).rev().collect()
+        (0..ws.repo()?.changelog().len() as Rev).rev().collect()
     } else {
         ws.resolve_revs(&args.rev)?
     };
@@ -368,7 +368,7 @@ pub fn run(cli: &crate::Cli, args: &LogArgs) -> Result<u8> {
 
 /// Prints changesets in one of log's styles.
 fn show(ws: &super::Workspace, revs: &[Rev], style: &Style) -> Result<u8> {
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     let labels = Labels::load(repo)?;
     let mut out = Out::new();
     let mut result = Ok(());
@@ -441,7 +441,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
     if args.rev.rev.is_none() {
         ws.refuse_merge("parents")?;
     }
-    let cl = ws.repo.changelog();
+    let cl = ws.repo()?.changelog();
     let mut revs = Vec::new();
     match &args.rev.rev {
         Some(spec) => {
@@ -453,7 +453,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
         None => {
             revs.push(ws.resolve_single(Some("."))?);
             if ws.mount.is_none() {
-                if let Some([_, p2]) = revfs_store::dirstate::parents(ws.repo.dot_hg())? {
+                if let Some([_, p2]) = revfs_store::dirstate::parents(ws.repo()?.dot_hg())? {
                     if let Some(r) = cl.rev_of(&p2).filter(|&r| r != NULL_REV) {
                         revs.push(r);
                     }
@@ -478,7 +478,7 @@ pub fn id(cli: &crate::Cli, args: &IdArgs) -> Result<u8> {
     if args.rev.rev.is_none() {
         ws.refuse_merge("id")?;
     }
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     let rev = ws.resolve_single(Some(args.rev.rev.as_deref().unwrap_or(".")))?;
     let dirty = match (&args.rev.rev, &ws.mount) {
         (Some(_), _) => false,

@@ -102,7 +102,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
     let colors = if json {
         Colors::off()
     } else {
-        revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?
+        revfs_hg::color::for_command(cli.color.as_deref(), ws.repo_root())?
     };
     // hg leaves the copy sources out with --no-status.
     let show_copies = (args.copies || args.all) && !args.no_status;
@@ -190,7 +190,7 @@ fn local_offset_west(t: i64) -> i64 {
 pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     use revfs_hg::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
     let ws = super::open_workspace(cli)?;
-    let colors = revfs_hg::color::for_command(cli.color.as_deref(), ws.repo.root())?;
+    let colors = revfs_hg::color::for_command(cli.color.as_deref(), ws.repo_root())?;
     let mut labeler = DiffLabeler::new();
     let mut colored = Vec::new();
     let fetched = fetch(&ws, false, false, false)?;
@@ -199,9 +199,9 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     let walked = walk(&ws, &ctx, &matcher, fetched);
     let copies = &walked.copies;
     let rev = ws.resolve_single(Some("."))?;
-    let cs = ws.repo.changeset(rev)?;
-    let base = ws.repo.manifest_of(rev)?;
-    let parent_short = ws.repo.changelog().node(rev)?.short();
+    let cs = ws.repo()?.changeset(rev)?;
+    let base = ws.repo()?.manifest_of(rev)?;
+    let parent_short = ws.repo()?.changelog().node(rev)?.short();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -226,7 +226,7 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
         let Some(e) = base.find(path)? else {
             return Ok(None);
         };
-        let fl = ws.repo.filelog(path)?;
+        let fl = ws.repo()?.filelog(path)?;
         let text = fl.read(fl.rev_of(&e.node)?)?;
         use revfs_store::manifest::FileFlag;
         Ok(Some((

@@ -147,7 +147,7 @@ pub fn commit(
     let message = message(opts)?;
     // hg's order: the date, addremove, the named files, "nothing changed", the message,
     // then the user (inside the transaction).
-    let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
+    let cfg = revfs_hg::config::Config::load(Some(ws.repo_root()))?;
     let (time, tz) = revfs_hg::date::commit_date(opts.date.as_deref())?;
     // A `.hgsub` that the commit would track makes hg commit subrepositories; refused
     // before anything changes (hg's dirstate guard undoes `-A` when it stops).
@@ -221,7 +221,7 @@ impl Commit<'_> {
         }
         let letters: BTreeMap<&[u8], char> =
             walked.all.iter().map(|(l, p)| (p.as_slice(), *l)).collect();
-        let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+        let base = ws.repo()?.manifest_of(ws.resolve_single(Some("."))?)?;
         // A tracked `.hgsub` makes hg commit subrepositories and write `.hgsubstate`.
         let base_has_hgsub = base.find(b".hgsub")?.is_some();
         let hgsub = letters.get(&b".hgsub"[..]).copied();
@@ -326,8 +326,8 @@ impl Commit<'_> {
         // The working copy's branch (`hg branch` sets it), which the daemon commits on.
         let share = ws.mount()?.share_dir();
         let branch = crate::service::share::branch(&share);
-        let heads_before = branch_heads(&ws.repo, &branch)?;
-        let p1rev = ws.repo.changelog().rev_of(&p1).filter(|_| !p1.is_null());
+        let heads_before = branch_heads(ws.repo()?, &branch)?;
+        let p1rev = ws.repo()?.changelog().rev_of(&p1).filter(|_| !p1.is_null());
         progress.start("committing");
         let req = Request::Commit {
             paths: Some(chosen),
@@ -363,13 +363,13 @@ impl Commit<'_> {
             println!("created new head");
         }
         if let Some(r) = p1rev {
-            let cs = ws.repo.changeset(r)?;
+            let cs = ws.repo()?.changeset(r)?;
             if !opts.quiet && cs.closes_branch() && cs.branch() == branch.as_slice() {
                 println!("reopening closed branch head {r}");
             }
         }
         // hg's commit moves the active bookmark along (`bookmarks.update`), silently.
-        let repo = Repo::open(ws.repo.root())?;
+        let repo = Repo::open(ws.repo_root())?;
         move_active_bookmark(&repo, &share, &mut Bookmarks::load(&repo)?, &[p1], node)?;
         if opts.verbose && !opts.quiet {
             let rev = repo.changelog().rev_of(&node).map_or(-1, |r| r as i64);

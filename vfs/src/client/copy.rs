@@ -519,13 +519,13 @@ fn looks_like_copy_in_parent(c: &Copier, abssrc: &[u8], abstarget: &[u8]) -> Res
     if rev < 0 {
         return Ok(false);
     }
-    let [p1, p2] = c.ws.repo.changelog().parents(rev)?;
+    let [p1, p2] = c.ws.repo()?.changelog().parents(rev)?;
     let mut parents = vec![p1];
     if p2 >= 0 {
         parents.push(p2);
     }
     for p in parents {
-        let m = c.ws.repo.manifest_of(p)?;
+        let m = c.ws.repo()?.manifest_of(p)?;
         if m.find(abssrc)?.is_some() && m.find(abstarget)?.is_none() {
             return Ok(true);
         }

@@ -88,8 +88,8 @@ impl<'a> Dirstate<'a> {
         verbose: bool,
         quiet: bool,
     ) -> Result<Dirstate<'a>> {
-        let cfg = Config::load(Some(ws.repo.root()))?;
-        let base = ws.repo.manifest_of(ws.resolve_single(Some("."))?)?;
+        let cfg = Config::load(Some(ws.repo_root()))?;
+        let base = ws.repo()?.manifest_of(ws.resolve_single(Some("."))?)?;
         let letters = status
             .entries
             .iter()

@@ -83,9 +83,9 @@ pub fn revert(ws: &Workspace, files: &[String], args: RevertOptions) -> Result<u
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, files)?;
     let rev = ws.resolve_single(Some("."))?;
-    let base = ws.repo.manifest_of(rev)?;
-    let short = ws.repo.changelog().node(rev)?.short();
-    let cfg = revfs_hg::config::Config::load(Some(ws.repo.root()))?;
+    let base = ws.repo()?.manifest_of(rev)?;
+    let short = ws.repo()?.changelog().node(rev)?.short();
+    let cfg = revfs_hg::config::Config::load(Some(ws.repo_root()))?;
     let verbose = args.verbose
         || cfg.get_bool("ui", "verbose")?.unwrap_or(false)
         || cfg.get_bool("ui", "debug")?.unwrap_or(false);
@@ -285,7 +285,7 @@ fn differs_from_parent(
         return Ok(true);
     };
     let data = super::dirstate::read_working(&ws.root, p)?;
-    let fl = ws.repo.filelog(p)?;
+    let fl = ws.repo()?.filelog(p)?;
     let text = fl.read(fl.rev_of(&entry.node)?)?;
     Ok(data.as_slice() != &text[..])
 }

@@ -426,7 +426,7 @@ fn find_exact_renames(
         let Some(entry) = ds.base.find(p)? else {
             continue;
         };
-        let fl = ds.ws.repo.filelog(p)?;
+        let fl = ds.ws.repo()?.filelog(p)?;
         let text = fl.read(fl.rev_of(&entry.node)?)?.to_vec();
         if !text.is_empty() {
             by_hash

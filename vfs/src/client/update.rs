@@ -36,13 +36,13 @@ pub fn update(ws: &Workspace, opts: &UpdateOptions, progress: &mut dyn Progress)
     let spec = opts.rev.as_deref();
     let p1 = working_parent(ws);
     let p1rev = ws
-        .repo
+        .repo()?
         .changelog()
         .rev_of(&p1)
         .filter(|_| !p1.is_null())
         .unwrap_or(-1);
     let share = ws.mount()?.share_dir();
-    let mut marks = Bookmarks::load(&ws.repo)?;
+    let mut marks = Bookmarks::load(ws.repo()?)?;
     let active = bookmarks::active(&share, &marks);
     let Destination {
         rev,
@@ -53,10 +53,10 @@ pub fn update(ws: &Workspace, opts: &UpdateOptions, progress: &mut dyn Progress)
     let node = if rev < 0 {
         Node::NULL
     } else {
-        ws.repo.changelog().node(rev)?
+        ws.repo()?.changelog().node(rev)?
     };
     // hg checks subrepositories out with the revision.
-    if rev >= 0 && ws.repo.manifest_of(rev)?.find(b".hgsub")?.is_some() {
+    if rev >= 0 && ws.repo()?.manifest_of(rev)?.find(b".hgsub")?.is_some() {
         return Err(abort(format!("revision {rev} has subrepositories (.hgsub), which revfs does not support (use hg instead)")));
     }
     if !opts.clean {
@@ -71,7 +71,7 @@ pub fn update(ws: &Workspace, opts: &UpdateOptions, progress: &mut dyn Progress)
         }
         // hg's `commands.update.check=linear`: across branches, any uncommitted change
         // (missing files included, unknown ones not) stops the update.
-        let cl = ws.repo.changelog();
+        let cl = ws.repo()?.changelog();
         let linear = cl.is_ancestor(p1rev, rev)? || cl.is_ancestor(rev, p1rev)?;
         if !linear {
             let status = super::status::fetch(ws, false, false, false)?;
@@ -192,7 +192,7 @@ fn destination(
                         println!("updating to active bookmark {}", lossy(name));
                     }
                     brev = Some(name.clone());
-                    let rev = ws.repo.changelog().rev_of(&node).unwrap_or(-1);
+                    let rev = ws.repo()?.changelog().rev_of(&node).unwrap_or(-1);
                     (rev, true)
                 }
                 _ => {
@@ -202,13 +202,13 @@ fn destination(
                     // The tipmost head of the working copy's branch (the parent's with
                     // --clean) that descends from the parent.
                     let branch = if opts.clean {
-                        branch_of(&ws.repo, &p1)?
+                        branch_of(ws.repo()?, &p1)?
                     } else {
                         crate::service::share::branch(share)
                     };
                     let mut dest = p1rev;
-                    for h in branch_heads(&ws.repo, &branch)? {
-                        if h > dest && ws.repo.changelog().is_ancestor(p1rev, h)? {
+                    for h in branch_heads(ws.repo()?, &branch)? {
+                        if h > dest && ws.repo()?.changelog().is_ancestor(p1rev, h)? {
                             dest = h;
                         }
                     }
@@ -246,7 +246,7 @@ fn after_update(
             println!("{line}");
         }
     };
-    let repo = &ws.repo;
+    let repo = ws.repo()?;
     let mut now_active = active.clone();
     if let (Some(from), Some(name)) = (movemarkfrom, &active) {
         if from != node {
@@ -288,13 +288,13 @@ fn after_update(
         }
     }
     if announce && !opts.quiet && rev >= 0 {
-        let branch = branch_of(&ws.repo, &node)?;
-        let others = branch_heads(&ws.repo, &branch)?
+        let branch = branch_of(ws.repo()?, &node)?;
+        let others = branch_heads(ws.repo()?, &branch)?
             .into_iter()
             .filter(|&h| h != rev)
             .count();
         if others > 0 {
-            let cs = ws.repo.changeset(rev)?;
+            let cs = ws.repo()?.changeset(rev)?;
             let summary = cs
                 .description
                 .split(|&b| b == b'\n')

@@ -18,7 +18,13 @@ use std::time::Duration;
 /// Where a command works: a repository, seen either from its own working directory or
 /// from a revfs mount of it.
 pub struct Workspace {
-    pub repo: Repo,
+    /// The repository's root (its working directory, which holds `.hg`).
+    repo_root: PathBuf,
+    /// The repository, opened at its first use ([`Workspace::repo`]): `revfs status` in a
+    /// mount needs only the daemon's answer, and opening a repository (its requirements,
+    /// the changelog's and manifest's indexes mapped, then unmapped at exit) cost it a
+    /// tenth of its time (docs/BENCHMARKS.md, "Start-up").
+    repo: std::cell::OnceCell<Repo>,
     /// The directory that paths are relative to: the repository root or the mountpoint.
     pub root: PathBuf,
     /// What `.` means here.
@@ -230,10 +236,8 @@ fn open_mount(m: &KernelMount, defer_check: bool) -> Result<Workspace> {
             .ok_or_else(|| abort(format!("{}: bad node", state_dir.state_file().display())))?,
     };
     Ok(Workspace {
-        repo: Repo::open(&state.repo).map_err(|source| ClientError::MountRepo {
-            mountpoint: m.mountpoint.clone(),
-            source,
-        })?,
+        repo_root: std::path::absolute(&state.repo).map_err(ClientError::io(&state.repo))?,
+        repo: std::cell::OnceCell::new(),
         root: m.mountpoint.clone(),
         scope: Scope {
             working_parent: Some(node),
@@ -260,8 +264,11 @@ fn read_link_within(path: &Path, deadline: Duration) -> Result<PathBuf, Option<s
 }
 
 fn repo_at(dir: &Path) -> Result<Workspace> {
+    // Opened at once: outside a mount, every command reads the repository.
+    let repo = Repo::open(dir)?;
     Ok(Workspace {
-        repo: Repo::open(dir)?,
+        repo_root: repo.root().to_path_buf(),
+        repo: std::cell::OnceCell::from(repo),
         root: dir.to_path_buf(),
         scope: Scope::default(),
         mount: None,
@@ -311,6 +318,26 @@ fn open_with(repository: Option<&Path>, defer_check: bool) -> Result<Workspace> 
 }
 
 impl Workspace {
+    /// The repository, opened at the first call (in a mount: the repository it serves).
+    pub fn repo(&self) -> Result<&Repo> {
+        if let Some(repo) = self.repo.get() {
+            return Ok(repo);
+        }
+        let repo = Repo::open(&self.repo_root).map_err(|source| match &self.mount {
+            Some(m) => ClientError::MountRepo {
+                mountpoint: m.mountpoint.clone(),
+                source,
+            },
+            None => ClientError::Store(source),
+        })?;
+        Ok(self.repo.get_or_init(|| repo))
+    }
+
+    /// The repository's root, without opening it.
+    pub fn repo_root(&self) -> &Path {
+        &self.repo_root
+    }
+
     /// hg's working-directory lock of the mount (its share's `wlock`), taken as every hg
     /// command that changes the working copy takes it, so that revfs and hg never
     /// interleave their changes. While hg holds it, prints hg's `waiting for lock` line and
@@ -330,7 +357,7 @@ impl Workspace {
             }
             Err(e) => return Err(e.into()),
         }
-        let timeout = revfs_hg::config::Config::load(Some(self.repo.root()))
+        let timeout = revfs_hg::config::Config::load(Some(self.repo_root()))
             .ok()
             .and_then(|c| c.get("ui", "timeout").map(<[u8]>::to_vec))
             .and_then(|v| String::from_utf8(v).ok()?.trim().parse::<u64>().ok())
@@ -416,7 +443,7 @@ impl Workspace {
         let mut out: Vec<Rev> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for spec in specs {
-            for rev in revset::resolve_in(&self.repo, spec, self.scope)? {
+            for rev in revset::resolve_in(self.repo()?, spec, self.scope)? {
                 if seen.insert(rev) {
                     out.push(rev);
                 }
@@ -427,7 +454,7 @@ impl Workspace {
 
     /// Resolves one `-r` argument to a single revision (the last of a range), default `.`.
     pub fn resolve_single(&self, spec: Option<&str>) -> Result<Rev> {
-        let revs = revset::resolve_in(&self.repo, spec.unwrap_or("."), self.scope)?;
+        let revs = revset::resolve_in(self.repo()?, spec.unwrap_or("."), self.scope)?;
         revs.last()
             .copied()
             .ok_or_else(|| abort("empty revision set"))
