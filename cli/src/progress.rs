@@ -70,10 +70,12 @@ impl Progress {
             counting: false,
         }
     }
+}
 
+impl revfs_vfs::client::Progress for Progress {
     /// The request starts now: the bar says `what` until told more.
-    fn begin(&mut self, what: &str) {
-        self.end();
+    fn start(&mut self, what: &str) {
+        self.finish();
         let Some(delay) = self.delay else {
             return;
         };
@@ -96,8 +98,12 @@ impl Progress {
         self.counting = false;
     }
 
+    fn enabled(&self) -> bool {
+        self.bar.is_some()
+    }
+
     /// `done` of `total` units of `what` are done (`total` 0: unknown, a spinner).
-    fn advance(&mut self, what: &str, done: u64, total: u64) {
+    fn update(&mut self, what: &str, done: u64, total: u64) {
         let Some(bar) = &self.bar else { return };
         let counting = total > 0;
         // Length first: the ticker thread may draw between two of these calls.
@@ -123,7 +129,7 @@ impl Progress {
     }
 
     /// Removes the bar (before the command prints its result).
-    fn end(&mut self) {
+    fn finish(&mut self) {
         if let Some((tx, timer)) = self.reveal.take() {
             drop(tx);
             let _ = timer.join();
@@ -134,26 +140,8 @@ impl Progress {
     }
 }
 
-impl revfs_vfs::client::Progress for Progress {
-    fn start(&mut self, what: &str) {
-        self.begin(what);
-    }
-
-    fn enabled(&self) -> bool {
-        self.bar.is_some()
-    }
-
-    fn update(&mut self, what: &str, done: u64, total: u64) {
-        self.advance(what, done, total);
-    }
-
-    fn finish(&mut self) {
-        self.end();
-    }
-}
-
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.end();
+        revfs_vfs::client::Progress::finish(self);
     }
 }

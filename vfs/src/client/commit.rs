@@ -8,7 +8,7 @@
 
 use super::error::{abort, Result};
 use super::workspace::{unexpected, Progress};
-use super::Workspace;
+use super::{lossy, Workspace};
 use crate::service::control::{Request, Response};
 use revfs_hg::matcher::{Matcher, PathContext};
 use revfs_store::bookmarks::{self, Bookmarks};
@@ -36,10 +36,6 @@ pub struct CommitOptions {
     pub verbose: bool,
     /// `-q/--quiet`.
     pub quiet: bool,
-}
-
-pub(super) fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Commit and update change the working copy, which only a mount's daemon holds.

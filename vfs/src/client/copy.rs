@@ -21,7 +21,7 @@
 use super::dirstate::{warn, Dirstate, State};
 use super::error::{abort, Result};
 use super::walk::{bad_files, lstat_named};
-use super::Workspace;
+use super::{lossy, Workspace};
 use crate::service::control::Request;
 use revfs_hg::config::strerror;
 use revfs_hg::matcher::is_pattern;
@@ -71,10 +71,6 @@ impl std::ops::DerefMut for Copier<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.ds
     }
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn os(b: &[u8]) -> &OsStr {

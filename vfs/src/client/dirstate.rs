@@ -7,7 +7,7 @@
 
 use super::error::{abort, Result};
 use super::status::Status;
-use super::Workspace;
+use super::{lossy, Workspace};
 use crate::service::control::Request;
 use crate::wc::fold_case;
 use crate::wc::journal::Track;
@@ -67,10 +67,6 @@ pub struct Dirstate<'a> {
     /// `ui.verbose` and `ui.quiet` (`--debug` implies verbose; both together cancel).
     pub verbose: bool,
     pub quiet: bool,
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// hg's `ui.warn`: standard error, at once.

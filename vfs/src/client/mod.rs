@@ -25,6 +25,11 @@ pub mod walk;
 pub mod workspace;
 
 pub use error::{abort, ClientError, Result};
+/// A repository path or name for a message, as hg prints bytes that are not UTF-8.
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 pub use workspace::{
     control_deadline, open, open_deferred, MountRef, NoProgress, NotAnswering, Progress, Workspace,
 };

@@ -16,7 +16,7 @@ use super::dirstate::warn;
 use super::error::{abort, Result};
 use super::status::fetch;
 use super::walk::walk_silent;
-use super::Workspace;
+use super::{lossy, Workspace};
 use crate::service::control::Request;
 use crate::wc::journal::Track;
 use revfs_hg::matcher::{Matcher, PathContext};
@@ -55,10 +55,6 @@ impl Action {
             Action::Undelete => "undeleting",
         }
     }
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// `hg revert FILE...`: back to the working-copy parent's content for the named files.

@@ -7,12 +7,10 @@
 //! Not supported: merging local changes into the files an update changes (refused with an
 //! abort that says so), `--check`, `--merge`, `--tool`, `--date`.
 
-use super::commit::{
-    branch_heads, branch_of, lossy, mount_only, move_active_bookmark, working_parent,
-};
+use super::commit::{branch_heads, branch_of, mount_only, move_active_bookmark, working_parent};
 use super::error::{abort, Result};
 use super::workspace::{unexpected, Progress};
-use super::Workspace;
+use super::{lossy, Workspace};
 use crate::service::control::{Request, Response};
 use revfs_store::bookmarks::{self, Bookmarks};
 use revfs_store::{Node, Rev};

@@ -385,12 +385,7 @@ impl Workspace {
     /// Sends a request to the mount's daemon; aborts outside a mount, and when the daemon
     /// does not answer within the deadline.
     pub fn request(&self, req: &Request) -> Result<Response> {
-        let mount = self.mount()?;
-        match mount.exchange(req, None) {
-            Ok(Response::Error { message }) => Err(ClientError::Refused(message)),
-            Ok(other) => Ok(other),
-            Err(e) => Err(mount.error(e)),
-        }
+        self.request_with_progress(req, &mut NoProgress)
     }
 
     /// [`Workspace::request`] for a long request (commit, update, prefetch), whose progress
