@@ -3,7 +3,8 @@
 #
 #   1. installs cargo-deb when missing (cargo install --locked, kept in ~/.cargo/bin), and
 #      dpkg-dev (dpkg-shlibdeps, for the libc dependency) when missing;
-#   2. builds the release binary;
+#   2. builds revfs as it is installed (packaging/build.sh: bin/revfs, the static musl
+#      commands, and lib/revfs/revfs-daemon, the glibc daemon);
 #   3. generates the man pages and shell completions from the clap definitions with the
 #      binary just built (`revfs debuggen --out target/packaging`);
 #   4. runs cargo-deb, which packages what [package.metadata.deb] in cli/Cargo.toml lists
@@ -31,7 +32,9 @@ if ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq dpkg-dev >/dev/null
 fi
 
-cargo build --release --locked -p revfs-cli
+# The daemon is packaged from target/release/revfs (cargo-deb strips it and finds its
+# libc dependency); the static command from the prefix, stripped there.
+STRIP=1 packaging/build.sh target/packaging/dist >/dev/null
 
 # Reproducible dates (man page footers, file times in the .deb): the last commit's. Set
 # after the build: cargo rebuilds C dependencies (zstd) when this variable changes.
@@ -40,7 +43,7 @@ export SOURCE_DATE_EPOCH
 
 # cargo-deb finds the binary in the real target directory; the generated files go to
 # target/packaging/, where cli/Cargo.toml's assets expect them.
-bin="${CARGO_TARGET_DIR:-target}/release/revfs"
+bin=target/packaging/dist/bin/revfs
 gen=target/packaging
 rm -rf "$gen/man" "$gen/completions"
 "$bin" debuggen --out "$gen" >/dev/null
@@ -57,7 +60,9 @@ if ! cargo deb -p revfs-cli --no-build --locked --strip --output target/debian >
   cat "$log" >&2
   exit 1
 fi
-grep -i warning "$log" | grep -v "are detected as Cargo target dir" >&2 || true
+# dpkg-shlibdeps finds no libraries in the static command: "Failed to find dependency
+# specification" is that, expected too.
+grep -i warning "$log" | grep -v -e "are detected as Cargo target dir" -e "Failed to find dependency specification" >&2 || true
 deb="target/debian/revfs_$("$bin" --version | awk '{print $2}')-1_$(dpkg --print-architecture).deb"
 if [ ! -f "$deb" ]; then
   echo "cargo-deb did not produce $deb" >&2

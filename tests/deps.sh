@@ -98,7 +98,25 @@ install_test_deps() {
   fi
 }
 
+# What the installed build (packaging/build.sh) needs beyond install_deps: the static musl
+# command's C compiler, strip, and Rust's musl target for this machine.
+DEPS_DIST=(
+  musl-gcc:musl-tools       # zstd's and mimalloc's C code, for the musl target
+  strip:binutils            # STRIP=1
+)
+musl_target() { echo "$(uname -m)-unknown-linux-musl"; }
+install_dist_deps() {
+  install_programs "${DEPS_DIST[@]}"
+  local target
+  target=$(musl_target)
+  if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$target"; then
+    echo "installing: Rust's $target target (rustup)" >&2
+    rustup target add "$target" >/dev/null
+  fi
+}
+
 install_bench_deps() {
   install_deps
+  install_dist_deps
   install_programs "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}"
 }

@@ -621,7 +621,8 @@ fn mktime(t: &Tm) -> Option<i64> {
 
 /// The local zone's offset in seconds west of UTC at time `t` (hg's `makedate` offset).
 pub fn local_offset_west(t: i64) -> i32 {
-    let tt = t as libc::time_t;
+    // (`as _`: libc's time_t, named deprecated for musl targets.)
+    let tt = t as _;
     // SAFETY: tzset reads the environment; localtime_r fills the tm we own.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     let ok = unsafe {

@@ -20,6 +20,9 @@ pub struct Mount {
     /// The descriptor limit (soft and hard) every `revfs` command of this mount, the daemon
     /// included, runs under; none: the test's own.
     fd_limit: Option<u64>,
+    /// The `revfs` program this mount's commands run: the workspace's build unless
+    /// [`Mount::with_binary`] gave another.
+    bin: PathBuf,
     watchdog: Mutex<Option<Watchdog>>,
     _tmp: tempfile::TempDir,
 }
@@ -93,6 +96,14 @@ impl Mount {
         )
     }
 
+    /// Mounts `repo` with the `revfs` program `bin`, which every command of the mount runs.
+    pub fn with_binary(repo: &Path, bin: &Path) -> Mount {
+        let mut m = Mount::unmounted(None, watchdog::default_deadline(), "", None);
+        m.bin = bin.to_path_buf();
+        m.start(repo, None, &[]);
+        m
+    }
+
     fn mount_with(
         repo: &Path,
         rev: Option<&str>,
@@ -112,6 +123,18 @@ impl Mount {
         config: &str,
         fd_limit: Option<u64>,
     ) -> Mount {
+        let m = Mount::unmounted(state_root, deadline, config, fd_limit);
+        m.start(repo, rev, extra);
+        m
+    }
+
+    /// A mount's directories and settings, before `revfs mount` runs.
+    fn unmounted(
+        state_root: Option<&Path>,
+        deadline: Duration,
+        config: &str,
+        fd_limit: Option<u64>,
+    ) -> Mount {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mnt");
         let state_root = state_root
@@ -125,14 +148,19 @@ impl Mount {
             std::fs::write(&f, config).expect("config");
             f
         };
-        let m = Mount {
+        Mount {
             config: config_file,
             fd_limit,
+            bin: crate::revfs_bin(),
             watchdog: Mutex::new(Some(Watchdog::start(&dir, &state_root, deadline))),
             dir,
             state_root,
             _tmp: tmp,
-        };
+        }
+    }
+
+    /// `revfs mount [EXTRA] [-r REV] REPO DIR`, which must succeed.
+    fn start(&self, repo: &Path, rev: Option<&str>, extra: &[&str]) {
         let mut args = vec!["mount".to_owned()];
         args.extend(extra.iter().map(|a| a.to_string()));
         if let Some(r) = rev {
@@ -140,14 +168,13 @@ impl Mount {
             args.push(r.into());
         }
         args.push(repo.display().to_string());
-        args.push(m.dir.display().to_string());
-        let out = m.revfs(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        args.push(self.dir.display().to_string());
+        let out = self.revfs(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(
             out.status.success(),
             "revfs mount failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        m
     }
 
     /// Runs `revfs ARGS` with this mount's state directory.
@@ -157,7 +184,7 @@ impl Mount {
 
     /// Runs `revfs ARGS` from `cwd` (file arguments are relative to it, as in hg).
     pub fn revfs_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        let mut cmd = std::process::Command::new(crate::revfs_bin());
+        let mut cmd = std::process::Command::new(&self.bin);
         if let Some(limit) = self.fd_limit {
             use std::os::unix::process::CommandExt;
             let lim = libc::rlimit {

@@ -71,6 +71,9 @@ fn is_mounted(mountpoint: &Path) -> Result<bool> {
 }
 
 pub fn mount(args: &MountArgs) -> Result<u8> {
+    if args.foreground {
+        become_daemon_executable()?;
+    }
     // The configuration first: a bad one stops here, before anything is mounted.
     let config = Config::load()?;
     let threads = args.threads.map_or(config.mount.threads, usize::from);
@@ -206,6 +209,49 @@ fn refuse_changed_kept_copy(state_dir: &StateDir, repo: &Path, mountpoint: &Path
     Ok(())
 }
 
+/// The program a mount's daemon runs. An installed revfs is two builds of this binary
+/// (packaging/build.sh): `bin/revfs`, static and linked with musl, whose commands start in
+/// a fraction of a dynamically linked program's time, and `lib/revfs/revfs-daemon` beside
+/// it, linked with glibc, whose memcmp and memcpy the daemon's lookups and status spend
+/// their time in (a musl daemon took 1.65x as long over 1,000 changed files), and which is
+/// position-independent (the daemon reads repositories and serves requests for as long as
+/// the mount lives). A binary with no daemon beside it (`cargo build`) is its own daemon.
+fn daemon_executable() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the revfs executable")?;
+    if let Some(prefix) = exe.parent().and_then(Path::parent) {
+        let daemon = prefix.join("lib/revfs/revfs-daemon");
+        if daemon.is_file() && daemon != exe {
+            return Ok(daemon);
+        }
+    }
+    Ok(exe)
+}
+
+/// `revfs mount --foreground` run as the command (the systemd unit does): replaced by the
+/// same command in [`daemon_executable`], with the same arguments and process id, when
+/// that is another program.
+fn become_daemon_executable() -> Result<()> {
+    let daemon = daemon_executable()?;
+    let exe = std::env::current_exe().context("finding the revfs executable")?;
+    if daemon == exe {
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(&daemon);
+    cmd.args(std::env::args_os().skip(1));
+    for (key, value) in ALLOCATOR_ENV {
+        if std::env::var_os(key).is_none() {
+            cmd.env(key, value);
+        }
+    }
+    // exec returns only when it failed.
+    let err = cmd.exec();
+    Err(anyhow!(
+        "cannot run the revfs daemon {}: {err}",
+        daemon.display()
+    ))
+}
+
 /// Starts the daemon as a detached process and waits until the mount answers.
 fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
     state_dir.create()?;
@@ -228,8 +274,7 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
         .append(true)
         .open(&log)?;
     let log_len = log_out.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe().context("finding the revfs executable")?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = Command::new(daemon_executable()?);
     cmd.arg("mount")
         .arg("--foreground")
         .arg("-r")

@@ -175,17 +175,6 @@ pub struct DiffArgs {
     files: Vec<String>,
 }
 
-/// The local time zone's offset in seconds west of UTC, as hg's `makedate` gives it.
-fn local_offset_west(t: i64) -> i64 {
-    let tt = t as libc::time_t;
-    // SAFETY: localtime_r fills the tm we own from a valid time_t.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&tt, &mut tm) }.is_null() {
-        return 0;
-    }
-    -tm.tm_gmtoff
-}
-
 /// `hg diff`: the working copy's changes against its parent, as hg prints them.
 pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     use revfs_hg::diff::{file_diff, hg_datestr, CopyOp, DiffLabeler, DiffOptions, Side};
@@ -202,14 +191,11 @@ pub fn diff(cli: &crate::Cli, args: &DiffArgs) -> Result<u8> {
     let cs = ws.repo()?.changeset(rev)?;
     let base = ws.repo()?.manifest_of(rev)?;
     let parent_short = ws.repo()?.changelog().node(rev)?.short();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let (now, tz) = revfs_hg::date::now();
     let opts = DiffOptions {
         git: args.git,
         old_date: hg_datestr(cs.time, cs.tz as i64),
-        new_date: hg_datestr(now, local_offset_west(now)),
+        new_date: hg_datestr(now, i64::from(tz)),
     };
     let letters: BTreeMap<Vec<u8>, char> = walked
         .entries()
