@@ -3,7 +3,7 @@
 //! a transaction was left behind) and a remount: `hg verify` passes, and every working-copy
 //! change is still there, committed or not.
 //!
-//! `REVFS_COMMIT_CRASH_ROUNDS` (default 50) sets the number of trials.
+//! `REVFS_COMMIT_CRASH_ROUNDS` (default 25; tests/long.sh runs more) sets the number of trials.
 
 use revfs_tests::mount::{snapshot, Mount};
 use revfs_tests::{hg_cmd, scratch_dir};
@@ -36,7 +36,7 @@ fn rv(m: &Mount, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
-    let rounds: u64 = revfs_tests::env_or("REVFS_COMMIT_CRASH_ROUNDS", 50);
+    let rounds: u64 = revfs_tests::env_or("REVFS_COMMIT_CRASH_ROUNDS", 25);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);
@@ -172,7 +172,7 @@ fn a_commit_killed_at_any_point_loses_nothing_and_hg_verify_passes() {
 
 #[test]
 fn an_update_killed_at_any_point_leaves_one_revision_or_the_other() {
-    let rounds: u64 = revfs_tests::env_or("REVFS_UPDATE_CRASH_ROUNDS", 30);
+    let rounds: u64 = revfs_tests::env_or("REVFS_UPDATE_CRASH_ROUNDS", 15);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     // Revision 1 changes half the files, removes some, adds some.

@@ -4,7 +4,7 @@
 //! at the end; commits from hg and revfs racing on one repository; a process reading a
 //! file sees the new content as soon as `revfs update` returns.
 //!
-//! `REVFS_CYCLES` (default 500) sets the number of cycles, `REVFS_SEED` the seed.
+//! `REVFS_CYCLES` (default 250; tests/long.sh runs more) sets the number of cycles, `REVFS_SEED` the seed.
 
 use revfs_tests::hg::HgServer;
 use revfs_tests::mount::{snapshot, Mount, Snap};
@@ -220,7 +220,7 @@ fn random_edit(rng: &mut Rng, m: &Mount, log: &mut Vec<String>) {
 
 #[test]
 fn edit_commit_update_cycles_are_read_back_identically_by_hg() {
-    let cycles: usize = revfs_tests::env_or("REVFS_CYCLES", 500);
+    let cycles: usize = revfs_tests::env_or("REVFS_CYCLES", 250);
     let seed: u64 = revfs_tests::env_or("REVFS_SEED", 0x5eed_c0de);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
@@ -577,7 +577,7 @@ fn a_new_reader_sees_the_new_content_as_soon_as_update_returns_and_an_open_one_t
 
 #[test]
 fn revfs_and_hg_commit_to_one_repository_at_the_same_time() {
-    let rounds: usize = revfs_tests::env_or("REVFS_CONCURRENT_ROUNDS", 100);
+    let rounds: usize = revfs_tests::env_or("REVFS_CONCURRENT_ROUNDS", 50);
     let tmp = scratch_dir();
     let repo = make_repo(tmp.path());
     let m = Mount::new(&repo, None);

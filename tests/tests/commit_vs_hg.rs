@@ -7,7 +7,7 @@
 //! stops in revfs (`abort: uncommitted changes`) where hg merges; then both sides discard
 //! their changes and go on.
 //!
-//! `REVFS_ORACLE_STEPS` (default 300) and `REVFS_SEED` set the length and the seed.
+//! `REVFS_ORACLE_STEPS` (default 150; tests/long.sh runs more) and `REVFS_SEED` set the length and the seed.
 
 use revfs_tests::mount::{snapshot, Mount};
 use revfs_tests::Rng;
@@ -85,7 +85,7 @@ fn prune_empty_dirs(root: &Path) {
 
 #[test]
 fn commits_and_updates_match_hg_byte_for_byte() {
-    let steps: usize = revfs_tests::env_or("REVFS_ORACLE_STEPS", 300);
+    let steps: usize = revfs_tests::env_or("REVFS_ORACLE_STEPS", 150);
     let seed: u64 = revfs_tests::env_or("REVFS_SEED", 0xfeed_beef);
     let tmp = scratch_dir();
     let top = tmp.path().to_owned();

@@ -2,7 +2,7 @@
 //! was acknowledged by fsync is there, and `revfs status` equals what `hg status` says of a
 //! checkout holding the same files.
 //!
-//! `REVFS_CRASH_ROUNDS` (default 40) sets the number of trials; with the commit and update
+//! `REVFS_CRASH_ROUNDS` (default 20; tests/long.sh runs more) sets the number of trials; with the commit and update
 //! crash tests (50 and 30 by default) CI runs 120 kills.
 
 use revfs_tests::mount::{snapshot, Mount, Snap};
@@ -188,7 +188,7 @@ fn crash_once(round: u64) {
 
 #[test]
 fn fsynced_writes_survive_a_killed_daemon() {
-    let rounds: u64 = revfs_tests::env_or("REVFS_CRASH_ROUNDS", 40);
+    let rounds: u64 = revfs_tests::env_or("REVFS_CRASH_ROUNDS", 20);
     for round in 0..rounds {
         crash_once(round);
     }

@@ -444,21 +444,21 @@ fn run_seed_with(seed: u64, ops: usize, remount_every: usize, forget_every: usiz
     }
 }
 
-fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
-    match std::env::var("REVFS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(s) => vec![s],
-        None => default.collect(),
+/// The seeds a sweep runs: REVFS_SEED alone when set; else `count` seeds from `first`,
+/// REVFS_SEED_COUNT of them when set (tests/long.sh runs more than CI does).
+fn seeds(first: u64, count: u64) -> Vec<u64> {
+    if let Some(s) = std::env::var("REVFS_SEED").ok().and_then(|s| s.parse().ok()) {
+        return vec![s];
     }
+    let count = revfs_tests::env_or("REVFS_SEED_COUNT", count);
+    (first..first + count).collect()
 }
 
 #[test]
 fn status_and_bytes_match_hg_after_random_operations() {
-    // 70 seeds x 100 operations = 7,000 operations (CI's time: ~2.5 s a seed; REVFS_SEED
+    // 25 seeds x 100 operations in CI (~2.5 s a seed); tests/long.sh runs 200 (REVFS_SEED
     // runs any other one).
-    for seed in seeds(0..70) {
+    for seed in seeds(0, 25) {
         run_seed(seed, 100, 0, 0);
     }
 }
@@ -467,7 +467,7 @@ fn status_and_bytes_match_hg_after_random_operations() {
 fn status_and_bytes_match_hg_with_kernel_passthrough() {
     // Files in the overlay read and written by the kernel directly (`mount.passthrough`),
     // with remounts in the middle.
-    for seed in seeds(3000..3008) {
+    for seed in seeds(3000, 8) {
         run_seed_with(seed, 80, 37, 0, "[mount]\npassthrough = true\n");
     }
 }
@@ -476,21 +476,21 @@ fn status_and_bytes_match_hg_with_kernel_passthrough() {
 fn status_and_bytes_match_hg_through_dev_fuse() {
     // Requests read from /dev/fuse instead of io_uring rings (`mount.io_uring`), with
     // remounts in the middle.
-    for seed in seeds(4000..4010) {
+    for seed in seeds(4000, 10) {
         run_seed_with(seed, 80, 37, 0, "[mount]\nio_uring = false\n");
     }
 }
 
 #[test]
 fn the_kernel_forgetting_inodes_between_operations_changes_nothing() {
-    for seed in seeds(2000..2020) {
+    for seed in seeds(2000, 10) {
         run_seed(seed, 60, 0, 6);
     }
 }
 
 #[test]
 fn the_journal_survives_remounts_in_the_middle_of_a_sequence() {
-    for seed in seeds(1000..1010) {
+    for seed in seeds(1000, 10) {
         run_seed(seed, 60, 17, 0);
     }
 }
@@ -869,7 +869,7 @@ fn hg_in_the_mount_agrees_with_a_clone_after_each_random_operation() {
         // the mount (hg drops the merge's copies when the second parent goes).
         run_seed_hg_in_mount(38, 2);
     }
-    for seed in seeds(2000..2003) {
+    for seed in seeds(2000, 3) {
         run_seed_hg_in_mount(seed, ops);
     }
 }

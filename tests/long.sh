@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The long forms of the suite's sweeps, which CI runs short to stay under 25 minutes on 2
+# cores: more seeds of the random-operation tests against hg, more kills of the crash tests,
+# longer oracle sequences. Each line of docs/RELIABILITY.md's "Long runs" table is one run
+# of this script. Ends with one line: "long: N passed, N failed".
+#
+# Usage: tests/long.sh [SCALE]   (SCALE 1, the default, is about 40 minutes on 2 cores;
+#                                 the counts grow with it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tests/deps.sh
+. tests/deps.sh
+install_deps
+install_test_deps
+cargo build --workspace --locked
+
+scale=${1:-1}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+run() { # NAME ENV... -- CARGO-TEST-ARGS...
+  local name=$1 envs=()
+  shift
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  echo "== $name: ${envs[*]}"
+  local started=$SECONDS
+  env "${envs[@]}" cargo test -q -p revfs-tests --locked "$@" 2>&1 | tee -a "$log" | grep -E '^test result|panicked|FAILED' || status=1
+  echo "   $((SECONDS - started)) s"
+}
+
+run "status against hg, random operations" REVFS_SEED_COUNT=$((200 * scale)) \
+  -- --test status_vs_hg status_and_bytes_match_hg_after_random_operations
+run "status against hg, kernel forgetting inodes" REVFS_SEED_COUNT=$((40 * scale)) \
+  -- --test status_vs_hg the_kernel_forgetting_inodes_between_operations_changes_nothing
+run "status against hg, remounts" REVFS_SEED_COUNT=$((30 * scale)) \
+  -- --test status_vs_hg the_journal_survives_remounts_in_the_middle_of_a_sequence
+run "hg in the mount against a clone" REVFS_SEED_COUNT=$((10 * scale)) REVFS_HG_OPS=40 \
+  -- --test status_vs_hg hg_in_the_mount_agrees_with_a_clone_after_each_random_operation
+run "commits and updates against hg" REVFS_ORACLE_STEPS=$((600 * scale)) \
+  -- --test commit_vs_hg
+run "edit, commit, update cycles" REVFS_CYCLES=$((1000 * scale)) REVFS_CONCURRENT_ROUNDS=$((200 * scale)) \
+  -- --test commit_update
+run "kill -9: commits, updates, fsync'd writes" REVFS_COMMIT_CRASH_ROUNDS=$((100 * scale)) \
+  REVFS_UPDATE_CRASH_ROUNDS=$((100 * scale)) REVFS_CRASH_ROUNDS=$((100 * scale)) \
+  -- --test commit_crash --test crash -- --test-threads=1
+run "the CLI against hg" REVFS_CLI_SEEDS=100..$((100 + 50 * scale)) REVFS_CLI_COMMANDS=80 \
+  -- --test cli_vs_hg random_commands
+
+read -r passed failed < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$log")
+echo "long: $passed passed, $failed failed"
+[ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
