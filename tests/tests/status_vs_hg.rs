@@ -447,7 +447,10 @@ fn run_seed_with(seed: u64, ops: usize, remount_every: usize, forget_every: usiz
 /// The seeds a sweep runs: REVFS_SEED alone when set; else `count` seeds from `first`,
 /// REVFS_SEED_COUNT of them when set (tests/long.sh runs more than CI does).
 fn seeds(first: u64, count: u64) -> Vec<u64> {
-    if let Some(s) = std::env::var("REVFS_SEED").ok().and_then(|s| s.parse().ok()) {
+    if let Some(s) = std::env::var("REVFS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         return vec![s];
     }
     let count = revfs_tests::env_or("REVFS_SEED_COUNT", count);
