@@ -207,6 +207,10 @@ hg -R repo commit -q -A -u test -m init
 mkdir mnt
 revfs mount repo mnt
 check "revfs mount repo mnt"
+# Two programs: the static command, and the daemon it starts beside it.
+grep -qx /usr/lib/revfs/revfs-daemon <(for e in /proc/[0-9]*/exe; do readlink "$e"; done 2>/dev/null) ||
+  fail "no daemon runs /usr/lib/revfs/revfs-daemon"
+check "the mount's daemon runs /usr/lib/revfs/revfs-daemon"
 [ "$(cat mnt/file)" = hello ] || fail "cat mnt/file"
 [ "$(cat mnt/dir/sub)" = below ] || fail "cat mnt/dir/sub"
 check "cat mnt/file: $(cat mnt/file)"
@@ -285,8 +289,9 @@ printf '# mount options\nREPO="/root/repo"\nREVFS_MOUNT_OPTIONS="-r 0 --threads 
 eval "$(unitcmd ExecStart)" &
 main=$!
 eval "$(unitcmd ExecStartPost)" || fail "ExecStartPost with REVFS_MOUNT_OPTIONS"
-grep -qx 'revfs mount --foreground -r 0 --threads 3 /root/repo /root/src/repo-mnt' \
-  <(for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$c" | sed 's|^/usr/bin/||; s/ $//'; echo; done) ||
+# `revfs mount --foreground` has become the daemon's program, with the same arguments.
+grep -qx 'revfs-daemon mount --foreground -r 0 --threads 3 /root/repo /root/src/repo-mnt' \
+  <(for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$c" | sed 's|^/usr/lib/revfs/||; s/ $//'; echo; done) ||
   fail "REVFS_MOUNT_OPTIONS did not reach revfs mount"
 eval "$(unitcmd ExecStop)"
 wait $main || fail "the daemon exited with $? after ExecStop (3)"

@@ -29,6 +29,8 @@ run() { # NAME ENV... -- CARGO-TEST-ARGS...
   echo "   $((SECONDS - started)) s"
 }
 
+run "the store and the mount against hg, every revision of every format" REVFS_FORMAT_REV_STEP=1 \
+  -- --test store_vs_hg --test mount_read
 run "status against hg, random operations" REVFS_SEED_COUNT=$((200 * scale)) \
   -- --test status_vs_hg status_and_bytes_match_hg_after_random_operations
 run "status against hg, kernel forgetting inodes" REVFS_SEED_COUNT=$((40 * scale)) \

@@ -48,8 +48,9 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --locked --no-fail-fast -- --test-threads="$(nproc)" 2>&1 | tee "$log" || status=$?
 demo=0
-# The demo mounts too: if it has not ended after 10 minutes, its new mounts are ended.
-bash tests/demo.sh >/dev/null &
+# The demo, on the debug build just tested (see tests/demo.sh). It mounts too: if it has not
+# ended after 10 minutes, its new mounts are ended.
+REVFS=$PWD/target/debug/revfs bash tests/demo.sh >/dev/null &
 demo_pid=$!
 for ((i = 0; i < 600; i++)); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 1; done
 if kill -0 "$demo_pid" 2>/dev/null; then

@@ -40,6 +40,14 @@ pub fn rust_sources(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Which revisions the every-revision tests check of a fixture in a format other than the
+/// default one (zlib, legacy delta chains, no fncache, no store): every Nth and the tip,
+/// N = `REVFS_FORMAT_REV_STEP` (3 in CI; tests/long.sh runs 1). The default format's
+/// fixture is checked at every revision.
+pub fn format_rev_step() -> usize {
+    env_or("REVFS_FORMAT_REV_STEP", 3usize).max(1)
+}
+
 /// The `revfs` binary built in the same profile as the running test.
 pub fn revfs_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");

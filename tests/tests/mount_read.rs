@@ -90,13 +90,13 @@ fn the_mount_equals_an_hg_checkout_at_every_revision() {
 
 #[test]
 fn the_mount_equals_an_hg_checkout_at_every_revision_zlib() {
-    every_revision_matches_checkout("history-zlib", 1);
+    every_revision_matches_checkout("history-zlib", revfs_tests::format_rev_step());
 }
 
 #[test]
 fn the_mount_equals_an_hg_checkout_at_every_revision_legacy_formats() {
     for name in ["history-legacy", "history-nofncache", "history-nostore"] {
-        every_revision_matches_checkout(name, 1);
+        every_revision_matches_checkout(name, revfs_tests::format_rev_step());
     }
 }
 

@@ -866,7 +866,8 @@ fn random_tracking(rng: &mut Rng, mount: &Path, wc: &Path, root: &str) -> Result
 
 #[test]
 fn hg_in_the_mount_agrees_with_a_clone_after_each_random_operation() {
-    let ops = revfs_tests::env_or("REVFS_HG_OPS", 20);
+    // 12 operations a seed in CI (tests/long.sh runs 40).
+    let ops = revfs_tests::env_or("REVFS_HG_OPS", 12);
     if std::env::var_os("REVFS_SEED").is_none() {
         // Found by seed 38: a backout that merges a copied file left its copy source in
         // the mount (hg drops the merge's copies when the second parent goes).
