@@ -4,7 +4,7 @@
 # longer oracle sequences. Each line of docs/RELIABILITY.md's "Long runs" table is one run
 # of this script. Ends with one line: "long: N passed, N failed".
 #
-# Usage: tests/long.sh [SCALE]   (SCALE 1, the default, is about 40 minutes on 2 cores;
+# Usage: tests/long.sh [SCALE]   (SCALE 1, the default, is about an hour on 2 cores;
 #                                 the counts grow with it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
