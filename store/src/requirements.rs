@@ -17,7 +17,6 @@ const SUPPORTED: &[&str] = &[
     "revlog-compression-zstd",
     "share-safe",
     "bookmarksinstore",
-    "internal-phase",
     "exp-sparse",
     "shared",
     "relshared",
@@ -205,6 +204,18 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "repository requires features unknown to this Mercurial: exp-frob\n\
+             (see https://mercurial-scm.org/wiki/MissingRequirement for more information)"
+        );
+    }
+
+    #[test]
+    fn the_internal_phase_name_hg_dropped_in_6_3_is_refused_as_hg_refuses_it() {
+        // 6.3 renamed it internal-phase-2; 6.3.2 no longer knows the old name.
+        let d = repo_with("share-safe\n", Some("revlogv1\nstore\ninternal-phase\n"));
+        let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "repository requires features unknown to this Mercurial: internal-phase\n\
              (see https://mercurial-scm.org/wiki/MissingRequirement for more information)"
         );
     }
