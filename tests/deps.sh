@@ -115,6 +115,14 @@ install_dist_deps() {
   fi
 }
 
+# What the suite's scripts (tests/run.sh, tests/long.sh) do first: install what the tests
+# run, and build the workspace (the tests start target/debug/revfs).
+prepare_suite() {
+  install_deps
+  install_test_deps
+  cargo build --workspace --locked
+}
+
 install_bench_deps() {
   install_deps
   install_dist_deps

@@ -10,9 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/deps.sh
 . tests/deps.sh
-install_deps
-install_test_deps
-cargo build --workspace --locked
+prepare_suite
 
 scale=${1:-1}
 log=$(mktemp)

@@ -7,9 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/deps.sh
 . tests/deps.sh
-install_deps
-install_test_deps
-cargo build --workspace --locked
+prepare_suite
 
 # What a run must not leave behind: revfs mounts, revfs daemons of this checkout, files
 # and directories in /dev/shm. Those there before the run are not this run's.
