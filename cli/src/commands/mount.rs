@@ -209,43 +209,44 @@ fn refuse_changed_kept_copy(state_dir: &StateDir, repo: &Path, mountpoint: &Path
     Ok(())
 }
 
-/// The program a mount's daemon runs. An installed revfs is two builds of this binary
-/// (packaging/build.sh): `bin/revfs`, static and linked with musl, whose commands start in
-/// a fraction of a dynamically linked program's time, and `lib/revfs/revfs-daemon` beside
-/// it, linked with glibc, whose memcmp and memcpy the daemon's lookups and status spend
-/// their time in (a musl daemon took 1.65x as long over 1,000 changed files), and which is
-/// position-independent (the daemon reads repositories and serves requests for as long as
-/// the mount lives). A binary with no daemon beside it (`cargo build`) is its own daemon.
-fn daemon_executable() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("finding the revfs executable")?;
-    if let Some(prefix) = exe.parent().and_then(Path::parent) {
-        let daemon = prefix.join("lib/revfs/revfs-daemon");
-        if daemon.is_file() && daemon != exe {
-            return Ok(daemon);
-        }
-    }
-    Ok(exe)
+/// The daemon program installed beside this one, when there is one. An installed revfs is
+/// two builds of this binary (packaging/build.sh): `bin/revfs`, static and linked with musl,
+/// whose commands start in a fraction of a dynamically linked program's time, and
+/// `lib/revfs/revfs-daemon` beside it, linked with glibc, whose memcmp and memcpy the
+/// daemon's lookups and status spend their time in (a musl daemon took 1.65x as long over
+/// 1,000 changed files), and which is position-independent (the daemon reads repositories
+/// and serves requests for as long as the mount lives). A binary with no daemon beside it
+/// (`cargo build`) is its own daemon: None.
+fn separate_daemon(exe: &Path) -> Option<PathBuf> {
+    let daemon = exe.parent()?.parent()?.join("lib/revfs/revfs-daemon");
+    (daemon.is_file() && daemon != exe).then_some(daemon)
 }
 
-/// `revfs mount --foreground` run as the command (the systemd unit does): replaced by the
-/// same command in [`daemon_executable`], with the same arguments and process id, when
-/// that is another program.
-fn become_daemon_executable() -> Result<()> {
-    let daemon = daemon_executable()?;
-    let exe = std::env::current_exe().context("finding the revfs executable")?;
-    if daemon == exe {
-        return Ok(());
-    }
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(&daemon);
-    cmd.args(std::env::args_os().skip(1));
+/// A command running `program` as a mount's daemon, with the allocator settings of
+/// [`ALLOCATOR_ENV`] unless the environment sets them.
+fn daemon_command(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
     for (key, value) in ALLOCATOR_ENV {
         if std::env::var_os(key).is_none() {
             cmd.env(key, value);
         }
     }
+    cmd
+}
+
+/// `revfs mount --foreground` run as the command (the systemd unit does): replaced by the
+/// same command in [`separate_daemon`], with the same arguments and process id, when there
+/// is one.
+fn become_daemon_executable() -> Result<()> {
+    let exe = std::env::current_exe().context("finding the revfs executable")?;
+    let Some(daemon) = separate_daemon(&exe) else {
+        return Ok(());
+    };
+    use std::os::unix::process::CommandExt;
     // exec returns only when it failed.
-    let err = cmd.exec();
+    let err = daemon_command(&daemon)
+        .args(std::env::args_os().skip(1))
+        .exec();
     Err(anyhow!(
         "cannot run the revfs daemon {}: {err}",
         daemon.display()
@@ -274,7 +275,8 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
         .append(true)
         .open(&log)?;
     let log_len = log_out.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut cmd = Command::new(daemon_executable()?);
+    let exe = std::env::current_exe().context("finding the revfs executable")?;
+    let mut cmd = daemon_command(&separate_daemon(&exe).unwrap_or(exe));
     cmd.arg("mount")
         .arg("--foreground")
         .arg("-r")
@@ -287,11 +289,6 @@ fn spawn_daemon(req: &MountRequest, state_dir: &StateDir) -> Result<()> {
             "--no-allow-other"
         });
     cmd.arg(&req.repo).arg(&req.mountpoint);
-    for (key, value) in ALLOCATOR_ENV {
-        if std::env::var_os(key).is_none() {
-            cmd.env(key, value);
-        }
-    }
     cmd.stdin(Stdio::null())
         .stdout(log_out.try_clone()?)
         .stderr(log_out);
