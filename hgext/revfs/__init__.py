@@ -150,3 +150,20 @@ def reposetup(ui, repo):
             )
 
     repo.__class__ = revfsrepo
+    _allow_source_dirstate_v2(repo)
+
+
+def _allow_source_dirstate_v2(repo):
+    """hg opens the mount's repository itself for the bookmarks the mount shares
+    (hg.sharedreposource), with the base configuration. When that repository's own
+    working copy is dirstate-v2, an hg without its Rust extensions refuses to open it
+    unless storage.dirstate-v2.slow-path allows it; only its bookmarks are read there."""
+    try:
+        with open(os.path.join(repo.sharedpath, b'requires'), 'rb') as f:
+            theirs = f.read().splitlines()
+    except OSError:
+        return
+    if b'dirstate-v2' in theirs:
+        repo.baseui.setconfig(
+            b'storage', b'dirstate-v2.slow-path', b'allow', b'revfs'
+        )

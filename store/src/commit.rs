@@ -248,6 +248,12 @@ pub fn commit_over(
     let repo = Repo::open(repo.root())?;
     check_request(&repo, req)?;
     let mut tr = Transaction::begin(&repo)?;
+    if let Err(e) = crate::nodemap::forget(repo.store_path()) {
+        if let Err(abort_err) = tr.abort() {
+            tracing::error!("rolling back the commit failed: {abort_err}");
+        }
+        return Err(e);
+    }
     match write_commit(&repo, req, held, &mut tr) {
         Ok(done) => {
             tr.close()?;

@@ -19,6 +19,7 @@ pub mod manifest_cache;
 pub mod mpatch;
 pub mod names;
 pub mod node;
+pub mod nodemap;
 pub mod pathaudit;
 pub mod pathenc;
 pub mod phases;

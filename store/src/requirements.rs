@@ -21,6 +21,10 @@ const SUPPORTED: &[&str] = &[
     "shared",
     "relshared",
     "dirstate-tracked-key-v1",
+    // Ignored on read; a writer deletes the nodemaps first (crate::nodemap).
+    "persistent-nodemap",
+    // The source's own working copy: only its parents are read (crate::dirstate).
+    "dirstate-v2",
 ];
 
 /// Requirements Mercurial 6.3.2 supports without extensions
@@ -188,12 +192,12 @@ mod tests {
     fn unknown_requirements_are_refused_by_name() {
         let d = repo_with(
             "share-safe\n",
-            Some("revlogv1\nstore\ntreemanifest\npersistent-nodemap\n"),
+            Some("revlogv1\nstore\ntreemanifest\nexp-changelog-v2\npersistent-nodemap\n"),
         );
         let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "repository requires features revfs does not support: persistent-nodemap treemanifest (use hg instead)"
+            "repository requires features revfs does not support: exp-changelog-v2 treemanifest (use hg instead)"
         );
         // What hg 6.3.2 does not know either: hg's words.
         let d = repo_with(

@@ -10,7 +10,7 @@ use crate::repo::Repo;
 /// The working-directory parent: `.hg/dirstate`'s first parent when there is a dirstate,
 /// else tip.
 pub fn working_parent(repo: &Repo) -> Result<Rev> {
-    match dirstate::parents(repo.dot_hg())? {
+    match dirstate::parents(repo)? {
         Some([p1, _]) => repo
             .changelog()
             .rev_of(&p1)

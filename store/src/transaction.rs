@@ -260,6 +260,8 @@ pub fn recover(repo: &Repo) -> Result<bool> {
         return Ok(false);
     }
     rollback(store, repo.requirements().path_encoding())?;
+    // The revlogs may now be shorter than a docket written during the transaction.
+    crate::nodemap::forget(store)?;
     Ok(true)
 }
 

@@ -453,7 +453,7 @@ pub fn parents(cli: &crate::Cli, args: &ParentsArgs) -> Result<u8> {
         None => {
             revs.push(ws.resolve_single(Some("."))?);
             if ws.mount.is_none() {
-                if let Some([_, p2]) = revfs_store::dirstate::parents(ws.repo()?.dot_hg())? {
+                if let Some([_, p2]) = revfs_store::dirstate::parents(ws.repo()?)? {
                     if let Some(r) = cl.rev_of(&p2).filter(|&r| r != NULL_REV) {
                         revs.push(r);
                     }
