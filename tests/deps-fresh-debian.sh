@@ -32,8 +32,8 @@ cp tests/deps.sh "$root/tmp/deps.sh"
 cat >"$root/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail
 . /tmp/deps.sh
-echo "missing on the bare root: $(missing_packages "${DEPS_MAIN[@]}" "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}" "${DEPS_DIST[@]}" | tr '\n' ' ')"
-install_programs "${DEPS_MAIN[@]}" "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}" "${DEPS_DIST[@]}"
+echo "missing on the bare root: $(missing_packages "${DEPS_MAIN[@]}" "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}" "${DEPS_DIST[@]}" "${DEPS_HG_VERSIONS[@]}" | tr '\n' ' ')"
+install_programs "${DEPS_MAIN[@]}" "${DEPS_TEST[@]}" "${DEPS_BENCH[@]}" "${DEPS_DIST[@]}" "${DEPS_HG_VERSIONS[@]}"
 bad=0
 for p in "${ESSENTIAL[@]}"; do command -v "$p" >/dev/null || { echo "not on a bare Debian 12: $p"; bad=1; }; done
 [ $bad -eq 0 ] && echo "every program of tests/deps.sh is there"

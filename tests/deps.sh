@@ -98,6 +98,52 @@ install_test_deps() {
   fi
 }
 
+# The Mercurial releases the extension serves besides Debian's 6.3.2 (hgext/revfs/compat.py,
+# SUPPORTED), one of each minor version, and one it refuses, for tests/tests/hg_versions.rs:
+# installed under target/hg-versions/<version> (bin/hg runs it with Debian's python3), from
+# PyPI. 6.9 and later as PyPI's wheels (C extensions, no Rust); the sdists of 6.4-6.8 run
+# in place, pure Python (HGMODULEPOLICY=py: PyPI has no wheel of them, and building their
+# C extensions would cost CI minutes).
+HG_WHEELS=(6.9.5 7.0.3 7.1.2 7.2.4)
+HG_SDISTS=(6.2.3 6.4.5 6.5.3 6.6.3 6.7.4 6.8.2)
+DEPS_HG_VERSIONS=(
+  /usr/lib/python3/dist-packages/pip/__init__.py:python3-pip
+  unzip:unzip
+)
+install_hg_versions() {
+  local root=$1 v dir tmp
+  install_programs "${DEPS_HG_VERSIONS[@]}"
+  mkdir -p "$root"
+  for v in "${HG_WHEELS[@]}" "${HG_SDISTS[@]}"; do
+    dir=$root/$v
+    [ -x "$dir/bin/hg" ] && continue
+    echo "installing: Mercurial $v (PyPI) in $dir" >&2
+    rm -rf "$dir" "$dir.tmp"
+    tmp=$dir.tmp
+    mkdir -p "$tmp/bin"
+    if [[ " ${HG_WHEELS[*]} " == *" $v "* ]]; then
+      /usr/bin/python3 -m pip download -q --no-deps --only-binary :all: --python-version 3.11 \
+        --implementation cp --platform manylinux_2_17_x86_64 "mercurial==$v" -d "$tmp/dl"
+      unzip -q "$tmp"/dl/mercurial-*.whl -d "$tmp/lib"
+      printf '#!/bin/sh\nPYTHONPATH=%s/lib exec /usr/bin/python3 %s/lib/mercurial-%s.data/scripts/hg "$@"\n' \
+        "$dir" "$dir" "$v" >"$tmp/bin/hg"
+    else
+      /usr/bin/python3 -m pip download -q --no-deps --no-binary :all: "mercurial==$v" -d "$tmp/dl"
+      tar xzf "$tmp"/dl/mercurial-*.tar.gz -C "$tmp"
+      mv "$tmp/mercurial-$v" "$tmp/lib"
+      printf '#!/bin/sh\nHGMODULEPOLICY=py PYTHONPATH=%s/lib exec /usr/bin/python3 %s/lib/hg "$@"\n' \
+        "$dir" "$dir" >"$tmp/bin/hg"
+    fi
+    rm -rf "$tmp/dl"
+    # Its bytecode, which Python would otherwise compile at every command where it may not
+    # write it (PYTHONDONTWRITEBYTECODE), as Debian's package ships it.
+    /usr/bin/python3 -m compileall -q -j 0 "$tmp/lib" >/dev/null || true
+    chmod +x "$tmp/bin/hg"
+    mv "$tmp" "$dir"
+    "$dir/bin/hg" --version -q >/dev/null
+  done
+}
+
 # What the installed build (packaging/build.sh) needs beyond install_deps: the static musl
 # command's C compiler, strip, and Rust's musl target for this machine.
 DEPS_DIST=(
@@ -120,6 +166,7 @@ install_dist_deps() {
 prepare_suite() {
   install_deps
   install_test_deps
+  install_hg_versions "$(dirname "${BASH_SOURCE[0]}")/../target/hg-versions"
   cargo build --workspace --locked
 }
 

@@ -46,6 +46,15 @@ run "kill -9: commits, updates, fsync'd writes" REVFS_COMMIT_CRASH_ROUNDS=$((100
   -- --test commit_crash --test crash -- --test-threads=1
 run "the CLI against hg" REVFS_CLI_SEEDS=100..$((100 + 50 * scale)) REVFS_CLI_COMMANDS=80 \
   -- --test cli_vs_hg random_commands
+run "every Mercurial release served, a day of work against a clone" REVFS_HG_VERSIONS=all \
+  -- --test hg_versions
+# hg_in_mount.rs whole with each release but Debian's (which the suite runs); chg is
+# Debian's, for Debian's hg only.
+for v in "${HG_WHEELS[@]}" "${HG_SDISTS[@]}"; do
+  [ "$v" = 6.2.3 ] && continue
+  run "hg in the mount against a clone, Mercurial $v" "PATH=$PWD/target/hg-versions/$v/bin:$PATH" \
+    -- --test hg_in_mount -- --skip chg_in_a_mount
+done
 
 read -r passed failed < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$log")
 echo "long: $passed passed, $failed failed"

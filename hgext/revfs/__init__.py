@@ -1,6 +1,7 @@
 # revfs: real hg inside a revfs mount.
 #
-# Written against Mercurial 6.3.2 (Debian 12's, module policy "c": the Python dirstate).
+# Serves Mercurial 6.3 to 7.2 (compat.py names what differs between them); written
+# against 6.3.2 (Debian 12's), then each minor release to 7.2.4.
 # Any other version is refused (the share's requirement stays unknown to it).
 #
 # The extension is this package. This module holds what hg looks up on an extension
@@ -47,6 +48,7 @@ import weakref
 
 from mercurial.i18n import _
 from mercurial import (
+    error,
     extensions,
     localrepo,
     requirements as requirementsmod,
@@ -64,15 +66,15 @@ from .client import REQUIREMENT
 from .compat import _tested_version
 from .dirstate import revfsdirstate
 
-testedwith = b'6.3.2'
-minimumhgversion = b'6.3'
+testedwith = b'6.3.2 6.4.5 6.5.3 6.6.3 6.7.4 6.8.2 6.9.5 7.0.3 7.1.2 7.2.4'
+# No minimumhgversion: hg would disable the extension on an older release, which would then
+# refuse the mount's requirement by name only; reposetup refuses it naming the range.
 
 
 def featuresetup(ui, supported):
-    # Only an hg this was written against may open a mount; any other stops with hg's
-    # unknown-requirement abort, after the warning of uisetup.
-    if _tested_version():
-        supported.add(REQUIREMENT)
+    # Every hg that loads the extension knows the requirement: one of a version the
+    # extension does not serve then stops in reposetup, with the versions it serves.
+    supported.add(REQUIREMENT)
 
 
 def _cachebytecode():
@@ -100,24 +102,20 @@ def _cachebytecode():
 
 def uisetup(ui):
     _cachebytecode()
-    if not _tested_version():
-        ui.warn(
-            _(
-                b'revfs: this extension was written for Mercurial 6.3.x, '
-                b'not %s: hg cannot use a revfs mount\n'
-            )
-            % util.version()
-        )
 
 
 def extsetup(ui):
     localrepo.featuresetupfuncs.add(featuresetup)
+    if not _tested_version():
+        # Nothing of another version is wrapped: reposetup refuses its mounts.
+        return
     # A working-directory requirement: never copied into the repository's store.
     requirementsmod.WORKING_DIR_REQUIREMENTS.add(REQUIREMENT)
     # Every update, merge, rebase, graft... goes through _update, and applyupdates when hg
     # writes files: the daemon takes the part of an update it does better.
     extensions.wrapfunction(*compat.UPDATE, update._update)
     extensions.wrapfunction(*compat.APPLYUPDATES, update._applyupdates)
+    compat.no_rust_update()
     extensions.wrapfunction(*compat.STRIP, update._strip)
     extensions.wrapfunction(*compat.PUSH, share._push)
     extensions.wrapfunction(*compat.PULL, share._pull)
@@ -134,6 +132,11 @@ def extsetup(ui):
 def reposetup(ui, repo):
     if not repo.local() or REQUIREMENT not in repo.requirements:
         return
+    if not _tested_version():
+        raise error.Abort(
+            _(b'this revfs mount needs Mercurial %s, not %s')
+            % (compat.supported_range(), util.version())
+        )
 
     class revfsrepo(repo.__class__):
         def _makedirstate(self):
@@ -148,6 +151,25 @@ def reposetup(ui, repo):
                 self.nodeconstants,
                 False,
             )
+
+        if compat.CHANGE_SCOPES:
+            # 6.4-7.2: hg takes no dirstate backup; what a transaction's abort and hg
+            # rollback bring the daemon back to is taken when it opens
+            # (revfsdirstate._revfs_attach, all_file_names, _revfs_rolledback).
+            def transaction(self, *args, **kwargs):
+                outer = self.currenttransaction() is None
+                tr = super(revfsrepo, self).transaction(*args, **kwargs)
+                if outer:
+                    self.dirstate._revfs_attach(tr)
+                return tr
+
+            def _rollback(self, *args, **kwargs):
+                ds = self.dirstate
+                ds._revfs_rollingback = True
+                try:
+                    return super(revfsrepo, self)._rollback(*args, **kwargs)
+                finally:
+                    ds._revfs_rollingback = False
 
     repo.__class__ = revfsrepo
     _allow_source_dirstate_v2(repo)

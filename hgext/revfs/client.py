@@ -4,7 +4,7 @@ version it speaks, DaemonLost when the daemon does not answer, and the way paths
 in its requests), the kernel's mount table (_mounted), and the aborts of what a mount
 does not support yet. It depends on no other module of the extension.
 
-Written against Mercurial 6.3.2 (error.Abort's hint, ui.config): 6.3.x."""
+Written against Mercurial 6.3.2 (error.Abort's hint, ui.config), the same in 6.3-7.2."""
 
 import json
 import os

@@ -1,6 +1,7 @@
 """hg debugstate in a mount: the daemon's entries, as a clone's dirstate holds them.
 
-Written against Mercurial 6.3.2's debugstate command (dirstatemap.debug_iter): 6.3.x."""
+Written against Mercurial 6.3.2's debugstate command (dirstatemap.debug_iter), the same
+in 6.3-7.2."""
 
 import os
 

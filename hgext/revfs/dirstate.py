@@ -4,7 +4,8 @@ and ask the daemon what it knows, and the reads; its status and walk, its tracki
 changes and its parent changes are in walk.py, tracking.py and parents.py, its bases.
 Also hg add's case-collision check (_casecollisionauditor), asked of the daemon.
 
-Serves hg 6.3.2's dirstate interface and scmutil.casecollisionauditor: 6.3.x."""
+Serves the dirstate interface and scmutil.casecollisionauditor of hg 6.3 to 7.2 (the
+change scopes of 6.4 and later are the base class's; compat.py names what differs)."""
 
 import os
 
@@ -22,7 +23,7 @@ from .client import (
     _paths,
     client,
 )
-from .compat import DirstateItem
+from .compat import DirstateItem, in_parent_change
 from .parents import _parentsmixin
 from .tracking import _trackingmixin
 from .walk import _statusmixin
@@ -48,6 +49,10 @@ class revfsdirstate(
         # Tracking changes were sent inside a transaction (the daemon journals them once
         # told it is over: confirm_tracking). Kept across invalidate(): the daemon has them.
         self._revfs_tentative = False
+        # 6.4-7.2: the transaction under way's snapshot (tracking.py, _revfs_attach), and
+        # whether hg rollback is under way (_revfs_rolledback). Kept across invalidate().
+        self._revfs_txn = None
+        self._revfs_rollingback = False
         self._revfs_reset()
 
     def _revfs_reset(self):
@@ -129,7 +134,7 @@ class revfsdirstate(
             and self._revfs_newparent is not None
             and self._revfs_newparent != self._revfs_parent
             and not self._revfs_sending
-            and self._parentwriters == 0
+            and not in_parent_change(self)
             and self._revfs_transaction() is not None
         ):
             self._revfs_sendparent(pending=True)
@@ -157,6 +162,7 @@ class revfsdirstate(
         txn = bool(pending) and self._revfs_intransaction()
         if txn:
             self._revfs_tentative = True
+            self._revfs_touched()
         i = 0
         while i < len(pending):
             op, _p, arg = pending[i]
@@ -348,6 +354,8 @@ class revfsdirstate(
     def invalidate(self):
         super(revfsdirstate, self).invalidate()
         self._revfs_reset()
+        if self._revfs_rollingback:
+            self._revfs_rolledback()
 
 
 def _casecollisionauditor(orig, ui, abort, ds):

@@ -2,13 +2,14 @@
 sets (commit, amend, strip --keep, merges, resolve), kept until hg writes its dirstate,
 then sent to the daemon (set_parent), after the transaction is final; write().
 
-Its methods serve hg 6.3.2's dirstate interface (setparents, update_file,
-update_file_p1, rebuild, write): 6.3.x."""
+Its methods serve the dirstate interface of hg 6.3 to 7.2 (setparents, update_file,
+update_file_p1, rebuild, write: the same signatures in each)."""
 
 from mercurial.i18n import _
 from mercurial.node import hex, nullid
 from mercurial import error
 
+from .compat import CHANGE_SCOPES, in_parent_change
 from .client import (
     DaemonLost,
     _lostparent,
@@ -33,7 +34,7 @@ class _parentsmixin(object):
     def update_file_p1(self, filename, p1_tracked):
         """hg 6.3.2's update_file_p1 (movedirstate: uncommit, unamend, split, fix,
         shelve --keep): the file keeps its working-copy tracking under the new parent."""
-        if self._revfs_newparent is None or self._parentwriters <= 0:
+        if self._revfs_newparent is None or not in_parent_change(self):
             raise error.ProgrammingError(b'update_file_p1 outside of a parent change')
         wc = bool(self.get_entry(filename).tracked)
         self._revfs_files[filename] = (wc, bool(p1_tracked), False)
@@ -44,7 +45,7 @@ class _parentsmixin(object):
     def setparents(self, p1, p2=None):
         if p2 is None:
             p2 = nullid
-        if self._parentwriters == 0:
+        if not in_parent_change(self):
             raise ValueError(
                 b"cannot set dirstate parent outside of "
                 b"dirstate.parentchange context manager"
@@ -143,11 +144,21 @@ class _parentsmixin(object):
         self._revfs_parent = node
         self._revfs_p2 = p2
         self._revfs_provisional = pending
+        if pending:
+            self._revfs_touched()
         self._revfs_flush(asking=False)
         self._revfs_states = {}
         self._revfs_changes = None
 
     def write(self, tr):
+        try:
+            self._revfs_write(tr)
+        finally:
+            # 6.4-7.2: hg refuses a transaction, a status scope, while the dirstate is
+            # dirty.
+            self._dirty = False
+
+    def _revfs_write(self, tr):
         if self._revfs_newparent is None and self._revfs_files:
             # update_file without a parent move (hg resolve): sent with the parents as they
             # are.
@@ -200,4 +211,6 @@ class _parentsmixin(object):
         if not tr:
             # After a transaction closed (localrepository's releasefn writes with None).
             self._revfs_confirmtracking()
-        self._dirty = False
+            if CHANGE_SCOPES and self._revfs_provisional and not self._revfs_intransaction():
+                # 6.4-7.2: after a transaction aborted keeping the dirstate (shelve's).
+                self._revfs_confirmparent()

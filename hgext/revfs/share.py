@@ -1,7 +1,8 @@
 """The mount as an hg share of its repository: hg unshare refused, and push and pull
 between a mount and a repository (the mount's requirement, which exchange checks).
 
-Written against Mercurial 6.3.2's hg.unshare, exchange.push and exchange.pull: 6.3.x."""
+Written against Mercurial 6.3.2's hg.unshare, exchange.push and exchange.pull, the same
+in 6.3-7.2 (7.2's unshare is cmd_impls.clone's: compat.UNSHARE)."""
 
 import os
 

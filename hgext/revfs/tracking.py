@@ -2,8 +2,9 @@
 copy and the others, kept until hg writes its dirstate, then journaled by the daemon;
 the tracking state hg backs up and restores around a transaction or a dirstateguard.
 
-Its methods serve hg 6.3.2's dirstate interface (set_tracked, set_untracked, copy,
-savebackup, restorebackup, ...): 6.3.x."""
+Its methods serve the dirstate interface of hg 6.3 to 7.2 (set_tracked, set_untracked,
+copy: the same in each; savebackup, restorebackup: 6.3 only; all_file_names and a
+transaction's abort callback: 6.4-7.2)."""
 
 import json
 
@@ -16,7 +17,10 @@ from mercurial import (
     scmutil,
 )
 
-from .client import _paths
+from .client import DaemonLost, _paths
+
+# 6.4-7.2: the tracking state hg rollback restores (all_file_names).
+ROLLBACK_FILE = b'dirstate-revfs'
 
 
 class _trackingmixin(object):
@@ -113,6 +117,8 @@ class _trackingmixin(object):
         self._opener.write(backupname, snap, atomictemp=True)
 
     def restorebackup(self, tr, backupname):
+        """6.3: a backup restored (a failed transaction's, a dirstateguard's, a
+        rollback's)."""
         self._revfs_pending = []
         self._revfs_dropparent()
         try:
@@ -120,12 +126,19 @@ class _trackingmixin(object):
         except (IOError, OSError, ValueError):
             self.invalidate()
             return
+        self._revfs_restore(snap, backupname)
+        self._opener.unlink(backupname)
+        self.invalidate()
+
+    def _revfs_restore(self, snap, name, force_parent=False):
+        """Brings the daemon back to the tracking state `snap` (and its parents), the files
+        as they are, as hg restores its dirstate file."""
+        self._revfs_pending = []
+        self._revfs_dropparent()
         if snap.get('version') != 1:
-            raise error.Abort(
-                _(b'revfs: cannot restore the dirstate backup %s') % backupname
-            )
+            raise error.Abort(_(b'revfs: cannot restore the dirstate backup %s') % name)
         then = (bin(snap['parent']), bin(snap.get('p2', nullid.hex())))
-        if then != self._pl or self._revfs_provisional:
+        if then != self._pl or self._revfs_provisional or force_parent:
             # A transaction rolled back after hg moved the parent inside it (the daemon
             # has it as provisional): back to the parents of the backup, the files as they
             # are, as hg restores its dirstate file.
@@ -155,8 +168,73 @@ class _trackingmixin(object):
                 self._revfs_pending.append(('copy', enc(d), None if s is None else enc(s)))
         self._revfs_flush(asking=False)
         self._revfs_confirmtracking()
-        self._opener.unlink(backupname)
-        self.invalidate()
+
+    # -- 6.4-7.2: no backups; a transaction's abort callback and all_file_names --------
+
+    def _revfs_attach(self, tr):
+        """A transaction opens (6.4-7.2): the tracking state and parents of now are what
+        its abort brings the daemon back to (6.3 took the journal.dirstate backup), and
+        what hg rollback restores (all_file_names)."""
+        txn = {'snap': self._revfs_snapshot(), 'touched': False}
+        self._revfs_txn = txn
+
+        def aborted(tr):
+            if self._revfs_txn is txn:
+                self._revfs_txn = None
+            if 'invalidate' in vars(self):
+                # shelve and unshelve abort their transaction keeping the dirstate they
+                # made, then write it (write(None) confirms it with the daemon).
+                return
+            if txn['touched']:
+                try:
+                    self._revfs_restore(txn['snap'], b'(transaction)', force_parent=True)
+                except DaemonLost:
+                    # A daemon that comes back drops what it held provisionally, as hg
+                    # rolls back; the abort goes on (its journal must be played back).
+                    self._revfs_pending = []
+                    self._revfs_dropparent()
+
+        def closed(tr):
+            if self._revfs_txn is txn:
+                self._revfs_txn = None
+
+        # Before hg's own dirstate-invalidate callback (abort callbacks run in the order
+        # of their names), while the daemon's parent is still the provisional one.
+        tr.addabort(b'dirstate-0-revfs', aborted)
+        tr.addpostclose(b'dirstate-0-revfs', closed)
+
+    def _revfs_touched(self):
+        """Something was sent to the daemon inside the transaction under way."""
+        txn = getattr(self, '_revfs_txn', None)
+        if txn is not None:
+            txn['touched'] = True
+
+    def all_file_names(self):
+        """6.4-7.2: the files hg backs up for hg rollback when a transaction closes: the
+        branch, and the tracking state of when it opened (a name starting with
+        `dirstate`, which rollback restores only when the parent is gone)."""
+        txn = getattr(self, '_revfs_txn', None)
+        snap = txn['snap'] if txn is not None else self._revfs_snapshot()
+        data = json.dumps(snap, sort_keys=True).encode('ascii')
+        self._opener.write(ROLLBACK_FILE, data, atomictemp=True)
+        return (b'branch', ROLLBACK_FILE)
+
+    def _revfs_rolledback(self):
+        """6.4-7.2, after hg rollback's playback: when the daemon's parent is gone from the
+        changelog, hg restored the dirstate of before the transaction: the daemon comes
+        back to it."""
+        repo = self._reporef()
+        if repo is None:
+            return
+        p1, p2 = self._pl
+        has = repo.unfiltered().changelog.index.has_node
+        if all(p == nullid or has(p) for p in (p1, p2)):
+            return
+        try:
+            snap = json.loads(self._opener.read(ROLLBACK_FILE))
+        except (IOError, OSError, ValueError):
+            return
+        self._revfs_restore(snap, ROLLBACK_FILE, force_parent=True)
 
     def clearbackup(self, tr, backupname):
         self._opener.tryunlink(backupname)

@@ -3,7 +3,8 @@ daemon's in-place update, whole or for the files without local changes), of
 mergestate._restore_backup, and of repair.strip (which must not take the working copy's
 parent away).
 
-Written against Mercurial 6.3.2's merge, mergestate and repair: 6.3.x."""
+Written against Mercurial 6.3.2's merge, mergestate and repair, the same in 6.3-7.2 but
+for the names compat.py gives (7.2: merge_utils.update's apply_updates, UpdateResult)."""
 
 from mercurial.i18n import _
 from mercurial.node import nullid
@@ -18,6 +19,7 @@ from .client import (
     _paths,
     unsupported,
 )
+from . import compat
 from .compat import (
     mergemod,
     mergestatemod,
@@ -139,6 +141,8 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
     # The daemon's parent is the target now; hg sets it next, with its word on its files.
     # Sent inside a transaction, it stays provisional until the transaction ends.
     ds._revfs_provisional = req['pending']
+    if req['pending']:
+        ds._revfs_touched()
     ds._revfs_states = {}
     ds._revfs_changes = None
     stats, getfiledata, extra = orig(
@@ -146,7 +150,7 @@ def _applyupdates(orig, repo, mresult, wctx, mctx, overwrite, wantfiledata, **kw
     )
     # hg's counts of the actions the daemon did (they are hg's words).
     removed = sum(1 for _f, a in theirs if a[0] == mergestatemod.ACTION_REMOVE)
-    stats = mergemod.updateresult(
+    stats = compat.UpdateResult(
         stats.updatedcount + len(theirs) - removed,
         stats.mergedcount,
         stats.removedcount + removed,
@@ -202,7 +206,7 @@ def _daemonupdate(repo, p2, force, updatecheck):
         if p1 == p2:
             repo.hook(b'preupdate', throw=True, parent1=p2.hex(), parent2=b'')
             repo.hook(b'update', parent1=p2.hex(), parent2=b'', error=0)
-            return mergemod.updateresult(0, 0, 0, 0)
+            return compat.UpdateResult(0, 0, 0, 0)
         if updatecheck in (None, mergemod.UPDATECHECK_LINEAR):
             pas = [p1.ancestor(p2)]
             if pas not in ([p1], [p2]) and wc.dirty(missing=True):
@@ -240,18 +244,20 @@ def _daemonupdate(repo, p2, force, updatecheck):
         raise error.Abort(b'revfs: unexpected answer from the daemon')
     # Inside a transaction the daemon's parent stays provisional until it ends.
     ds._revfs_provisional = bool(req.get('pending'))
+    if req.get('pending'):
+        ds._revfs_touched()
     # The daemon read the target's changeset: its branch saves hg a second read (31 ms
     # for a changeset that lists 78,000 files).
     branch = resp.get('branch')
     branch = encoding.tolocal(bytes(branch)) if branch else p2.branch()
-    with ds.parentchange():
+    with compat.changing_parents(ds, repo):
         ds._revfs_followed(p2.node())
-        ds.setbranch(branch)
+        compat.setbranch(ds, branch, repo.currenttransaction())
     # As localrepository.setparents: repo['.'] is looked up again.
     repo._quick_access_changeid_invalidate()
     repo.vfs.unlink(b'updatestate')
     repo.hook(b'update', parent1=xp2, parent2=b'', error=0)
-    return mergemod.updateresult(resp['updated'], 0, resp['removed'], 0)
+    return compat.UpdateResult(resp['updated'], 0, resp['removed'], 0)
 
 
 def _strip(orig, ui, repo, nodelist, *args, **kwargs):

@@ -2,7 +2,8 @@
 addremove, purge and the others, answered from the daemon's status, with hg's walk's
 stat results (_lazystat, _lstat_file) and its warnings (_badtype).
 
-Its methods serve hg 6.3.2's dirstate.status and dirstate.walk (6.3.x)."""
+Its methods serve dirstate.status and dirstate.walk of hg 6.3 to 7.2 (7.2 adds a keyword
+to status, and use_rust_status)."""
 
 import os
 import stat
@@ -63,7 +64,9 @@ class _statusmixin(object):
     """revfsdirstate's status and walk (a base of revfsdirstate, dirstate.py, whose
     state they read: _revfs_status, _states)."""
 
-    def status(self, match, subrepos, ignored, clean, unknown):
+    def status(self, match, subrepos, ignored, clean, unknown, **kwargs):
+        # 7.2 adds empty_dirs_keep_files (for the Rust status' empty_dirs): the walk's
+        # directories are told to match.traversedir instead (_traversed).
         dirs = [] if match.traversedir is not None else None
         entries, copies = self._revfs_status(
             clean=clean, ignored=ignored, unknown=unknown, dirs=dirs
@@ -87,6 +90,11 @@ class _statusmixin(object):
             lists['M'], lists['A'], lists['R'], lists['!'], lists['?'], lists['I'], lists['C']
         )
         return [], st, None
+
+    def use_rust_status(self, subrepos):
+        # 7.2: hg purge would read the Rust status' empty_dirs, which this status does not
+        # fill: it reads match.traversedir's.
+        return False
 
     def _traversed(self, match, roots, dirs, unknown, ignored):
         """hg's walk tells match.traversedir of every directory it enters (hg purge removes

@@ -27,6 +27,29 @@ pub const REQUIREMENT: &str = "revfs-dirstate-v1";
 // The Mercurial extension, as this binary carries it: `EXTENSION_FILES`.
 include!(concat!(env!("OUT_DIR"), "/extension.rs"));
 
+/// The oldest and the newest Mercurial release (major, minor) the extension serves in a
+/// mount: its `compat.SUPPORTED`, which a test keeps equal.
+pub const HG_RELEASES: [(u32, u32); 2] = [(6, 3), (7, 2)];
+
+/// [`HG_RELEASES`] as users read it: `6.3 to 7.2`.
+pub fn hg_range() -> String {
+    let [(a, b), (c, d)] = HG_RELEASES;
+    format!("{a}.{b} to {c}.{d}")
+}
+
+/// Whether the extension serves the Mercurial release `version` (`6.3.2`, `7.2.4+3-abc`).
+pub fn hg_serves(version: &str) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => {
+            HG_RELEASES[0] <= (major, minor) && (major, minor) <= HG_RELEASES[1]
+        }
+        _ => false,
+    }
+}
+
 /// Working-directory requirements of the repository that a share of it must not copy: its
 /// dirstate is revfs's.
 const NOT_SHARED: &[&str] = &["dirstate-v2", "dirstate-tracked-key-v1", "share-safe"];
@@ -161,6 +184,32 @@ pub fn set_branch(share: &Path, name: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_range_is_the_extensions_and_reads_versions_as_hg_prints_them() {
+        let compat = EXTENSION_FILES
+            .iter()
+            .find(|(n, _)| *n == "compat.py")
+            .map(|(_, t)| *t)
+            .unwrap();
+        let [(a, b), (c, d)] = HG_RELEASES;
+        let line = format!("SUPPORTED = (({a}, {b}), ({c}, {d}))\n");
+        assert!(compat.contains(&line), "compat.py lacks {line:?}");
+        assert_eq!(hg_range(), "6.3 to 7.2");
+        for v in [
+            "6.3",
+            "6.3.2",
+            "6.9.5",
+            "7.2.4",
+            "7.2.4+12-6b8a2f10",
+            "7.2rc0",
+        ] {
+            assert!(hg_serves(v), "{v}");
+        }
+        for v in ["6.2.3", "7.3", "7.3.1", "5.9", "", "unknown", "7"] {
+            assert!(!hg_serves(v), "{v}");
+        }
+    }
 
     #[test]
     fn every_module_of_the_extension_is_written_and_a_stale_one_removed() {

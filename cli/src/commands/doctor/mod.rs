@@ -11,6 +11,8 @@
 //! * FUSE: `/dev/fuse` is a character device this user can open, `fusermount3` is on the
 //!   `PATH` (setuid root unless we are root), `user_allow_other` in `/etc/fuse.conf` when the
 //!   configuration asks for `allow_other`;
+//! * the `hg` on the `PATH` is a Mercurial release the extension serves in a mount
+//!   ([`revfs_vfs::service::share::HG_RELEASES`]);
 //! * the configuration file parses and its keys and values are valid;
 //! * each mount, from the kernel's mount table and the state directories: a mount whose
 //!   daemon is gone or does not answer, state directories of working copies not mounted
@@ -78,6 +80,7 @@ pub fn doctor(cli: &crate::Cli, args: &DoctorArgs) -> Result<u8> {
     let mut r = Report::default();
     let config = check_config(&mut r);
     check_fuse(&mut r, config.as_ref());
+    check_mercurial(&mut r);
     let need = descriptor_need(&config.clone().unwrap_or_default());
     let repos = check_mounts(&mut r, args.mountpoint.as_deref(), need);
     let mut repos = repos;
@@ -146,6 +149,54 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| {
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// The `hg` on the PATH, and whether it can work in a mount (the releases the extension
+/// serves; revfs's own commands need no hg).
+fn check_mercurial(r: &mut Report) {
+    use revfs_vfs::service::share::{hg_range, hg_serves, HG_RELEASES};
+    let range = hg_range();
+    let Some(hg) = which("hg") else {
+        r.check("Mercurial (hg not found)");
+        r.note(&format!(
+            "revfs's commands need no hg; hg in a mount needs Mercurial {range}"
+        ));
+        return;
+    };
+    r.check(&format!("Mercurial ({})", hg.display()));
+    let version = std::process::Command::new(&hg)
+        .args(["--version", "-q"])
+        .env("HGPLAIN", "1")
+        .env("HGRCPATH", "")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let (_, rest) = text.split_once("(version ")?;
+            Some(rest.split(')').next()?.to_owned())
+        });
+    match version {
+        Some(v) if hg_serves(&v) => r.note(&format!(
+            "Mercurial {v}: hg works in a mount (Mercurial {range})"
+        )),
+        Some(v) => r.problem(
+            &format!("Mercurial {v}: hg cannot work in a mount, which needs Mercurial {range}"),
+            &format!(
+                "install Mercurial {range}: pip install 'mercurial>={}.{},<{}.{}'; or use \
+                 revfs's commands in the mount",
+                HG_RELEASES[0].0,
+                HG_RELEASES[0].1,
+                HG_RELEASES[1].0,
+                HG_RELEASES[1].1 + 1
+            ),
+        ),
+        None => r.problem(
+            &format!("{} --version fails", hg.display()),
+            "reinstall Mercurial",
+        ),
+    }
 }
 
 fn check_fuse(r: &mut Report, config: Option<&Config>) {

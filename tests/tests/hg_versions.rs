@@ -1,0 +1,395 @@
+//! Every Mercurial release the extension serves (hgext/revfs/compat.py: 6.3 to 7.2), in a
+//! mount as in a clone: for each release tests/deps.sh installed under
+//! target/hg-versions (one of each minor version; Debian's 6.3.2 runs the whole of
+//! hg_in_mount.rs), a repository made by that hg is mounted and cloned, and the same
+//! day of work (tracking, commits, updates clean and over local changes, a merge with a
+//! conflict, rebase, shelve, a transaction that fails, rollback, purge) must print the
+//! same bytes and exit alike on both sides, and leave the same history and tree. A release
+//! outside the range is refused with one `abort:` line naming the range and the release.
+//!
+//! `REVFS_HG_VERSIONS` (a space-separated list, or `all`) picks the releases (BY_DEFAULT
+//! otherwise); tests/long.sh runs every one, and hg_in_mount.rs whole with each.
+
+use revfs_tests::mount::{snapshot, Mount};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The releases the suite runs by default, where each change of hg's dirstate protocol
+/// begins (compat.py): 6.4 (change scopes, no backups), 6.7 (setbranch's transaction
+/// required), 6.9 (the Rust update's switch), 7.2 (apply_updates, unshare and status
+/// moved or changed). tests/long.sh runs every one (`REVFS_HG_VERSIONS=all`).
+const BY_DEFAULT: &[&str] = &["6.4.5", "6.7.4", "6.9.5", "7.2.4"];
+
+/// Whether this run takes `version`.
+fn selected(version: &str) -> bool {
+    match std::env::var("REVFS_HG_VERSIONS") {
+        Ok(v) if v.trim() == "all" => true,
+        Ok(v) => v.split_whitespace().any(|w| w == version),
+        Err(_) => BY_DEFAULT.contains(&version),
+    }
+}
+
+/// The hg of `version` that tests/deps.sh installed.
+fn installed(version: &str) -> PathBuf {
+    let root = revfs_tests::workspace().join("target/hg-versions");
+    let hg = root.join(version).join("bin/hg");
+    assert!(
+        hg.exists(),
+        "{}: missing: run tests/run.sh, or `. tests/deps.sh; install_hg_versions {}`",
+        hg.display(),
+        root.display()
+    );
+    hg
+}
+
+fn run(hg: &Path, dir: &Path, args: &[&str]) -> Output {
+    revfs_tests::hg_env(Command::new(hg).args(args).current_dir(dir))
+        .output()
+        .expect("spawn hg")
+}
+
+fn ok(hg: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = run(hg, dir, args);
+    assert!(out.status.success(), "hg {args:?} in {dir:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A mount and a clone of one repository, and the hg that runs in both.
+struct Sides {
+    hg: PathBuf,
+    version: String,
+    repo: PathBuf,
+    clone: PathBuf,
+    mount: Mount,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sides {
+    fn new(version: &str, hg: &Path) -> Sides {
+        let tmp = revfs_tests::scratch_dir();
+        let repo = tmp.path().join("repo");
+        ok(hg, tmp.path(), &["init", "repo"]);
+        for (path, text) in [
+            ("a", "a\n"),
+            ("b.c", "int b;\n"),
+            ("d/f", "f\n"),
+            ("d/g", "g\n"),
+            ("d/sub/h", "h\n"),
+            ("e/x", "x\n"),
+            ("gone", "gone\n"),
+            ("x y", "space\n"),
+            (".hgignore", "syntax: glob\n*.o\nbuild\n"),
+        ] {
+            let p = repo.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        ok(hg, &repo, &["commit", "-qA", "-m", "base", "-d", "0 0"]);
+        std::fs::write(repo.join("a"), "a\na2\n").unwrap();
+        std::os::unix::fs::symlink("a", repo.join("link")).unwrap();
+        ok(hg, &repo, &["commit", "-qA", "-m", "second", "-d", "1 0"]);
+        ok(hg, &repo, &["phase", "--public", "-r", "all()"]);
+        ok(hg, tmp.path(), &["clone", "-q", "repo", "clone"]);
+        let mount = Mount::new(&repo, None);
+        Sides {
+            hg: hg.to_owned(),
+            version: version.to_owned(),
+            repo,
+            clone: tmp.path().join("clone"),
+            mount,
+            _tmp: tmp,
+        }
+    }
+
+    fn roots(&self) -> [&Path; 2] {
+        [&self.mount.dir, &self.clone]
+    }
+
+    fn edit(&self, f: impl Fn(&Path)) {
+        for root in self.roots() {
+            f(root);
+        }
+    }
+
+    /// `hg ARGS` on both sides: the same exit code and output, each side's path aside.
+    fn same(&self, args: &[&str]) {
+        let [ours, theirs] = [0, 1].map(|side| {
+            let root = self.roots()[side];
+            let out = run(&self.hg, root, args);
+            let real = std::fs::canonicalize(root).unwrap().display().to_string();
+            let n = |b: &[u8]| String::from_utf8_lossy(b).replace(&real, "$ROOT");
+            (out.status.code(), n(&out.stdout), n(&out.stderr))
+        });
+        assert_eq!(
+            ours, theirs,
+            "hg {} {args:?} (left the mount, right a clone)",
+            self.version
+        );
+    }
+
+    fn same_all(&self, steps: &[&[&str]]) {
+        for args in steps {
+            self.same(args);
+        }
+    }
+
+    /// The same working copy, history and tree on both sides.
+    fn same_state(&self) {
+        self.same_all(&[
+            &["status", "-A", "-C"],
+            &["diff", "--git"],
+            &["id"],
+            &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"],
+        ]);
+        let tree = |r: &Path| {
+            snapshot(r)
+                .into_iter()
+                .filter(|(p, _)| !p.starts_with(".hg"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tree(&self.mount.dir),
+            tree(&self.clone),
+            "hg {}: the trees",
+            self.version
+        );
+    }
+}
+
+/// One day of work with `hg` on both sides.
+fn a_day_of_work(s: &Sides) {
+    let ext = [
+        "--config",
+        "extensions.rebase=",
+        "--config",
+        "extensions.shelve=",
+        "--config",
+        "extensions.purge=",
+    ];
+    let with_ext = |args: &[&str]| -> Vec<String> {
+        ext.iter()
+            .chain(args)
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+    };
+    let same_ext = |args: &[&str]| {
+        let v = with_ext(args);
+        s.same(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    };
+    s.same_all(&[&["status", "-A"], &["log", "-r", ".", "-T", "{rev}\\n"]]);
+
+    // Tracking, then a commit.
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\na2\nedited\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+        std::fs::remove_file(r.join("gone")).unwrap();
+        std::fs::write(r.join("junk.o"), "o\n").unwrap();
+    });
+    s.same_all(&[
+        &["status"],
+        &["add", "new"],
+        &["rm", "-A", "gone"],
+        &["cp", "b.c", "bcopy.c"],
+        &["mv", "d/g", "d/g2"],
+        &["forget", "e/x"],
+        &["status", "-C"],
+        &["add", "e/x"],
+        &["status", "-A", "-C"],
+        &["diff", "--git"],
+        &["commit", "-m", "work", "-u", "test", "-d", "2 0"],
+        &["status", "-A"],
+        &["summary"],
+    ]);
+    s.same_state();
+
+    // Clean updates, and one over a local change hg merges.
+    s.same_all(&[
+        &["update", "-r", "0"],
+        &["status", "-A"],
+        &["update", "tip"],
+    ]);
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
+    s.same_all(&[&["update", "-r", "1"], &["status"], &["update", "tip"]]);
+    s.same_state();
+
+    // A branch, a merge with a conflict, resolved and committed.
+    s.same_all(&[&["commit", "-m", "local f", "-u", "test", "-d", "3 0"]]);
+    s.same_all(&[&["update", "-r", "1"]]);
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nother side\n").unwrap());
+    s.same_all(&[
+        &["commit", "-m", "other", "-u", "test", "-d", "4 0"],
+        &["merge", "-r", "3", "--tool", "internal:merge"],
+        &["status", "-A"],
+        &["resolve", "-l"],
+    ]);
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nmerged\n").unwrap());
+    s.same_all(&[
+        &["resolve", "-m", "a"],
+        &["commit", "-m", "merge", "-u", "test", "-d", "5 0"],
+    ]);
+    s.same_state();
+
+    // Rebase a new head onto the merge.
+    s.same(&["update", "-r", "0"]);
+    s.edit(|r| std::fs::write(r.join("e/x"), "x\nrebased\n").unwrap());
+    s.same(&["commit", "-m", "to rebase", "-u", "test", "-d", "6 0"]);
+    same_ext(&["rebase", "-d", "5"]);
+    s.same_state();
+
+    // Shelve and unshelve local changes, with an added and a removed file.
+    s.edit(|r| {
+        std::fs::write(r.join("b.c"), "int b2;\n").unwrap();
+        std::fs::write(r.join("shelved"), "s\n").unwrap();
+    });
+    s.same_all(&[&["add", "shelved"], &["rm", "x y"]]);
+    same_ext(&["shelve", "-d", "7 0"]);
+    s.same_state();
+    same_ext(&["unshelve"]);
+    s.same_state();
+
+    // A transaction that fails, then a commit rolled back.
+    s.same_all(&[
+        &[
+            "commit",
+            "-m",
+            "refused",
+            "-u",
+            "test",
+            "-d",
+            "8 0",
+            "--config",
+            "hooks.pretxnclose.no=false",
+        ],
+        &["status", "-A", "-C"],
+        &["id"],
+        &["commit", "-m", "undone", "-u", "test", "-d", "9 0"],
+        &["rollback"],
+    ]);
+    s.same_state();
+
+    // Purge unknown and ignored files, and the directories left empty.
+    s.edit(|r| {
+        std::fs::create_dir_all(r.join("build/out")).unwrap();
+        std::fs::write(r.join("build/out/x.o"), "o\n").unwrap();
+        std::fs::write(r.join("stray"), "s\n").unwrap();
+    });
+    same_ext(&["purge", "--all", "--print"]);
+    same_ext(&["purge", "--all"]);
+    s.same_all(&[&["status", "-A"], &["verify", "-q"]]);
+    s.same_state();
+    // And revfs agrees with what this hg left.
+    let ours = revfs_tests::revfs(&s.mount.dir, &["status", "-A"]);
+    let theirs = run(&s.hg, &s.clone, &["status", "-A"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout),
+        "hg {}: revfs status",
+        s.version
+    );
+}
+
+/// The day of work with `version`, in a mount and in a clone.
+fn a_day_with(version: &str) {
+    if !selected(version) {
+        eprintln!("SKIPPED: Mercurial {version} (REVFS_HG_VERSIONS; tests/long.sh runs it)");
+        return;
+    }
+    let hg = installed(version);
+    let out = ok(&hg, Path::new("/"), &["--version", "-q"]);
+    assert!(out.contains(&format!("(version {version})")), "{out}");
+    let s = Sides::new(version, &hg);
+    a_day_of_work(&s);
+    s.mount.unmount();
+    // The repository itself, read by the same release.
+    ok(&hg, &s.repo, &["verify", "-q"]);
+}
+
+macro_rules! releases {
+    ($($name:ident $version:literal)*) => {$(
+        #[test]
+        fn $name() {
+            a_day_with($version);
+        }
+    )*};
+}
+
+// One of each minor release served (tests/deps.sh installs them); 6.3 is Debian's hg, which
+// runs the whole of hg_in_mount.rs.
+releases! {
+    mercurial_6_4_does_in_a_mount_what_it_does_in_a_clone "6.4.5"
+    mercurial_6_5_does_in_a_mount_what_it_does_in_a_clone "6.5.3"
+    mercurial_6_6_does_in_a_mount_what_it_does_in_a_clone "6.6.3"
+    mercurial_6_7_does_in_a_mount_what_it_does_in_a_clone "6.7.4"
+    mercurial_6_8_does_in_a_mount_what_it_does_in_a_clone "6.8.2"
+    mercurial_6_9_does_in_a_mount_what_it_does_in_a_clone "6.9.5"
+    mercurial_7_0_does_in_a_mount_what_it_does_in_a_clone "7.0.3"
+    mercurial_7_1_does_in_a_mount_what_it_does_in_a_clone "7.1.2"
+    mercurial_7_2_does_in_a_mount_what_it_does_in_a_clone "7.2.4"
+}
+
+#[test]
+fn a_release_outside_the_range_is_refused_with_one_abort_naming_both() {
+    // The newest release before the range (tests/deps.sh installs it).
+    let version = "6.2.3";
+    let hg = installed(version);
+    let tmp = revfs_tests::scratch_dir();
+    // zlib: a pure-Python release reads no zstd.
+    ok(
+        &hg,
+        tmp.path(),
+        &["init", "--config", "format.revlog-compression=zlib", "repo"],
+    );
+    let repo = tmp.path().join("repo");
+    std::fs::write(repo.join("a"), "a\n").unwrap();
+    ok(&hg, &repo, &["commit", "-qAm", "a"]);
+    let m = Mount::new(&repo, None);
+    let out = run(&hg, &m.dir, &["status"]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            Some(255),
+            String::new(),
+            format!("abort: this revfs mount needs Mercurial 6.3 to 7.2, not {version}\n")
+        )
+    );
+    m.unmount();
+}
+
+#[test]
+fn revfs_doctor_names_the_range_and_whether_the_hg_on_the_path_is_in_it() {
+    for (version, verdict) in [
+        (
+            "6.2.3",
+            "hg cannot work in a mount, which needs Mercurial 6.3 to 7.2",
+        ),
+        ("7.2.4", "hg works in a mount (Mercurial 6.3 to 7.2)"),
+    ] {
+        let hg = installed(version);
+        let path = format!(
+            "{}:{}",
+            hg.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let tmp = revfs_tests::scratch_dir();
+        let out = revfs_tests::hg_env(Command::new(revfs_tests::revfs_bin()).arg("doctor"))
+            .env("PATH", path)
+            .env("REVFS_STATE_DIR", tmp.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let want = format!(
+            "checking Mercurial ({})\n Mercurial {version}: {verdict}\n",
+            hg.display()
+        );
+        assert!(text.contains(&want), "{want:?} in:\n{text}");
+        assert_eq!(
+            out.status.code(),
+            Some(if version == "6.2.3" { 1 } else { 0 }),
+            "{text}"
+        );
+    }
+}
