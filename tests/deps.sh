@@ -114,6 +114,7 @@ install_hg_versions() {
   local root=$1 v dir tmp
   install_programs "${DEPS_HG_VERSIONS[@]}"
   mkdir -p "$root"
+  root=$(cd "$root" && pwd)   # the wrappers name it from anywhere
   for v in "${HG_WHEELS[@]}" "${HG_SDISTS[@]}"; do
     dir=$root/$v
     [ -x "$dir/bin/hg" ] && continue

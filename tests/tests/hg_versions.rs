@@ -299,9 +299,119 @@ fn a_day_with(version: &str) {
     assert!(out.contains(&format!("(version {version})")), "{out}");
     let s = Sides::new(version, &hg);
     a_day_of_work(&s);
+    revfs_commits_and_updates(&s);
     s.mount.unmount();
     // The repository itself, read by the same release.
     ok(&hg, &s.repo, &["verify", "-q"]);
+    formats_users_switch_on(version, &hg);
+}
+
+/// revfs's own commit and update in the mount of the repository this release made, read
+/// back by it.
+fn revfs_commits_and_updates(s: &Sides) {
+    let m = &s.mount;
+    let revfs = |args: &[&str]| {
+        let out = m.revfs_in(&m.dir, args);
+        assert!(
+            out.status.success(),
+            "hg {}: revfs {args:?}: {out:?}",
+            s.version
+        );
+    };
+    std::fs::write(m.dir.join("a"), "by revfs\n").unwrap();
+    std::fs::write(m.dir.join("added by revfs"), "new\n").unwrap();
+    // With what the unshelve left (b.c, shelved, x y).
+    revfs(&["commit", "-A", "-m", "by revfs", "-d", "10 0"]);
+    assert_eq!(
+        ok(&s.hg, &m.dir, &["log", "-r", ".", "-T", "{desc}|{files}\n"]),
+        "by revfs|a added by revfs b.c shelved x y\n"
+    );
+    revfs(&["update", "-r", "0"]);
+    assert_eq!(ok(&s.hg, &m.dir, &["status"]), "");
+    assert_eq!(std::fs::read(m.dir.join("a")).unwrap(), b"a\n");
+    ok(&s.hg, &m.dir, &["update", "-q", "tip"]);
+    assert_eq!(std::fs::read(m.dir.join("a")).unwrap(), b"by revfs\n");
+    assert_eq!(ok(&s.hg, &m.dir, &["status"]), "");
+    ok(&s.hg, &s.repo, &["verify", "-q"]);
+}
+
+/// A repository this release makes with the formats users switch on (a persistent
+/// nodemap, dirstate-v2; a release without Rust needs their slow paths allowed), mounted,
+/// committed to and updated by revfs, then checked by the same release.
+fn formats_users_switch_on(version: &str, hg: &Path) {
+    let tmp = revfs_tests::scratch_dir();
+    let slow = [
+        "--config",
+        "storage.revlog.persistent-nodemap.slow-path=allow",
+        "--config",
+        "storage.dirstate-v2.slow-path=allow",
+    ];
+    let hgs = |dir: &Path, args: &[&str]| -> String {
+        let all: Vec<&str> = slow.iter().copied().chain(args.iter().copied()).collect();
+        ok(hg, dir, &all)
+    };
+    hgs(
+        tmp.path(),
+        &[
+            "init",
+            "--config",
+            "format.use-persistent-nodemap=yes",
+            "--config",
+            "format.use-dirstate-v2=yes",
+            "repo",
+        ],
+    );
+    let repo = tmp.path().join("repo");
+    let requires = std::fs::read_to_string(repo.join(".hg/requires")).unwrap()
+        + &std::fs::read_to_string(repo.join(".hg/store/requires")).unwrap_or_default();
+    for r in ["dirstate-v2", "persistent-nodemap"] {
+        assert!(requires.lines().any(|l| l == r), "{version}: {requires}");
+    }
+    // A message that does not compress: a changelog that is not inline, with a nodemap.
+    let mut rng = revfs_tests::Rng::new(7);
+    let message: String = (0..200_000)
+        .map(|_| char::from(b"abcdefghijklmnopqrstuvwxyz012345"[rng.below(32)]))
+        .collect();
+    std::fs::write(tmp.path().join("message"), message).unwrap();
+    std::fs::write(repo.join("f"), "one\n").unwrap();
+    hgs(&repo, &["commit", "-qA", "-d", "0 0", "-l", "../message"]);
+    std::fs::write(repo.join("f"), "two\n").unwrap();
+    hgs(&repo, &["commit", "-q", "-d", "1 0", "-m", "two"]);
+    hgs(&repo, &["update", "-q", "0"]);
+    assert!(
+        repo.join(".hg/store/00changelog.n").exists(),
+        "{version}: no nodemap"
+    );
+
+    let m = Mount::new(&repo, Some("."));
+    assert_eq!(std::fs::read(m.dir.join("f")).unwrap(), b"one\n");
+    std::fs::write(m.dir.join("f"), "three\n").unwrap();
+    let out = m.revfs_in(&m.dir, &["commit", "-m", "three", "-d", "2 0"]);
+    assert!(out.status.success(), "{version}: {out:?}");
+    let out = m.revfs_in(&m.dir, &["update", "-r", "1"]);
+    assert!(out.status.success(), "{version}: {out:?}");
+    assert_eq!(std::fs::read(m.dir.join("f")).unwrap(), b"two\n");
+    m.unmount();
+    hgs(&repo, &["verify", "-q"]);
+    hgs(&repo, &["debugnodemap", "--check"]);
+    assert_eq!(
+        hgs(
+            &repo,
+            &["log", "-T", "{rev}:{desc|firstline|strip}\n", "-r", "1:"]
+        ),
+        "1:two\n2:three\n"
+    );
+    // The release goes on with the repository: a commit rebuilds the nodemap.
+    std::fs::write(repo.join("f"), "four\n").unwrap();
+    hgs(&repo, &["commit", "-q", "-d", "3 0", "-m", "four"]);
+    let check = hgs(&repo, &["debugnodemap", "--check"]);
+    // ("revision in nodemap: 4" until 7.1, "revisions in nodemap: 4" in 7.2)
+    assert!(
+        check
+            .lines()
+            .any(|l| l.contains("in nodemap:") && l.split_whitespace().last() == Some("4")),
+        "{version}: {check}"
+    );
 }
 
 macro_rules! releases {
