@@ -106,16 +106,22 @@ install_test_deps() {
 # C extensions would cost CI minutes).
 HG_WHEELS=(6.9.5 7.0.3 7.1.2 7.2.4)
 HG_SDISTS=(6.2.3 6.4.5 6.5.3 6.6.3 6.7.4 6.8.2)
+# The ones CI's suite runs (tests/tests/hg_versions.rs, BY_DEFAULT, and the refused one);
+# tests/long.sh takes them all.
+HG_SUITE=(6.2.3 6.4.5 7.2.4)
 DEPS_HG_VERSIONS=(
   /usr/lib/python3/dist-packages/pip/__init__.py:python3-pip
   unzip:unzip
 )
-install_hg_versions() {
+install_hg_versions() { # ROOT [VERSION...] (default: every one)
   local root=$1 v dir tmp
+  shift
+  local versions=("$@")
+  [ ${#versions[@]} -gt 0 ] || versions=("${HG_WHEELS[@]}" "${HG_SDISTS[@]}")
   install_programs "${DEPS_HG_VERSIONS[@]}"
   mkdir -p "$root"
   root=$(cd "$root" && pwd)   # the wrappers name it from anywhere
-  for v in "${HG_WHEELS[@]}" "${HG_SDISTS[@]}"; do
+  for v in "${versions[@]}"; do
     dir=$root/$v
     [ -x "$dir/bin/hg" ] && continue
     echo "installing: Mercurial $v (PyPI) in $dir" >&2
@@ -164,11 +170,18 @@ install_dist_deps() {
 
 # What the suite's scripts (tests/run.sh, tests/long.sh) do first: install what the tests
 # run, and build the workspace (the tests start target/debug/revfs).
+# The Mercurial releases download while the workspace builds. `prepare_suite all` installs
+# every release (tests/long.sh), else HG_SUITE's.
 prepare_suite() {
   install_deps
   install_test_deps
-  install_hg_versions "$(dirname "${BASH_SOURCE[0]}")/../target/hg-versions"
+  install_programs "${DEPS_HG_VERSIONS[@]}"
+  local versions=("${HG_SUITE[@]}")
+  [ "${1:-}" = all ] && versions=()
+  install_hg_versions "$(dirname "${BASH_SOURCE[0]}")/../target/hg-versions" "${versions[@]}" &
+  local releases=$!
   cargo build --workspace --locked
+  wait "$releases"
 }
 
 install_bench_deps() {

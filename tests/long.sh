@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/deps.sh
 . tests/deps.sh
-prepare_suite
+prepare_suite all
 
 scale=${1:-1}
 log=$(mktemp)

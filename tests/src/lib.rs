@@ -252,3 +252,17 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The small tree the hg-in-a-mount tests start from (hg_in_mount.rs, hg_versions.rs):
+/// nested directories, a C file, a name with a space, an `.hgignore`, and a file to remove.
+pub const HG_SIDES_BASE: &[(&str, &str)] = &[
+    ("a", "a\n"),
+    ("b.c", "int b;\n"),
+    ("d/f", "f\n"),
+    ("d/g", "g\n"),
+    ("d/sub/h", "h\n"),
+    ("e/x", "x\n"),
+    ("gone", "gone\n"),
+    ("x y", "space\n"),
+    (".hgignore", "syntax: glob\n*.o\nbuild\n"),
+];

@@ -11,17 +11,7 @@ use revfs_tests::{hg_cmd, revfs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const BASE: &[(&str, &str)] = &[
-    ("a", "a\n"),
-    ("b.c", "int b;\n"),
-    ("d/f", "f\n"),
-    ("d/g", "g\n"),
-    ("d/sub/h", "h\n"),
-    ("e/x", "x\n"),
-    ("gone", "gone\n"),
-    ("x y", "space\n"),
-    (".hgignore", "syntax: glob\n*.o\nbuild\n"),
-];
+const BASE: &[(&str, &str)] = revfs_tests::HG_SIDES_BASE;
 
 /// A repository of two revisions (an executable file and a symlink in the second), an hg
 /// clone of it, and a mount of it.
