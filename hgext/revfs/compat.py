@@ -78,6 +78,23 @@ CASECOLLISIONAUDITOR = (scmutil, 'casecollisionauditor')
 RESTOREBACKUP = (mergestatemod.mergestate, '_restore_backup')
 
 
+def _unchecked(func):
+    return func
+
+
+# 6.4-7.2: hg's checks that each dirstate change is made in its scope (a ProgrammingError
+# otherwise), on the base class's methods, which revfsdirstate's replace: applied to
+# those too, so that hg in a mount refuses what it refuses in a clone. 6.3 checks nothing.
+requires_changing_parents = getattr(
+    dirstatemod, 'requires_changing_parents', _unchecked
+)
+requires_changing_files = getattr(dirstatemod, 'requires_changing_files', _unchecked)
+requires_changing_any = getattr(dirstatemod, 'requires_changing_any', _unchecked)
+requires_changing_files_or_status = getattr(
+    dirstatemod, 'requires_changing_files_or_status', _unchecked
+)
+
+
 def changing_parents(ds, repo):
     """The scope in which hg moves the dirstate's parents."""
     if CHANGE_SCOPES:

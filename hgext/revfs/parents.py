@@ -9,7 +9,7 @@ from mercurial.i18n import _
 from mercurial.node import hex, nullid
 from mercurial import error
 
-from .compat import CHANGE_SCOPES, in_parent_change
+from .compat import CHANGE_SCOPES, in_parent_change, requires_changing_parents
 from .client import (
     DaemonLost,
     _lostparent,
@@ -29,8 +29,9 @@ class _parentsmixin(object):
             hint=_(b'use the revfs command of the same name, or hg in a clone'),
         )
 
-    clear = _refuse
+    clear = requires_changing_parents(_refuse)
 
+    @requires_changing_parents
     def update_file_p1(self, filename, p1_tracked):
         """hg 6.3.2's update_file_p1 (movedirstate: uncommit, unamend, split, fix,
         shelve --keep): the file keeps its working-copy tracking under the new parent."""
@@ -42,6 +43,7 @@ class _parentsmixin(object):
         self._revfs_changes = None
         self._dirty = True
 
+    @requires_changing_parents
     def setparents(self, p1, p2=None):
         if p2 is None:
             p2 = nullid
@@ -71,6 +73,7 @@ class _parentsmixin(object):
         changed = sorted(p for p, l in self._changes()[0].items() if l in 'M!')
         return [p for p, s in zip(changed, self._states(changed)) if s.get('p2')]
 
+    @requires_changing_parents
     def update_file(
         self,
         filename,
@@ -87,6 +90,7 @@ class _parentsmixin(object):
         self._revfs_changes = None
         self._dirty = True
 
+    @requires_changing_parents
     def rebuild(self, parent, allfiles, changedfiles=None):
         if changedfiles is None:
             # debugrebuilddirstate: the whole manifest; the daemon's state needs no rebuild.

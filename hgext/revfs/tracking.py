@@ -18,6 +18,11 @@ from mercurial import (
 )
 
 from .client import DaemonLost, _paths
+from .compat import (
+    requires_changing_any,
+    requires_changing_files,
+    requires_changing_files_or_status,
+)
 
 # 6.4-7.2: the tracking state hg rollback restores (all_file_names).
 ROLLBACK_FILE = b'dirstate-revfs'
@@ -29,6 +34,7 @@ class _trackingmixin(object):
 
     # -- tracking: kept until write(), then journaled by the daemon ---------------------
 
+    @requires_changing_files
     def set_tracked(self, filename, reset_copy=False):
         """hg 6.3.2's set_tracked: True when filename was not tracked before."""
         if reset_copy:
@@ -40,6 +46,7 @@ class _trackingmixin(object):
         self._revfs_queue('track', filename, 'default' if s['p1'] else 'added')
         return True
 
+    @requires_changing_files
     def set_untracked(self, filename):
         """hg 6.3.2's set_untracked: True when filename was tracked (its copy source goes
         with it)."""
@@ -49,6 +56,7 @@ class _trackingmixin(object):
         self._revfs_queue('track', filename, 'removed' if s['p1'] else 'default')
         return True
 
+    @requires_changing_any
     def copy(self, source, dest):
         if source == dest:
             return
@@ -56,10 +64,12 @@ class _trackingmixin(object):
             self._check_sparse(source)
         self._revfs_queue('copy', dest, source)
 
+    @requires_changing_files_or_status
     def set_clean(self, filename, parentfiledata):
         # Clean or not is the daemon's answer from the content; nothing to record.
         pass
 
+    @requires_changing_files_or_status
     def set_possibly_dirty(self, filename):
         pass
 

@@ -1828,13 +1828,18 @@ fn a_daemon_killed_in_an_unshelve_or_a_shelve_that_change_tracking_comes_back_as
     let ext = s._tmp.path().join("txadd.py");
     std::fs::write(
         &ext,
-        "from mercurial import registrar\n\
+        "import contextlib\n\
+         from mercurial import registrar\n\
          cmdtable = {}\n\
          command = registrar.command(cmdtable)\n\
          @command(b'txadd', [], b'FILE')\n\
          def txadd(ui, repo, f):\n\
          \x20   with repo.wlock(), repo.lock(), repo.transaction(b'txadd'):\n\
-         \x20       repo[None].add([f])\n\
+         \x20       ds = repo.dirstate\n\
+         \x20       # hg 6.4 and later: tracking changes in their scope.\n\
+         \x20       scope = getattr(ds, 'changing_files', None)\n\
+         \x20       with scope(repo) if scope else contextlib.nullcontext():\n\
+         \x20           repo[None].add([f])\n\
          \x20       ui.write(b'%d\\n' % len(repo.status().added))\n",
     )
     .unwrap();
