@@ -128,9 +128,8 @@ class _trackingmixin(object):
 
     def restorebackup(self, tr, backupname):
         """6.3: a backup restored (a failed transaction's, a dirstateguard's, a
-        rollback's)."""
-        self._revfs_pending = []
-        self._revfs_dropparent()
+        rollback's). What hg had not written yet is dropped by _revfs_restore, or by
+        invalidate() when there is no backup."""
         try:
             snap = json.loads(self._opener.read(backupname))
         except (IOError, OSError, ValueError):
