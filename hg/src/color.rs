@@ -328,14 +328,26 @@ pub fn for_command(
     flag: Option<&str>,
     repo_root: &std::path::Path,
 ) -> Result<Colors, crate::config::ConfigError> {
-    let off = flag.is_some_and(|f| {
-        f != "debug" && crate::config::parse_bool(f.as_bytes()) != Some(true) && f != "auto"
-    });
-    if off || plain("color") {
+    if color_off(flag) {
         return Ok(Colors::off());
     }
     let cfg = Config::load(Some(repo_root))?;
     Ok(Colors::new(flag, Some(&cfg)))
+}
+
+/// [`for_command`] with the configuration already loaded.
+pub fn for_command_with(flag: Option<&str>, cfg: &Config) -> Colors {
+    if color_off(flag) {
+        return Colors::off();
+    }
+    Colors::new(flag, Some(cfg))
+}
+
+/// `--color` says no, or `HGPLAIN` does.
+fn color_off(flag: Option<&str>) -> bool {
+    flag.is_some_and(|f| {
+        f != "debug" && crate::config::parse_bool(f.as_bytes()) != Some(true) && f != "auto"
+    }) || plain("color")
 }
 
 /// The label of a status letter (`status.modified` for `M`, ...).

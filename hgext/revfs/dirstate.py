@@ -15,6 +15,7 @@ from mercurial import (
     dirstate as dirstatemod,
     encoding,
     error,
+    util,
 )
 
 from .client import (
@@ -222,6 +223,9 @@ class revfsdirstate(
             }
             if dirs is not None:
                 req['dirs'] = True
+            if req['ignored'] or req['unknown']:
+                # This command's ignore files (--config, HGRCPATH), not the daemon's.
+                req['ignore_files'] = self._revfs_ignorefiles()
             resp = self._revfs.request(req)
             if resp.get('reply') != 'status':
                 raise error.Abort(b'revfs: unexpected answer from the daemon')
@@ -230,8 +234,10 @@ class revfsdirstate(
             copies = {_path(d): _path(s) for d, s in resp['copies']}
             if dirs is not None:
                 dirs.extend(_path(d) for d in resp.get('dirs', []))
-        for w in warnings if warn and (ignored or unknown) else []:
-            self._ui.warn(w.encode('utf-8', 'surrogateescape') + b'\n')
+        if warnings and warn and (ignored or unknown):
+            # hg's own reading of the ignore files prints its warnings, once, as in a
+            # clone (its matcher is cached until the dirstate is invalidated).
+            self._ignore
         # What _changes() asks for, known now: hg commit needs status, its transaction's
         # backup and the copy sources, each of which asked the daemon again (45 ms for a
         # thousand changed files).
@@ -244,6 +250,18 @@ class revfsdirstate(
                 if not (l == '?' and not unknown or l == 'I' and not ignored)
             ]
         return entries, copies
+
+    def _revfs_ignorefiles(self):
+        """The ignore files ui.ignore and ui.ignore.* name (hg's _ignorefiles after the
+        root .hgignore, in all of 6.3 to 7.2), relative to the root when inside it."""
+        files = []
+        for name, path in self._ui.configitems(b'ui'):
+            if name == b'ignore' or name.startswith(b'ignore.'):
+                p = os.path.join(self._rootdir, util.expandpath(path))
+                if p.startswith(self._rootdir):
+                    p = p[len(self._rootdir):]
+                files.append(list(p))
+        return files
 
     def _changes(self):
         """The tracked files that are not clean, and the copies (asked once)."""

@@ -130,6 +130,14 @@ class _trackingmixin(object):
         """6.3: a backup restored (a failed transaction's, a dirstateguard's, a
         rollback's). What hg had not written yet is dropped by _revfs_restore, or by
         invalidate() when there is no backup."""
+        if not self._opener.exists(backupname):
+            # hg deletes its dirstate when there is no backup (a transaction of 6.4 or
+            # later, which makes none, rolled back by 6.3): an empty one, on the null
+            # revision, the files as they are.
+            empty = {'version': 1, 'parent': nullid.hex(), 'added': [], 'removed': []}
+            self._revfs_restore(dict(empty, copies=[]), backupname, force_parent=True)
+            self.invalidate()
+            return
         try:
             snap = json.loads(self._opener.read(backupname))
         except (IOError, OSError, ValueError):

@@ -428,6 +428,144 @@ releases! {
     mercurial_7_2_does_in_a_mount_what_it_does_in_a_clone "7.2.4"
 }
 
+/// One working copy, two releases on one machine: Debian's hg (6.3, the first dirstate
+/// protocol: parentchange and backups) and 7.2 (change scopes, no backups) take turns on
+/// the same mount and the same clone, each step by the other release than the last.
+#[test]
+fn debians_hg_and_7_2_take_turns_in_one_mount_as_in_one_clone() {
+    if !selected("7.2.4") {
+        eprintln!("SKIPPED: Mercurial 7.2.4 (REVFS_HG_VERSIONS; tests/long.sh runs it)");
+        return;
+    }
+    let new = installed("7.2.4");
+    let old = PathBuf::from("hg");
+    let out = ok(&old, Path::new("/"), &["--version", "-q"]);
+    assert!(out.contains("(version 6.3"), "{out}");
+    let mut s = Sides::new("6.3", &old);
+    let mut turn = 0;
+    // The next step's release: 6.3, 7.2, 6.3, ...
+    let mut next = |s: &mut Sides| {
+        let (hg, version) = if turn % 2 == 0 {
+            (&old, "6.3")
+        } else {
+            (&new, "7.2.4")
+        };
+        turn += 1;
+        s.hg = hg.clone();
+        s.version = version.to_owned();
+    };
+    let ext = [
+        "--config",
+        "extensions.shelve=",
+        "--config",
+        "extensions.purge=",
+    ];
+    let step = |s: &mut Sides, next: &mut dyn FnMut(&mut Sides), args: &[&str]| {
+        next(s);
+        let all: Vec<&str> = ext.iter().copied().chain(args.iter().copied()).collect();
+        s.same(&all);
+    };
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\na2\nedited\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+        std::fs::remove_file(r.join("gone")).unwrap();
+    });
+    for args in [
+        &["add", "new"][..],
+        &["rm", "-A", "gone"],
+        &["cp", "b.c", "bcopy.c"],
+        &["status", "-C"],
+        &["mv", "d/g", "d/g2"],
+        &["commit", "-m", "work", "-u", "test", "-d", "2 0"],
+        &["update", "-r", "0"],
+        &["status", "-A"],
+        &["update", "tip"],
+    ] {
+        step(&mut s, &mut next, args);
+    }
+    s.same_state();
+    // An update over a local change, a merge with a conflict resolved by the other.
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
+    for args in [
+        &["update", "-r", "1"][..],
+        &["status"],
+        &["update", "tip"],
+        &["commit", "-m", "local f", "-u", "test", "-d", "3 0"],
+        &["update", "-r", "1"],
+    ] {
+        step(&mut s, &mut next, args);
+    }
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nother side\n").unwrap());
+    for args in [
+        &["commit", "-m", "other", "-u", "test", "-d", "4 0"][..],
+        &["merge", "-r", "3", "--tool", "internal:merge"],
+        &["status", "-A"],
+        &["resolve", "-l"],
+    ] {
+        step(&mut s, &mut next, args);
+    }
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nmerged\n").unwrap());
+    for args in [
+        &["resolve", "-m", "a"][..],
+        &["commit", "-m", "merge", "-u", "test", "-d", "5 0"],
+    ] {
+        step(&mut s, &mut next, args);
+    }
+    s.same_state();
+    // Shelved by one, unshelved by the other; a commit one makes, the other rolls back;
+    // a transaction one refuses.
+    s.edit(|r| {
+        std::fs::write(r.join("b.c"), "int b2;\n").unwrap();
+        std::fs::write(r.join("shelved"), "s\n").unwrap();
+    });
+    for args in [
+        &["add", "shelved"][..],
+        &["shelve", "-d", "7 0"],
+        &["status", "-A"],
+        &["unshelve"],
+        &["status", "-A", "-C"],
+        // 7.2's commit, rolled back by 6.3: 6.3 finds no dirstate backup and empties the
+        // dirstate (the null revision, every file unknown), then goes on from there.
+        &["commit", "-m", "undone", "-u", "test", "-d", "9 0"],
+        &["rollback"],
+        &["status", "-A", "-C"],
+        &["update", "-C", "tip"],
+        &["id"],
+        // 6.3's commit, rolled back by 7.2.
+        &["commit", "-m", "undone again", "-u", "test", "-d", "10 0"],
+        &["rollback"],
+        &["status", "-A", "-C"],
+        &[
+            "commit",
+            "-m",
+            "refused",
+            "-u",
+            "test",
+            "-d",
+            "8 0",
+            "--config",
+            "hooks.pretxnclose.no=false",
+        ],
+        &["status", "-A", "-C"],
+        &["id"],
+        &["purge", "--all"],
+        &["status", "-A"],
+    ] {
+        step(&mut s, &mut next, args);
+    }
+    s.same_state();
+    let ours = revfs_tests::revfs(&s.mount.dir, &["status", "-A", "-C"]);
+    let theirs = run(&s.hg, &s.clone, &["status", "-A", "-C"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout),
+    );
+    s.mount.unmount();
+    for hg in [&old, &new] {
+        ok(hg, &s.repo, &["verify", "-q"]);
+    }
+}
+
 #[test]
 fn a_release_outside_the_range_is_refused_with_one_abort_naming_both() {
     // The newest release before the range (tests/deps.sh installs it).

@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use revfs_hg::color::Colors;
 use revfs_hg::matcher::{Matcher, PathContext};
-use revfs_vfs::client::status::fetch;
+use revfs_vfs::client::status::{fetch, fetch_configured};
 use revfs_vfs::client::walk::walk;
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -93,7 +93,10 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
         }
         !any && !args.all && (matches!(l, 'M' | 'A' | 'R' | '!') || (l == '?' && !args.quiet))
     };
-    let fetched = fetch(&ws, wanted('C'), wanted('I'), wanted('?'))?;
+    // Loaded before the request, from the repository's files (not through the mount): its
+    // ignore files go with the request, and the colours come from it.
+    let cfg = revfs_hg::config::Config::load(Some(ws.repo_root()))?;
+    let fetched = fetch_configured(&ws, Some(&cfg), wanted('C'), wanted('I'), wanted('?'))?;
     let ctx = PathContext::new(&ws.root)?;
     let matcher = Matcher::new(&ctx, &args.files)?;
     let walked = walk(&ws, &ctx, &matcher, fetched);
@@ -102,7 +105,7 @@ pub fn status(cli: &crate::Cli, args: &StatusArgs) -> Result<u8> {
     let colors = if json {
         Colors::off()
     } else {
-        revfs_hg::color::for_command(cli.color.as_deref(), ws.repo_root())?
+        revfs_hg::color::for_command_with(cli.color.as_deref(), &cfg)
     };
     // hg leaves the copy sources out with --no-status.
     let show_copies = (args.copies || args.all) && !args.no_status;

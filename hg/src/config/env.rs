@@ -43,6 +43,11 @@ impl Env {
 
 // ----- Python's os.path, on bytes -----
 
+/// hg's `util.expandpath`: `os.path.expanduser(os.path.expandvars(path))`.
+pub fn expand_path(path: &[u8], env: &Env) -> Vec<u8> {
+    expanduser(&expandvars(path, env), env)
+}
+
 /// `os.path.expandvars`: `$name` and `${name}` (name `[A-Za-z0-9_]+`, or anything but `}`
 /// in braces) replaced when set, left as they are otherwise.
 pub(super) fn expandvars(path: &[u8], env: &Env) -> Vec<u8> {

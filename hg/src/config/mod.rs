@@ -32,7 +32,7 @@ mod syntax;
 mod tests;
 
 use env::{current_uid, expandpath, expanduser, expandvars, getuser, group_name, user_name};
-pub use env::{getfqdn, strerror, Env};
+pub use env::{expand_path, getfqdn, strerror, Env};
 use parse::{insert, lookup, lossy, remove, Item, Layer, ReadError, Sections};
 
 use crate::date::py_bytes_repr;
@@ -205,6 +205,15 @@ impl Config {
             .into_iter()
             .filter(|(k, _)| *k == b"ignore" || k.starts_with(b"ignore."))
             .map(|(_, v)| v.to_vec())
+            .collect()
+    }
+
+    /// [`Config::ignore_files`] with `$VAR` and `~` expanded in `env`, as hg joins them
+    /// to the working copy's root (a relative one is relative to it).
+    pub fn ignore_paths(&self, env: &Env) -> Vec<Vec<u8>> {
+        self.ignore_files()
+            .iter()
+            .map(|p| expand_path(p, env))
             .collect()
     }
 

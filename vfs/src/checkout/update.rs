@@ -219,6 +219,7 @@ impl WorkingCopy {
                     unknown: true,
                     ignored: true,
                     clean: false,
+                    ignore_files: None,
                 },
                 Some(&scope),
             )?

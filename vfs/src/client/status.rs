@@ -4,6 +4,7 @@
 use super::error::{abort, Result};
 use super::Workspace;
 use crate::service::control::{Request, Response};
+use revfs_hg::config::Config;
 use std::collections::BTreeMap;
 
 /// Status as the daemon reports it: (letter, repository path) in hg's order, and the copy
@@ -14,11 +15,38 @@ pub struct Status {
 }
 
 pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
+    // Only unknown and ignored files depend on the configuration (its ignore files).
+    let cfg = if ignored || unknown {
+        let env = revfs_hg::config::Env::from_process();
+        Some(Config::load_env(&env, Some(ws.repo_root()))?)
+    } else {
+        None
+    };
+    fetch_configured(ws, cfg.as_ref(), clean, ignored, unknown)
+}
+
+/// [`fetch`] with this command's configuration, loaded already: the ignore files it
+/// names (`ui.ignore`) are the daemon's for this status.
+pub fn fetch_configured(
+    ws: &Workspace,
+    cfg: Option<&Config>,
+    clean: bool,
+    ignored: bool,
+    unknown: bool,
+) -> Result<Status> {
+    let ignore_files = cfg.filter(|_| ignored || unknown).map(|cfg| {
+        let env = revfs_hg::config::Env::from_process();
+        cfg.ignore_paths(&env)
+            .into_iter()
+            .map(|p| relative_to(&ws.root, p))
+            .collect()
+    });
     match ws.request(&Request::Status {
         clean,
         ignored,
         unknown,
         dirs: false,
+        ignore_files,
     })? {
         Response::Status {
             entries,
@@ -38,6 +66,17 @@ pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Resul
         other => Err(abort(format!(
             "unexpected answer from the daemon: {other:?}"
         ))),
+    }
+}
+
+/// An absolute path below `root` relative to it (the daemon's root may be named
+/// otherwise); any other as it is.
+fn relative_to(root: &std::path::Path, p: Vec<u8>) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let root = root.as_os_str().as_bytes();
+    match p.strip_prefix(root) {
+        Some(rest) if !root.is_empty() && rest.first() == Some(&b'/') => rest[1..].to_vec(),
+        _ => p,
     }
 }
 

@@ -87,6 +87,7 @@ pub fn inspect(sd: &StateDir) -> Result<Option<Kept>, KeptError> {
         clean: false,
         ignored: true,
         unknown: true,
+        ignore_files: None,
     })?;
     let ignored = all.iter().filter(|e| e.letter == 'I').count();
     let changes = all.into_iter().filter(|e| e.letter != 'I').collect();

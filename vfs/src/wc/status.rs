@@ -17,11 +17,16 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// What `status` is asked to report.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct StatusRequest {
     pub clean: bool,
     pub ignored: bool,
     pub unknown: bool,
+    /// The ignore files `ui.ignore` and `ui.ignore.*` name in the configuration of the
+    /// program that asks (its `--config`, `HGRCPATH`, hgrc files), `$VAR` and `~`
+    /// expanded: relative to the working copy's root, or absolute. `None`: those of the
+    /// daemon's own configuration.
+    pub ignore_files: Option<Vec<Vec<u8>>>,
 }
 
 /// One line of status.
@@ -203,17 +208,26 @@ impl WorkingCopy {
     ) -> Result<Vec<StatusEntry>> {
         debug_assert!(scope.is_none() || !req.clean);
         // Capture the state of every candidate under the lock, compare outside it.
-        let (captured, tracking, base, repo, from_p2) = {
+        let (captured, nested, tracking, base, repo, from_p2) = {
             let mut inner = self.write();
             let candidates = self.candidates(&mut inner, scope)?;
             let mut captured = Vec::with_capacity(candidates.len());
             let mut walk = Walk::default();
+            let mut nested = BTreeSet::new();
             for (p, known) in candidates {
+                if req.unknown {
+                    if let Some(root) = nested_root_candidate(&p) {
+                        if !nested.contains(root) && is_nested_repo(&mut inner, root) {
+                            nested.insert(root.to_vec());
+                        }
+                    }
+                }
                 let now = self.now_of(&mut inner, &mut walk, &p)?;
                 captured.push((p, known, now));
             }
             (
                 captured,
+                nested,
                 inner.tracking.clone(),
                 inner.base.clone(),
                 inner.repo.clone(),
@@ -222,14 +236,17 @@ impl WorkingCopy {
         };
         // A broken .hgignore aborts status, as in hg.
         let ignore = if req.ignored || req.unknown {
-            Some(self.ignore_matcher().map_err(|e| {
-                let root = self
-                    .root_path
-                    .get()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
-                WcError::Ignore(e.rooted(&root).to_string())
-            })?)
+            Some(
+                self.ignore_matcher(req.ignore_files.as_deref())
+                    .map_err(|e| {
+                        let root = self
+                            .root_path
+                            .get()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default();
+                        WcError::Ignore(e.rooted(&root).to_string())
+                    })?,
+            )
         } else {
             None
         };
@@ -274,6 +291,38 @@ impl WorkingCopy {
             if let Some(l) = letter {
                 groups.entry(l).or_default().push(path);
             }
+        }
+        // A tracked file in a nested repository is missing when unknown files are listed:
+        // hg's walk does not enter the repository, and the files of the dirstate it did
+        // not see are then missing to its path auditor (dirstate.walk's step 3). Nested
+        // repositories are found among the changes: a `.hg` made below the root is one.
+        let covered = |p: &[u8]| scope.is_none_or(|s| s.covers(p));
+        for root in &nested {
+            let mut prefix = root.clone();
+            prefix.push(b'/');
+            let mut missing: BTreeSet<Vec<u8>> = BTreeSet::new();
+            for e in base.iter_prefix(&prefix) {
+                let e = e?;
+                if covered(e.path)
+                    && !matches!(tracking.get(e.path), Some(Track::Removed | Track::Dropped))
+                {
+                    missing.insert(e.path.to_vec());
+                }
+            }
+            missing.extend(
+                tracking
+                    .range(prefix.clone()..)
+                    .take_while(|(p, _)| p.starts_with(&prefix))
+                    .filter(|(p, t)| **t == Track::Added && covered(p))
+                    .map(|(p, _)| p.clone()),
+            );
+            for l in ['M', 'A', 'C', '!'] {
+                if let Some(paths) = groups.get_mut(&l) {
+                    paths.retain(|p| !missing.contains(p));
+                }
+            }
+            seen.extend(missing.iter().cloned());
+            groups.entry('!').or_default().extend(missing);
         }
         // Nothing in a nested repository (a directory below the root with a `.hg`
         // directory) or in a `.hg` directory is unknown or ignored: hg's walk does not
@@ -442,8 +491,11 @@ impl WorkingCopy {
 
     /// The `.hgignore` matcher for the working copy as it is now, compiled again only when
     /// one of the files it was compiled from (`.hgignore` and what it includes) changed.
-    fn ignore_matcher(&self) -> std::result::Result<Arc<Ignore>, revfs_hg::ignore::IgnoreError> {
-        let extra = self.ui_ignore_files();
+    fn ignore_matcher(
+        &self,
+        names: Option<&[Vec<u8>]>,
+    ) -> std::result::Result<Arc<Ignore>, revfs_hg::ignore::IgnoreError> {
+        let extra = self.ui_ignore_files(names);
         let mut cache = self.ignore_cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ig) = &*cache {
             if ig.extra_inputs() == extra.as_slice()
@@ -478,33 +530,46 @@ impl WorkingCopy {
             .unwrap_or_default()
     }
 
-    /// The ignore files `ui.ignore` and `ui.ignore.*` name in hg's configuration (the
-    /// repository's `.hg/hgrc` included), with their content: hg's names for them (joined
-    /// to the working copy's root when relative), read through the working copy when they
-    /// are in it (from the repository when in its `.hg`). A configuration that cannot be
-    /// read names none (status then says why).
-    fn ui_ignore_files(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    /// The ignore files `ui.ignore` and `ui.ignore.*` name (`names`, as the program that
+    /// asks expanded them; `None`: the daemon's own configuration, the repository's
+    /// `.hg/hgrc` included), with their content: hg's names for them (joined to the
+    /// working copy's root when relative), read through the working copy when they are in
+    /// it (from the repository when in its `.hg`). A configuration that cannot be read
+    /// names none (status then says why).
+    fn ui_ignore_files(&self, names: Option<&[Vec<u8>]>) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         use std::os::unix::ffi::OsStrExt;
         let repo = self.repo();
-        let env = revfs_hg::config::Env::from_process();
-        let Ok(cfg) = revfs_hg::config::Config::load_env(&env, Some(repo.root())) else {
-            return Vec::new();
+        let own;
+        let names = match names {
+            Some(n) => n,
+            None => {
+                let env = revfs_hg::config::Env::from_process();
+                let Ok(cfg) = revfs_hg::config::Config::load_env(&env, Some(repo.root())) else {
+                    return Vec::new();
+                };
+                own = cfg.ignore_paths(&env);
+                &own[..]
+            }
         };
         let root = self.root_path.get().cloned().unwrap_or_default();
-        cfg.ignore_files()
-            .into_iter()
+        names
+            .iter()
             .map(|p| {
-                let p =
-                    std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&expand_path(&p, &env)));
-                let abs = root.join(&p);
-                let content = match abs.strip_prefix(&root) {
+                let abs = root.join(std::ffi::OsStr::from_bytes(p));
+                let inside = abs.strip_prefix(&root).ok().filter(|rel| {
+                    !root.as_os_str().is_empty()
+                        && rel
+                            .components()
+                            .all(|c| matches!(c, std::path::Component::Normal(_)))
+                });
+                let content = match inside {
                     // The working copy has no `.hg` of its own: the repository's stands
                     // for it.
-                    Ok(rel) if rel.starts_with(".hg") => std::fs::read(repo.root().join(rel)).ok(),
-                    Ok(rel) if !root.as_os_str().is_empty() => {
-                        self.read_path(rel.as_os_str().as_bytes())
+                    Some(rel) if rel.starts_with(".hg") => {
+                        std::fs::read(repo.root().join(rel)).ok()
                     }
-                    _ => std::fs::read(&abs).ok(),
+                    Some(rel) => self.read_path(rel.as_os_str().as_bytes()),
+                    None => std::fs::read(&abs).ok(),
                 };
                 (abs.as_os_str().as_bytes().to_vec(), content)
             })
@@ -525,6 +590,25 @@ impl FileSource for WorkingCopy {
     }
 }
 
+/// The directory below the root that would be a nested repository holding `path`: the
+/// part before its first `.hg` component, when that is not the first component.
+fn nested_root_candidate(path: &[u8]) -> Option<&[u8]> {
+    let mut start = 0;
+    for part in path.split(|&b| b == b'/') {
+        if part == b".hg" {
+            return (start > 0).then(|| &path[..start - 1]);
+        }
+        start += part.len() + 1;
+    }
+    None
+}
+
+/// Whether the directory `dir` (below the root) has a `.hg` directory.
+fn is_nested_repo(inner: &mut Inner, dir: &[u8]) -> bool {
+    let dot_hg = [dir, b"/.hg"].concat();
+    matches!(inner.resolve(&dot_hg), Ok(Some(ino)) if inner.is_dir(ino))
+}
+
 /// Whether `path` has a `.hg` component, or lies in a directory (below the root) that has
 /// a `.hg` directory: a nested repository, whose files hg's walk does not list. `cache`
 /// remembers the answer per directory.
@@ -540,8 +624,7 @@ fn in_nested_repo(inner: &mut Inner, path: &[u8], cache: &mut BTreeMap<Vec<u8>, 
         let nested = match cache.get(dir) {
             Some(&n) => n,
             None => {
-                let dot_hg = [dir, b"/.hg"].concat();
-                let n = matches!(inner.resolve(&dot_hg), Ok(Some(ino)) if inner.is_dir(ino));
+                let n = is_nested_repo(inner, dir);
                 cache.insert(dir.to_vec(), n);
                 n
             }
@@ -552,42 +635,4 @@ fn in_nested_repo(inner: &mut Inner, path: &[u8], cache: &mut BTreeMap<Vec<u8>, 
         end += 1;
     }
     false
-}
-
-/// hg's `util.expandpath`: `$VAR` and `${VAR}` from the environment, then a leading `~`.
-fn expand_path(p: &[u8], env: &revfs_hg::config::Env) -> Vec<u8> {
-    let mut out = Vec::with_capacity(p.len());
-    let mut i = 0;
-    while i < p.len() {
-        if p[i] == b'$' {
-            let (name, end) = if p.get(i + 1) == Some(&b'{') {
-                match p[i + 2..].iter().position(|&b| b == b'}') {
-                    Some(e) => (&p[i + 2..i + 2 + e], i + 3 + e),
-                    None => (&p[i..i], i),
-                }
-            } else {
-                let e = p[i + 1..]
-                    .iter()
-                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
-                    .unwrap_or(p.len() - i - 1);
-                (&p[i + 1..i + 1 + e], i + 1 + e)
-            };
-            let value = std::str::from_utf8(name).ok().and_then(|n| env.get(n));
-            if let (false, Some(v)) = (name.is_empty(), value) {
-                out.extend_from_slice(v);
-                i = end;
-                continue;
-            }
-        }
-        out.push(p[i]);
-        i += 1;
-    }
-    if out == b"~" || out.starts_with(b"~/") {
-        if let Some(home) = env.get("HOME") {
-            let mut h = home.to_vec();
-            h.extend_from_slice(&out[1..]);
-            return h;
-        }
-    }
-    out
 }

@@ -44,6 +44,11 @@ pub enum Request {
         /// files are gone ([`Response::Status`]'s `dirs`; what hg's purge asks of its walk).
         #[serde(default)]
         dirs: bool,
+        /// Version 9: the ignore files `ui.ignore` and `ui.ignore.*` name in the asking
+        /// program's configuration, expanded, relative to the working copy's root or
+        /// absolute (absent: the daemon's own configuration's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ignore_files: Option<Vec<Vec<u8>>>,
     },
     /// Changes how paths are tracked (add, forget, remove).
     Track {
@@ -203,7 +208,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// How long [`Request::Quiesce`] keeps the daemon out of its mount, and how long it waits
 /// for what the daemon has open there.
@@ -617,6 +622,7 @@ mod tests {
                 ignored: false,
                 unknown: false,
                 dirs: false,
+                ignore_files: None,
             },
             deadline,
         )

@@ -100,12 +100,14 @@ pub(super) fn handle(ctx: &Ctx, req: Request, progress: &Progress) -> Answer {
             ignored,
             unknown,
             dirs,
+            ignore_files,
         } => status(
             ctx,
             StatusRequest {
                 clean,
                 ignored,
                 unknown,
+                ignore_files,
             },
             dirs,
         ),
