@@ -151,6 +151,30 @@ install_hg_versions() { # ROOT [VERSION...] (default: every one)
   done
 }
 
+# rhg, Mercurial's Rust front end, for hg_versions.rs's rhg test (tests/long.sh): built from
+# the sdist's rust/ (PyPI ships no rhg), into target/hg-versions/rhg-<version>/bin/rhg. It
+# takes about 2.5 minutes on 2 cores, which CI's suite has not to spare: tests/long.sh runs it.
+RHG_VERSION=7.2.4
+install_rhg() { # ROOT
+  local root=$1 dir tmp
+  install_programs "${DEPS_HG_VERSIONS[@]}"
+  mkdir -p "$root"
+  root=$(cd "$root" && pwd)
+  dir=$root/rhg-$RHG_VERSION
+  [ -x "$dir/bin/rhg" ] && return 0
+  echo "installing: rhg $RHG_VERSION (built from PyPI's source) in $dir" >&2
+  tmp=$dir.tmp
+  rm -rf "$tmp"
+  mkdir -p "$tmp/bin"
+  /usr/bin/python3 -m pip download -q --no-deps --no-binary :all: "mercurial==$RHG_VERSION" -d "$tmp/dl"
+  tar xzf "$tmp"/dl/mercurial-*.tar.gz -C "$tmp"
+  (cd "$tmp/mercurial-$RHG_VERSION/rust" &&
+    CARGO_TARGET_DIR="$tmp/target" RUSTFLAGS=-Awarnings cargo build -q --release --locked -p rhg)
+  mv "$tmp/target/release/rhg" "$tmp/bin/rhg"
+  rm -rf "$tmp/dl" "$tmp/target" "$tmp/mercurial-$RHG_VERSION"
+  mv "$tmp" "$dir"
+}
+
 # What the installed build (packaging/build.sh) needs beyond install_deps: the static musl
 # command's C compiler, strip, and Rust's musl target for this machine.
 DEPS_DIST=(
@@ -171,7 +195,7 @@ install_dist_deps() {
 # What the suite's scripts (tests/run.sh, tests/long.sh) do first: install what the tests
 # run, and build the workspace (the tests start target/debug/revfs).
 # The Mercurial releases download while the workspace builds. `prepare_suite all` installs
-# every release (tests/long.sh), else HG_SUITE's.
+# every release and rhg (tests/long.sh), else HG_SUITE's.
 prepare_suite() {
   install_deps
   install_test_deps
@@ -182,6 +206,8 @@ prepare_suite() {
   local releases=$!
   cargo build --workspace --locked
   wait "$releases"
+  [ "${1:-}" = all ] && install_rhg "$(dirname "${BASH_SOURCE[0]}")/../target/hg-versions"
+  return 0
 }
 
 install_bench_deps() {

@@ -46,7 +46,8 @@ run "kill -9: commits, updates, fsync'd writes" REVFS_COMMIT_CRASH_ROUNDS=$((100
   -- --test commit_crash --test crash -- --test-threads=1
 run "the CLI against hg" REVFS_CLI_SEEDS=100..$((100 + 50 * scale)) REVFS_CLI_COMMANDS=80 \
   -- --test cli_vs_hg random_commands
-run "every Mercurial release served, a day of work against a clone" REVFS_HG_VERSIONS=all \
+run "every Mercurial release served, a day of work against a clone; rhg" REVFS_HG_VERSIONS=all \
+  "REVFS_RHG=$PWD/target/hg-versions/rhg-$RHG_VERSION/bin/rhg" \
   -- --test hg_versions
 # hg_in_mount.rs whole with each release but Debian's (which the suite runs); chg is
 # Debian's, for Debian's hg only.

@@ -175,11 +175,22 @@ fn changelog_rev(repo: &Repo, node: &Node, which: &str) -> Result<Rev> {
         .ok_or_else(|| StoreError::UnknownRevision(format!("{which} {node}")))
 }
 
+/// The engine of new chunks: hg's `compengine`, named by a `revlog-compression-*` or
+/// `exp-compression-*` requirement (of several, hg takes the last it iterates over; revfs
+/// the last in sorted order), zlib without one.
 pub(crate) fn compression_of(repo: &Repo) -> Compression {
-    if repo.requirements().contains("revlog-compression-zstd") {
-        Compression::Zstd
-    } else {
-        Compression::Zlib
+    let engine = repo
+        .requirements()
+        .iter()
+        .filter_map(|r| {
+            r.strip_prefix("revlog-compression-")
+                .or_else(|| r.strip_prefix("exp-compression-"))
+        })
+        .last();
+    match engine {
+        Some("zstd") => Compression::Zstd,
+        Some("none") => Compression::None,
+        _ => Compression::Zlib,
     }
 }
 

@@ -34,6 +34,14 @@ pub enum StoreError {
     #[error("{}: {reason}", path.display())]
     BadRequirements { path: PathBuf, reason: String },
 
+    /// A share and its source disagree on share-safe: hg's abort (its default
+    /// `share.safe-mismatch.*` settings), with its hint.
+    #[error("{message}\n(see `hg help config.format.use-share-safe` for more information)")]
+    ShareSafeMismatch {
+        share_source: PathBuf,
+        message: &'static str,
+    },
+
     /// The index of a revlog is malformed as a whole (bad header, bad size, bad entry).
     /// (hg's words: the revlog without `.i`; the reason is for the logs.)
     #[error("index {} is corrupted", radix(revlog))]

@@ -204,6 +204,9 @@ impl Repo {
         } else {
             dot_hg.clone()
         };
+        if source_hg != dot_hg {
+            share_safe_agrees(&working, &source_hg)?;
+        }
         let store_probe = source_hg.join("store");
         let requirements = Requirements::load(&dot_hg, &store_probe)?;
         let store = if requirements.contains("store") {
@@ -621,4 +624,21 @@ impl crate::revlog::CheckedTexts for CheckedInSizeCache {
                 .put_checked(*node, (text.len() - start) as u64, chunk_crc);
         }
     }
+}
+
+/// hg's checks of a share against its source (`localrepo.makelocalrepository`): a
+/// share-safe share needs a share-safe source, and a share-safe source a share-safe share.
+fn share_safe_agrees(working: &Requirements, source_hg: &Path) -> Result<()> {
+    let source = Requirements::load_working(source_hg)?;
+    let message = match (working.contains("share-safe"), source.contains("share-safe")) {
+        (true, false) => "share source does not support share-safe requirement",
+        (false, true) => {
+            "version mismatch: source uses share-safe functionality while the current share does not"
+        }
+        _ => return Ok(()),
+    };
+    Err(StoreError::ShareSafeMismatch {
+        share_source: source_hg.to_owned(),
+        message,
+    })
 }

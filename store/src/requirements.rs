@@ -25,12 +25,21 @@ const SUPPORTED: &[&str] = &[
     "persistent-nodemap",
     // The source's own working copy: only its parents are read (crate::dirstate).
     "dirstate-v2",
+    // The old names of the compression engines (a reader decodes any chunk; a writer
+    // compresses with the named engine: crate::commit::compression_of), and raw chunks.
+    "exp-compression-zstd",
+    "exp-compression-zlib",
+    "exp-compression-none",
 ];
 
-/// Requirements Mercurial 6.3.2 supports without extensions
+/// Requirements Mercurial 6.3 to 7.2 support without extensions
 /// (`localrepo.gathersupportedrequirements`): those revfs lacks are refused with its own
 /// words, the others with hg's.
 const HG_SUPPORTED: &[&str] = &[
+    // 7.x: delta information in revlog headers, the file index, the plain store encoding.
+    "delta-info-revlog",
+    "exp-very-fragile-and-unsafe-plain-store-encoding",
+    "fileindex-v1",
     "bookmarksinstore",
     "dirstate-tracked-key-v1",
     "dirstate-v2",
@@ -210,6 +219,38 @@ mod tests {
             "repository requires features unknown to this Mercurial: exp-frob\n\
              (see https://mercurial-scm.org/wiki/MissingRequirement for more information)"
         );
+    }
+
+    #[test]
+    fn requirements_of_hg_7_that_revfs_lacks_are_refused_in_revfss_words() {
+        for r in [
+            "delta-info-revlog",
+            "fileindex-v1",
+            "exp-very-fragile-and-unsafe-plain-store-encoding",
+        ] {
+            let d = repo_with("share-safe\n", Some(&format!("{DEFAULT_STORE}{r}\n")));
+            let err = Requirements::load(d.path(), &d.path().join("store")).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "repository requires features revfs does not support: {r} (use hg instead)"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn the_compression_engines_old_names_are_read() {
+        for r in [
+            "exp-compression-zstd",
+            "exp-compression-zlib",
+            "exp-compression-none",
+        ] {
+            let store = DEFAULT_STORE.replace("revlog-compression-zstd", r);
+            let d = repo_with("share-safe\n", Some(&store));
+            let reqs = Requirements::load(d.path(), &d.path().join("store")).unwrap();
+            assert!(reqs.contains(r));
+        }
     }
 
     #[test]

@@ -40,11 +40,13 @@ const LIMIT_DELTA2TEXT: u64 = 2;
 /// hg's zstd compression level.
 const ZSTD_LEVEL: i32 = 3;
 
-/// The compression engine for new chunks (`revlog-compression-zstd` or the zlib default).
+/// The compression engine for new chunks (`revlog-compression-zstd` or the zlib default;
+/// `exp-compression-none`: raw chunks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     Zlib,
     Zstd,
+    None,
 }
 
 impl Compression {
@@ -52,6 +54,7 @@ impl Compression {
     /// threshold or the output is not strictly smaller.
     fn compress(self, data: &[u8]) -> Result<Option<Vec<u8>>> {
         let out = match self {
+            Compression::None => return Ok(None),
             Compression::Zlib => {
                 if data.len() < 44 {
                     return Ok(None);

@@ -180,3 +180,138 @@ fn a_dirstate_v2_repository_mounts_at_its_working_parent_and_hg_works_in_the_mou
     assert_eq!(hg_v2(&repo, &["log", "-r", ".", "-T", "{rev}\n"]), "1\n");
     assert_eq!(hg_v2(&repo, &["status"]), "");
 }
+
+/// The chunk kinds of the manifest log's new chunks, as `hg debugrevlog -m` counts them
+/// (`0x75 (u)`, `0x78 (x)`, `0x28`).
+fn chunk_kinds(repo: &Path) -> Vec<String> {
+    hg_ok(repo, &["debugrevlog", "-m"])
+        .lines()
+        .skip_while(|l| !l.starts_with("chunks "))
+        .skip(1)
+        .take_while(|l| l.starts_with("    0x"))
+        .map(|l| l.split(':').next().unwrap_or("").trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_compression_engines_old_names_and_none_are_read_and_written_as_hg_writes_them() {
+    // (how the repository is made, the requirement it then names, the chunks revfs adds)
+    let cases: &[(&[&str], Option<(&str, &str)>, &str)] = &[
+        (&["format.revlog-compression=none"], None, "0x75 (u)"),
+        (
+            &[],
+            Some(("revlog-compression-zstd", "exp-compression-zstd")),
+            "0x28",
+        ),
+        (
+            &["format.revlog-compression=zlib"],
+            Some(("\nrevlogv1", "\nexp-compression-zlib\nrevlogv1")),
+            "0x78 (x)",
+        ),
+    ];
+    for (config, rename, kind) in cases {
+        let tmp = revfs_tests::scratch_dir();
+        let mut init: Vec<&str> = config.iter().flat_map(|c| ["--config", c]).collect();
+        init.extend(["init", "repo"]);
+        hg_ok(tmp.path(), &init);
+        let repo = tmp.path().join("repo");
+        let requires = repo.join(".hg/store/requires");
+        if let Some((from, to)) = rename {
+            let text = std::fs::read_to_string(&requires).unwrap();
+            assert!(text.contains(from), "{text}");
+            std::fs::write(&requires, text.replacen(from, to, 1)).unwrap();
+        }
+        let text = std::fs::read_to_string(&requires).unwrap();
+        assert!(text.contains("exp-compression-"), "{config:?}: {text}");
+        std::fs::write(repo.join("f"), "first\n").unwrap();
+        hg_ok(&repo, &["commit", "-qA", "-m", "first", "-d", "0 0"]);
+
+        let m = Mount::new(&repo, None);
+        let many: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+        for i in 0..40 {
+            std::fs::write(m.dir.join(format!("file with a long name {i}")), &many).unwrap();
+        }
+        let out = m.revfs_in(&m.dir, &["commit", "-A", "-m", "from revfs", "-d", "1 0"]);
+        assert!(out.status.success(), "{config:?}: {out:?}");
+        let out = m.revfs_in(&m.dir, &["update", "-r", "0"]);
+        assert!(out.status.success(), "{config:?}: {out:?}");
+        m.unmount();
+        hg_ok(&repo, &["verify", "-q"]);
+        assert_eq!(
+            hg_ok(&repo, &["cat", "-r", "1", "file with a long name 7"]),
+            many
+        );
+        // The manifest revfs wrote (the only one big enough to compress) in the engine's
+        // kind; the others raw (`u`, or a delta's leading NUL).
+        let kinds = chunk_kinds(&repo);
+        assert!(kinds.iter().any(|k| k == kind), "{config:?}: {kinds:?}");
+        assert!(
+            kinds
+                .iter()
+                .all(|k| [*kind, "0x75 (u)", "0x00"].contains(&k.as_str())),
+            "{config:?}: {kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn a_share_that_disagrees_with_its_source_on_share_safe_is_refused_with_hgs_abort() {
+    let tmp = revfs_tests::scratch_dir();
+    hg_ok(tmp.path(), &["init", "repo"]);
+    let repo = tmp.path().join("repo");
+    std::fs::write(repo.join("f"), "f\n").unwrap();
+    hg_ok(&repo, &["commit", "-qA", "-m", "f", "-d", "0 0"]);
+    // A share made the old way (before share-safe) of a share-safe source, and a share-safe
+    // share of a source that is not.
+    hg_ok(
+        tmp.path(),
+        &[
+            "--config",
+            "extensions.share=",
+            "share",
+            "-q",
+            "repo",
+            "old",
+        ],
+    );
+    let old = tmp.path().join("old");
+    let reqs = std::fs::read_to_string(old.join(".hg/requires")).unwrap();
+    std::fs::write(old.join(".hg/requires"), reqs.replace("share-safe\n", "")).unwrap();
+    hg_ok(
+        tmp.path(),
+        &["--config", "format.use-share-safe=no", "init", "plain"],
+    );
+    let plain = tmp.path().join("plain");
+    std::fs::write(plain.join("f"), "f\n").unwrap();
+    hg_ok(&plain, &["commit", "-qA", "-m", "f", "-d", "0 0"]);
+    hg_ok(
+        tmp.path(),
+        &[
+            "--config",
+            "extensions.share=",
+            "share",
+            "-q",
+            "plain",
+            "safe",
+        ],
+    );
+    let safe = tmp.path().join("safe");
+    let reqs = std::fs::read_to_string(safe.join(".hg/requires")).unwrap();
+    assert!(!reqs.contains("share-safe"), "{reqs}");
+    std::fs::write(safe.join(".hg/requires"), format!("{reqs}share-safe\n")).unwrap();
+    std::fs::write(plain.join(".hg/store/requires"), "").unwrap();
+    for share in [&old, &safe] {
+        let ours = revfs_tests::revfs(share, &["files"]);
+        let theirs = hg_cmd(share, &["files"]);
+        assert_eq!(
+            (ours.status.code(), String::from_utf8_lossy(&ours.stderr)),
+            (
+                theirs.status.code(),
+                String::from_utf8_lossy(&theirs.stderr)
+            ),
+            "{}",
+            share.display()
+        );
+        assert!(String::from_utf8_lossy(&ours.stderr).contains("share-safe"));
+    }
+}

@@ -1288,6 +1288,26 @@ fn chg_in_a_mount_prints_what_hg_prints_in_a_clone_and_never_pins_the_mount() {
             show(&theirs, &clone_root),
             "chg {args:?} in the mount, hg in a clone"
         );
+        // revfs changes the daemon's state between two chg commands: the next one (a worker
+        // of the same server) sees it, as hg sees the clone's.
+        let between: &[&str] = match args[0] {
+            "diff" => &["add", "new"],
+            "update" if args[1] == "0" => &["commit", "-m", "by revfs", "-d", "41 0"],
+            "status" if args.len() == 2 => &["update", "1"],
+            _ => continue,
+        };
+        match between[0] {
+            "add" => s.edit(|r| std::fs::write(r.join("new"), "new\n").unwrap()),
+            "commit" => s.edit(|r| std::fs::write(r.join("a"), "by revfs\n").unwrap()),
+            _ => {}
+        }
+        let out = revfs(&s.mount.dir, between);
+        assert!(out.status.success(), "revfs {between:?}: {out:?}");
+        let mut hg_args = between.to_vec();
+        if hg_args[0] == "commit" {
+            hg_args.extend(["-u", "revfs tests <tests@example.org>"]);
+        }
+        assert!(hg_cmd(&s.clone, &hg_args).status.success());
     }
     // The server lives on; the mount can go.
     let servers = std::process::Command::new("pgrep")

@@ -566,6 +566,105 @@ fn debians_hg_and_7_2_take_turns_in_one_mount_as_in_one_clone() {
     }
 }
 
+/// The rhg tests/deps.sh's install_rhg built (tests/long.sh; CI's suite has not the 2.5
+/// minutes its build takes): REVFS_RHG names it (and then it must be there), else
+/// target/hg-versions/rhg-7.2.4, when it was built.
+fn rhg() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REVFS_RHG") {
+        let p = PathBuf::from(p);
+        assert!(p.exists(), "REVFS_RHG={}: missing", p.display());
+        return Some(p);
+    }
+    let p = revfs_tests::workspace().join("target/hg-versions/rhg-7.2.4/bin/rhg");
+    p.exists().then_some(p)
+}
+
+/// rhg reads a dirstate itself: in a mount, whose dirstate is the daemon's, it must never
+/// answer from a file. The mount's requirement (revfs-dirstate-v1) is one rhg does not
+/// know, so it refuses (exit 252, naming it), and with `rhg.on-unsupported=fallback` (how
+/// rhg is set up) hands the command to hg, which answers as in a clone; in the clone, rhg
+/// answers itself, the same. After shell edits, revfs commands and hg commands.
+#[test]
+fn rhg_in_a_mount_refuses_or_falls_back_to_hg_and_prints_what_rhg_prints_in_a_clone() {
+    let Some(rhg) = rhg() else {
+        eprintln!("SKIPPED: rhg not built (tests/long.sh builds it: install_rhg)");
+        return;
+    };
+    let s = Sides::new("6.3", Path::new("hg"));
+    let rc = s._tmp.path().join("rhg.rc");
+    std::fs::write(
+        &rc,
+        "[rhg]\non-unsupported = fallback\nfallback-executable = hg\n",
+    )
+    .unwrap();
+    let rhg_in = |dir: &Path, args: &[&str], fallback: bool| {
+        let mut cmd = Command::new(&rhg);
+        revfs_tests::hg_env(cmd.args(args).current_dir(dir));
+        if fallback {
+            cmd.env("HGRCPATH", &rc);
+        }
+        let out = cmd.output().expect("spawn rhg");
+        let real = std::fs::canonicalize(dir).unwrap().display().to_string();
+        let n = |b: &[u8]| String::from_utf8_lossy(b).replace(&real, "$ROOT");
+        (out.status.code(), n(&out.stdout), n(&out.stderr))
+    };
+    let reads: &[&[&str]] = &[
+        &["status"],
+        &["status", "-A", "-C"],
+        &["files"],
+        &["files", "-r", "0"],
+        &["cat", "-r", ".", "a", "d/f"],
+        &["cat", "-r", "0", "a"],
+    ];
+    let same = |when: &str| {
+        for args in reads {
+            let theirs = rhg_in(&s.clone, args, false);
+            assert_eq!(
+                rhg_in(&s.mount.dir, args, true),
+                theirs,
+                "{when}: rhg {args:?} with its fallback (left the mount, right rhg in a clone)"
+            );
+            let (code, out, err) = rhg_in(&s.mount.dir, args, false);
+            assert_eq!(
+                (code, out.as_str()),
+                (Some(252), ""),
+                "{when}: rhg {args:?} without its fallback: {err}"
+            );
+            assert!(
+                err.contains("revfs-dirstate-v1"),
+                "{when}: rhg {args:?}: {err}"
+            );
+        }
+    };
+    same("as mounted");
+    assert!(
+        !s.mount.dir.join(".hg/dirstate").exists(),
+        "a dirstate file in the mount's .hg would be stale"
+    );
+    s.edit(|r| {
+        std::fs::write(r.join("a"), "a\nedited\n").unwrap();
+        std::fs::write(r.join("new"), "new\n").unwrap();
+        std::fs::remove_file(r.join("gone")).unwrap();
+    });
+    same("after shell edits");
+    let revfs = |args: &[&str]| {
+        let out = s.mount.revfs_in(&s.mount.dir, args);
+        assert!(out.status.success(), "revfs {args:?}: {out:?}");
+        ok(&s.hg, &s.clone, args);
+    };
+    revfs(&["add", "new"]);
+    revfs(&["rm", "-A", "gone"]);
+    revfs(&["commit", "-m", "by revfs", "-u", "test", "-d", "2 0"]);
+    same("after revfs commands");
+    s.edit(|r| std::fs::write(r.join("d/f"), "f\nlocal\n").unwrap());
+    s.same_all(&[
+        &["update", "-r", "0"],
+        &["cp", "b.c", "c.c"],
+        &["mv", "d/g", "d/g2"],
+    ]);
+    same("after hg commands");
+}
+
 #[test]
 fn a_release_outside_the_range_is_refused_with_one_abort_naming_both() {
     // The newest release before the range (tests/deps.sh installs it).
