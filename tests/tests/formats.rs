@@ -254,6 +254,14 @@ fn the_compression_engines_old_names_and_none_are_read_and_written_as_hg_writes_
     }
 }
 
+/// `hg share SOURCE DEST` in `dir`.
+fn share(dir: &Path, source: &str, dest: &str) {
+    hg_ok(
+        dir,
+        &["--config", "extensions.share=", "share", "-q", source, dest],
+    );
+}
+
 #[test]
 fn a_share_that_disagrees_with_its_source_on_share_safe_is_refused_with_hgs_abort() {
     let tmp = revfs_tests::scratch_dir();
@@ -263,17 +271,7 @@ fn a_share_that_disagrees_with_its_source_on_share_safe_is_refused_with_hgs_abor
     hg_ok(&repo, &["commit", "-qA", "-m", "f", "-d", "0 0"]);
     // A share made the old way (before share-safe) of a share-safe source, and a share-safe
     // share of a source that is not.
-    hg_ok(
-        tmp.path(),
-        &[
-            "--config",
-            "extensions.share=",
-            "share",
-            "-q",
-            "repo",
-            "old",
-        ],
-    );
+    share(tmp.path(), "repo", "old");
     let old = tmp.path().join("old");
     let reqs = std::fs::read_to_string(old.join(".hg/requires")).unwrap();
     std::fs::write(old.join(".hg/requires"), reqs.replace("share-safe\n", "")).unwrap();
@@ -284,17 +282,7 @@ fn a_share_that_disagrees_with_its_source_on_share_safe_is_refused_with_hgs_abor
     let plain = tmp.path().join("plain");
     std::fs::write(plain.join("f"), "f\n").unwrap();
     hg_ok(&plain, &["commit", "-qA", "-m", "f", "-d", "0 0"]);
-    hg_ok(
-        tmp.path(),
-        &[
-            "--config",
-            "extensions.share=",
-            "share",
-            "-q",
-            "plain",
-            "safe",
-        ],
-    );
+    share(tmp.path(), "plain", "safe");
     let safe = tmp.path().join("safe");
     let reqs = std::fs::read_to_string(safe.join(".hg/requires")).unwrap();
     assert!(!reqs.contains("share-safe"), "{reqs}");

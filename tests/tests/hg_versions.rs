@@ -147,6 +147,19 @@ impl Sides {
     }
 }
 
+/// A commit whose transaction a hook refuses.
+const REFUSED_COMMIT: &[&str] = &[
+    "commit",
+    "-m",
+    "refused",
+    "-u",
+    "test",
+    "-d",
+    "8 0",
+    "--config",
+    "hooks.pretxnclose.no=false",
+];
+
 /// One day of work with `hg` on both sides.
 fn a_day_of_work(s: &Sides) {
     let ext = [
@@ -240,17 +253,7 @@ fn a_day_of_work(s: &Sides) {
 
     // A transaction that fails, then a commit rolled back.
     s.same_all(&[
-        &[
-            "commit",
-            "-m",
-            "refused",
-            "-u",
-            "test",
-            "-d",
-            "8 0",
-            "--config",
-            "hooks.pretxnclose.no=false",
-        ],
+        REFUSED_COMMIT,
         &["status", "-A", "-C"],
         &["id"],
         &["commit", "-m", "undone", "-u", "test", "-d", "9 0"],
@@ -535,17 +538,7 @@ fn debians_hg_and_7_2_take_turns_in_one_mount_as_in_one_clone() {
         &["commit", "-m", "undone again", "-u", "test", "-d", "10 0"],
         &["rollback"],
         &["status", "-A", "-C"],
-        &[
-            "commit",
-            "-m",
-            "refused",
-            "-u",
-            "test",
-            "-d",
-            "8 0",
-            "--config",
-            "hooks.pretxnclose.no=false",
-        ],
+        REFUSED_COMMIT,
         &["status", "-A", "-C"],
         &["id"],
         &["purge", "--all"],
