@@ -108,7 +108,7 @@ HG_WHEELS=(6.9.5 7.0.3 7.1.2 7.2.4)
 HG_SDISTS=(6.2.3 6.4.5 6.5.3 6.6.3 6.7.4 6.8.2)
 # The ones CI's suite runs (tests/tests/hg_versions.rs, BY_DEFAULT, and the refused one);
 # tests/long.sh takes them all.
-HG_SUITE=(6.2.3 6.4.5 7.2.4)
+HG_SUITE=(6.2.3 7.2.4)
 DEPS_HG_VERSIONS=(
   /usr/lib/python3/dist-packages/pip/__init__.py:python3-pip
   unzip:unzip

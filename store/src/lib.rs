@@ -28,6 +28,7 @@ pub mod requirements;
 pub mod revlog;
 pub mod revlog_writer;
 pub mod revset;
+pub mod shallow;
 pub mod size_cache;
 pub mod text;
 pub mod transaction;

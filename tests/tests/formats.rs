@@ -196,7 +196,8 @@ fn chunk_kinds(repo: &Path) -> Vec<String> {
 #[test]
 fn the_compression_engines_old_names_and_none_are_read_and_written_as_hg_writes_them() {
     // (how the repository is made, the requirement it then names, the chunks revfs adds)
-    let cases: &[(&[&str], Option<(&str, &str)>, &str)] = &[
+    type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>, &'a str);
+    let cases: &[Case] = &[
         (&["format.revlog-compression=none"], None, "0x75 (u)"),
         (
             &[],
