@@ -7,6 +7,7 @@
 
 pub mod blob;
 pub mod cache;
+pub mod wire;
 
 pub use blob::{Ancestor, Blob, ShallowError};
 pub use cache::{CacheError, SharedCache};
