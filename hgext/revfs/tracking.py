@@ -134,8 +134,8 @@ class _trackingmixin(object):
             # hg deletes its dirstate when there is no backup (a transaction of 6.4 or
             # later, which makes none, rolled back by 6.3): an empty one, on the null
             # revision, the files as they are.
-            empty = {'version': 1, 'parent': nullid.hex(), 'added': [], 'removed': []}
-            self._revfs_restore(dict(empty, copies=[]), backupname, force_parent=True)
+            empty = {'version': 1, 'parent': nullid.hex(), 'added': [], 'removed': [], 'copies': []}
+            self._revfs_restore(empty, backupname, force_parent=True)
             self.invalidate()
             return
         try:

@@ -4,7 +4,7 @@
 use super::error::{abort, Result};
 use super::Workspace;
 use crate::service::control::{Request, Response};
-use revfs_hg::config::Config;
+use revfs_hg::config::{Config, Env};
 use std::collections::BTreeMap;
 
 /// Status as the daemon reports it: (letter, repository path) in hg's order, and the copy
@@ -17,8 +17,10 @@ pub struct Status {
 pub fn fetch(ws: &Workspace, clean: bool, ignored: bool, unknown: bool) -> Result<Status> {
     // Only unknown and ignored files depend on the configuration (its ignore files).
     let cfg = if ignored || unknown {
-        let env = revfs_hg::config::Env::from_process();
-        Some(Config::load_env(&env, Some(ws.repo_root()))?)
+        Some(Config::load_env(
+            &Env::from_process(),
+            Some(ws.repo_root()),
+        )?)
     } else {
         None
     };
@@ -34,9 +36,9 @@ pub fn fetch_configured(
     ignored: bool,
     unknown: bool,
 ) -> Result<Status> {
+    // Expanded in this process's environment, as hg expands them in its own.
     let ignore_files = cfg.filter(|_| ignored || unknown).map(|cfg| {
-        let env = revfs_hg::config::Env::from_process();
-        cfg.ignore_paths(&env)
+        cfg.ignore_paths(&Env::from_process())
             .into_iter()
             .map(|p| relative_to(&ws.root, p))
             .collect()

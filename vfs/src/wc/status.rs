@@ -297,10 +297,10 @@ impl WorkingCopy {
         // not see are then missing to its path auditor (dirstate.walk's step 3). Nested
         // repositories are found among the changes: a `.hg` made below the root is one.
         let covered = |p: &[u8]| scope.is_none_or(|s| s.covers(p));
+        let mut missing: BTreeSet<Vec<u8>> = BTreeSet::new();
         for root in &nested {
             let mut prefix = root.clone();
             prefix.push(b'/');
-            let mut missing: BTreeSet<Vec<u8>> = BTreeSet::new();
             for e in base.iter_prefix(&prefix) {
                 let e = e?;
                 if covered(e.path)
@@ -316,6 +316,8 @@ impl WorkingCopy {
                     .filter(|(p, t)| **t == Track::Added && covered(p))
                     .map(|(p, _)| p.clone()),
             );
+        }
+        if !missing.is_empty() {
             for l in ['M', 'A', 'C', '!'] {
                 if let Some(paths) = groups.get_mut(&l) {
                     paths.retain(|p| !missing.contains(p));
