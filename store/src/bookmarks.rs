@@ -58,6 +58,11 @@ impl Bookmarks {
         self.marks
     }
 
+    /// Sets (or adds) bookmark `name`; [`Bookmarks::write`] writes it.
+    pub fn set(&mut self, name: &[u8], node: Node) {
+        self.marks.insert(name.to_vec(), node);
+    }
+
     pub fn get(&self, name: &[u8]) -> Option<Node> {
         self.marks.get(name).copied()
     }

@@ -196,7 +196,7 @@ pub(crate) fn compression_of(repo: &Repo) -> Compression {
 
 /// Journals a revlog's files before `finish` writes them. An inline index that may be
 /// split (rewritten as a whole) is backed up instead of truncated.
-fn journal_revlog(
+pub(crate) fn journal_revlog(
     tr: &mut Transaction,
     stem: &[u8],
     writer: &RevlogWriter,
@@ -218,7 +218,7 @@ fn journal_revlog(
 
 /// Opens the writer of the revlog `stem` (unencoded store path without `.i`), creating
 /// the directories of a new one.
-fn open_writer(
+pub(crate) fn open_writer(
     tr: &Transaction,
     stem: &[u8],
     generaldelta: bool,
@@ -711,7 +711,7 @@ fn update_phaseroots(
 /// Deletes the files of `.hg/cache` (branch heads, tags, rev-branch caches), which a new
 /// changeset makes stale; not revfs's own (`cache/revfs`: texts keyed by node, which no
 /// commit changes).
-fn clear_cache(dot_hg: &Path) -> Result<()> {
+pub(crate) fn clear_cache(dot_hg: &Path) -> Result<()> {
     let dir = dot_hg.join("cache");
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,

@@ -7,6 +7,7 @@
 
 pub mod bigtext;
 pub mod bookmarks;
+pub mod bundle;
 mod cache_dir;
 pub mod changelog;
 pub mod commit;

@@ -284,8 +284,8 @@ impl RevlogWriter {
             .map_or(0, |e| e.offset + u64::from(e.clen))
     }
 
-    /// The raw text of `rev`.
-    fn text(&self, rev: Rev) -> Result<SharedText> {
+    /// The raw text of `rev` (existing or appended by this writer).
+    pub fn text(&self, rev: Rev) -> Result<SharedText> {
         if rev == NULL_REV {
             return Ok(SharedText::Heap(Arc::from(&[][..])));
         }

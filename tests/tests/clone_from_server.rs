@@ -1,0 +1,184 @@
+//! A repository from a server (issue 52): bundles hg writes, applied by revfs's store
+//! (store::bundle), give the repository `hg unbundle` gives; a revision whose bytes were
+//! changed is refused and leaves nothing behind.
+
+use revfs_tests::hg_cmd;
+use std::path::Path;
+
+fn hg_ok(dir: &Path, args: &[&str]) -> String {
+    let out = hg_cmd(dir, args);
+    assert!(out.status.success(), "hg {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A history with what a bundle must carry: edits, a rename, a merge, a named branch, a
+/// binary file, a text that starts like copy metadata, a file over 128 KiB (a split
+/// revlog), an exec bit, a symlink, a tag.
+fn build_history(t: &Path) -> std::path::PathBuf {
+    hg_ok(t, &["init", "src"]);
+    let src = t.join("src");
+    let w = |p: &str, c: &[u8]| {
+        let p = src.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, c).unwrap();
+    };
+    w("a", b"a1\n");
+    w("dir/b", b"b1\n");
+    w("dir/sub/c", b"c1\n");
+    hg_ok(&src, &["commit", "-qA", "-m", "one", "-d", "0 0"]);
+    w("a", b"a1\na2\n");
+    hg_ok(&src, &["mv", "dir/b", "renamed"]);
+    w("meta", b"\x01\nnot metadata\n\x01\nbody\n");
+    w("bin", &[0, 1, 2, 255, 0, 10]);
+    let big: Vec<u8> = (0..40_000u32)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect();
+    w("big", &big);
+    hg_ok(&src, &["commit", "-qA", "-m", "two", "-d", "1 0"]);
+    hg_ok(&src, &["branch", "-q", "stable"]);
+    w("dir/sub/c", b"c1\nc-stable\n");
+    std::os::unix::fs::symlink("a", src.join("link")).unwrap();
+    hg_ok(&src, &["commit", "-qA", "-m", "stable", "-d", "2 0"]);
+    hg_ok(&src, &["update", "-q", "default"]);
+    w("a", b"a0\na1\na2\n");
+    let mut big2 = big.clone();
+    big2.extend_from_slice(b"more\n");
+    w("big", &big2);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(src.join("meta"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    hg_ok(&src, &["commit", "-q", "-m", "three", "-d", "3 0"]);
+    hg_ok(&src, &["merge", "-q", "stable"]);
+    hg_ok(&src, &["commit", "-q", "-m", "merge", "-d", "4 0"]);
+    hg_ok(&src, &["tag", "-d", "5 0", "v1"]);
+    src
+}
+
+/// Everything hg shows of a repository's history, for a byte-for-byte comparison.
+fn history(repo: &Path) -> String {
+    hg_ok(repo, &["verify", "-q"]);
+    if hg_ok(repo, &["log", "-r", "tip", "-T", "{rev}"]) == "-1" {
+        return "empty".into();
+    }
+    hg_ok(
+        repo,
+        &[
+            "log",
+            "--debug",
+            "-p",
+            "--git",
+            "-r",
+            "all()",
+            "-T",
+            "{rev}:{node} {p1node} {p2node} {manifest} {branch} {date|hgdate} {desc}\n{diff}",
+        ],
+    ) + &hg_ok(repo, &["debugindex", "-c"])
+        + &hg_ok(repo, &["debugindex", "-m"])
+        + &hg_ok(repo, &["debugindex", "big"])
+        + &hg_ok(repo, &["tags"])
+        + &hg_ok(repo, &["branches"])
+}
+
+#[test]
+fn bundles_hg_writes_applied_by_revfs_give_the_repository_hg_unbundle_gives() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    for (name, kind) in [
+        ("cg2", "none-v2"),
+        ("cg3", "none-v2;cg.version=03"),
+        ("zstd", "zstd-v2"),
+    ] {
+        let bundle = t.join(format!("{name}.hg"));
+        let cg3 = "experimental.changegroup3=true";
+        hg_ok(
+            &src,
+            &[
+                "bundle",
+                "-q",
+                "--config",
+                cg3,
+                "-a",
+                "-t",
+                kind,
+                bundle.to_str().unwrap(),
+            ],
+        );
+        // hg's own unbundle into an empty repository: the oracle.
+        let theirs = t.join(format!("hg-{name}"));
+        hg_ok(t, &["init", theirs.to_str().unwrap()]);
+        hg_ok(&theirs, &["unbundle", "-q", bundle.to_str().unwrap()]);
+        let ours = t.join(format!("revfs-{name}"));
+        hg_ok(t, &["init", ours.to_str().unwrap()]);
+        let file = std::fs::File::open(&bundle).unwrap();
+        let got = revfs_store::bundle::unbundle(&ours, std::io::BufReader::new(file), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (
+                got.applied.changesets,
+                got.applied.manifests,
+                got.applied.files
+            ),
+            (6, 6, 9),
+            "{name}"
+        );
+        assert_eq!(history(&ours), history(&theirs), "{name}");
+        // Applying the same bundle again adds nothing, as hg's unbundle.
+        let file = std::fs::File::open(&bundle).unwrap();
+        let again =
+            revfs_store::bundle::unbundle(&ours, std::io::BufReader::new(file), &mut |_| {})
+                .unwrap();
+        assert_eq!(again.applied.changesets, 0, "{name}");
+        assert_eq!(history(&ours), history(&theirs), "{name}");
+    }
+}
+
+#[test]
+fn a_bundle_with_a_changed_byte_or_cut_short_is_refused_and_leaves_the_repository_as_it_was() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    let bundle = t.join("b.hg");
+    hg_ok(
+        &src,
+        &[
+            "bundle",
+            "-q",
+            "-a",
+            "-t",
+            "none-v2",
+            bundle.to_str().unwrap(),
+        ],
+    );
+    let bytes = std::fs::read(&bundle).unwrap();
+    // "c1\nc-stable\n" is in one delta only: changing it changes that file's revision.
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"c-stable")
+        .expect("the delta's text");
+    let mut flipped = bytes.clone();
+    flipped[at] = b'C';
+    let dest = t.join("dest");
+    hg_ok(t, &["init", dest.to_str().unwrap()]);
+    let before = history(&dest);
+    let err = revfs_store::bundle::unbundle(&dest, std::io::Cursor::new(flipped), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("integrity check failed on data/dir/sub/c:"),
+        "{err}"
+    );
+    assert_eq!(history(&dest), before);
+    let cut = bytes[..bytes.len() / 2].to_vec();
+    let err = revfs_store::bundle::unbundle(&dest, std::io::Cursor::new(cut), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("malformed "), "{err}");
+    assert_eq!(history(&dest), before);
+    // Nothing left of either attempt in the store: no journal, no revlog but hg's own.
+    let mut files: Vec<String> = std::fs::read_dir(dest.join(".hg/store"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert!(!files.iter().any(|f| f.starts_with("journal")), "{files:?}");
+}
