@@ -41,6 +41,9 @@ enum Command {
     Cat(commands::cat::CatArgs),
     /// List tracked files of a revision
     Files(commands::files::FilesArgs),
+    /// Make a repository of a server's history and mount it; file contents come from the
+    /// server on first read
+    Clone(commands::clone::CloneArgs),
     /// Mount a revision of a repository as a lazy working copy
     Mount(commands::mount::MountArgs),
     /// Unmount a revfs working copy
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Log(args) => commands::log::run(&cli, args),
         Command::Cat(args) => commands::cat::run(&cli, args),
         Command::Files(args) => commands::files::run(&cli, args),
+        Command::Clone(args) => commands::clone::clone(args),
         Command::Mount(args) => commands::mount::mount(args),
         Command::Unmount(args) => commands::mount::unmount(args),
         Command::List(args) => commands::mount::list(args),

@@ -497,7 +497,7 @@ mod tests {
         let (fl, contents) = filelog(tmp.path());
         let dir = tmp.path().join("texts");
         let cache = BigTextCache::open(&dir, 1 << 30).unwrap();
-        let node = |r: Rev| fl.revlog().node(r).unwrap();
+        let node = |r: Rev| fl.node(r).unwrap();
         let calls = std::cell::Cell::new(0);
         let count = || calls.set(calls.get() + 1);
         for r in 0..3 {
@@ -557,7 +557,7 @@ mod tests {
         let one = contents[0].len() as u64 + HEADER_LEN;
         // Room for two entries.
         let cache = BigTextCache::open(&dir, 2 * one + 10).unwrap();
-        let node = |r: Rev| fl.revlog().node(r).unwrap();
+        let node = |r: Rev| fl.node(r).unwrap();
         let t0 = cache.get(&fl, 0, node(0), &|| ()).unwrap();
         cache.get(&fl, 1, node(1), &|| ()).unwrap();
         cache.get(&fl, 0, node(0), &|| ()).unwrap();
@@ -582,7 +582,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (fl, contents) = filelog(tmp.path());
         let cache = BigTextCache::open(&tmp.path().join("texts"), 1 << 30).unwrap();
-        let node = fl.revlog().node(2).unwrap();
+        let node = fl.node(2).unwrap();
         let builds = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..4 {

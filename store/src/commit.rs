@@ -290,6 +290,13 @@ fn check_request(repo: &Repo, req: &CommitRequest) -> Result<()> {
     if !repo.requirements().contains("revlogv1") {
         return bad("committing needs a revlogv1 repository".into());
     }
+    if repo.requirements().contains(crate::shallow::REQUIREMENT) {
+        return bad(
+            "revfs cannot commit to a repository cloned from a server yet\n(commit with hg: it writes \
+             the file revisions where Mercurial's remotefilelog looks for them)"
+                .into(),
+        );
+    }
     if req.user.is_empty() {
         return bad("empty username".into());
     }
@@ -601,10 +608,10 @@ pub(crate) fn prepare_file(
         } else {
             let r1 = flog.rev_of(&fparent1)?;
             let r2 = flog.rev_of(&fparent2)?;
-            if flog.revlog().is_ancestor(r1, r2)? {
+            if flog.is_ancestor(r1, r2)? {
                 fparent1 = fparent2;
                 fparent2 = Node::NULL;
-            } else if flog.revlog().is_ancestor(r2, r1)? {
+            } else if flog.is_ancestor(r2, r1)? {
                 fparent2 = Node::NULL;
             }
         }

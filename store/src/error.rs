@@ -99,6 +99,15 @@ pub enum StoreError {
     #[error("abandoned transaction found in {} - run revfs recover (or hg recover)", .0.display())]
     AbandonedTransaction(PathBuf),
 
+    /// A file revision of a shallow repository that could not be had: not on this machine
+    /// and not from its server (down, slow, refusing, or sending what does not verify).
+    #[error("{path}@{}: file contents not available: {reason}", node.get(..12).unwrap_or(node))]
+    NotFetched {
+        path: String,
+        node: String,
+        reason: String,
+    },
+
     #[error("{0}")]
     Other(String),
 }

@@ -5,10 +5,12 @@
 use crate::error::{Result, StoreError};
 use crate::node::{Node, Rev, NULL_REV};
 use crate::revlog::Revlog;
+use crate::shallow::{Blob, ShallowSource};
+use std::collections::HashMap;
 use std::io::Write;
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 const META_MARK: &[u8] = b"\x01\n";
 
@@ -133,15 +135,82 @@ impl Write for SkipMeta<'_> {
     }
 }
 
-/// One file's revlog.
+/// One file's revisions: its revlog, or, in a shallow repository, the blobs of its
+/// revisions (crate::shallow), numbered in the order they are first asked for.
 pub struct Filelog {
     path: Vec<u8>,
-    revlog: Revlog,
+    backing: Backing,
+}
+
+enum Backing {
+    Revlog(Revlog),
+    Shallow(ShallowFile),
+}
+
+/// A shallow file's revisions: the nodes asked for so far, each given a number, read from
+/// the repository's source of blobs.
+struct ShallowFile {
+    source: Arc<ShallowSource>,
+    revs: Mutex<(Vec<Node>, HashMap<Node, Rev>)>,
+}
+
+impl ShallowFile {
+    fn node(&self, path: &[u8], rev: Rev) -> Result<Node> {
+        let revs = self.revs.lock().unwrap_or_else(|p| p.into_inner());
+        usize::try_from(rev)
+            .ok()
+            .and_then(|r| revs.0.get(r).copied())
+            .ok_or_else(|| StoreError::RevisionOutOfRange {
+                revlog: String::from_utf8_lossy(path).into_owned(),
+                rev: rev as i64,
+            })
+    }
+
+    fn blob(&self, path: &[u8], rev: Rev) -> Result<Blob> {
+        let node = self.node(path, rev)?;
+        self.source.get(path, &node)
+    }
+}
+
+/// The raw filelog text of a blob (what its node hashes): a copy's metadata block, or the
+/// escape of a text that starts like one, then the text.
+fn raw_text(blob: &Blob) -> Arc<[u8]> {
+    let own = &blob.ancestors[0];
+    match &own.copy_from {
+        Some(source) => {
+            let mut raw = Vec::with_capacity(blob.text.len() + source.len() + 64);
+            raw.extend_from_slice(b"\x01\ncopy: ");
+            raw.extend_from_slice(source);
+            raw.extend_from_slice(b"\ncopyrev: ");
+            raw.extend_from_slice(own.p1.to_hex().as_bytes());
+            raw.extend_from_slice(b"\n\x01\n");
+            raw.extend_from_slice(&blob.text);
+            Arc::from(raw)
+        }
+        None if blob.text.starts_with(META_MARK) => {
+            Arc::from([&b"\x01\n\x01\n"[..], &blob.text].concat())
+        }
+        None => Arc::from(blob.text.as_slice()),
+    }
 }
 
 impl Filelog {
     pub fn new(path: Vec<u8>, revlog: Revlog) -> Filelog {
-        Filelog { path, revlog }
+        Filelog {
+            path,
+            backing: Backing::Revlog(revlog),
+        }
+    }
+
+    /// The filelog of `path` in a shallow repository, read from `source`.
+    pub fn shallow(path: Vec<u8>, source: Arc<ShallowSource>) -> Filelog {
+        Filelog {
+            path,
+            backing: Backing::Shallow(ShallowFile {
+                source,
+                revs: Mutex::new((Vec::new(), HashMap::new())),
+            }),
+        }
     }
 
     /// The repository path this filelog tracks.
@@ -149,18 +218,86 @@ impl Filelog {
         &self.path
     }
 
-    pub fn revlog(&self) -> &Revlog {
-        &self.revlog
+    /// The revlog, unless the file's revisions are a shallow repository's blobs.
+    pub fn revlog(&self) -> Option<&Revlog> {
+        match &self.backing {
+            Backing::Revlog(r) => Some(r),
+            Backing::Shallow(_) => None,
+        }
     }
 
-    /// The revision holding `node`.
+    /// Memory the filelog holds (its index and maps).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.backing {
+            Backing::Revlog(r) => r.heap_bytes(),
+            Backing::Shallow(s) => {
+                64 + s.revs.lock().unwrap_or_else(|p| p.into_inner()).0.len() * 64
+            }
+        }
+    }
+
+    /// The revision holding `node`. In a shallow repository, the revision is fetched from
+    /// the server first when this machine lacks it.
     pub fn rev_of(&self, node: &Node) -> Result<Rev> {
-        self.revlog
-            .rev_of(node)
-            .ok_or_else(|| StoreError::UnknownNode {
-                revlog: self.revlog.name().to_owned(),
+        match &self.backing {
+            Backing::Revlog(revlog) => revlog.rev_of(node).ok_or_else(|| StoreError::UnknownNode {
+                revlog: revlog.name().to_owned(),
                 node: node.to_hex(),
-            })
+            }),
+            Backing::Shallow(s) => {
+                if let Some(&r) = s.revs.lock().unwrap_or_else(|p| p.into_inner()).1.get(node) {
+                    return Ok(r);
+                }
+                s.source.fetch_many(&[(&self.path, *node)])?;
+                let mut revs = s.revs.lock().unwrap_or_else(|p| p.into_inner());
+                let (list, map) = &mut *revs;
+                Ok(*map.entry(*node).or_insert_with(|| {
+                    list.push(*node);
+                    (list.len() - 1) as Rev
+                }))
+            }
+        }
+    }
+
+    /// The node of `rev`.
+    pub fn node(&self, rev: Rev) -> Result<Node> {
+        match &self.backing {
+            Backing::Revlog(r) => r.node(rev),
+            Backing::Shallow(s) => s.node(&self.path, rev),
+        }
+    }
+
+    /// The changelog revision that introduced `rev` (its linkrev).
+    pub fn linkrev(&self, rev: Rev, changelog: &Revlog) -> Result<Rev> {
+        match &self.backing {
+            Backing::Revlog(r) => r.linkrev(rev),
+            Backing::Shallow(s) => {
+                let link = s.blob(&self.path, rev)?.ancestors[0].linknode;
+                changelog
+                    .rev_of(&link)
+                    .ok_or_else(|| StoreError::UnknownNode {
+                        revlog: "00changelog.i".into(),
+                        node: link.to_hex(),
+                    })
+            }
+        }
+    }
+
+    /// Whether file revision `a` is an ancestor of `b` (or `b` itself).
+    pub fn is_ancestor(&self, a: Rev, b: Rev) -> Result<bool> {
+        match &self.backing {
+            Backing::Revlog(r) => r.is_ancestor(a, b),
+            Backing::Shallow(s) => {
+                let (na, blob) = (s.node(&self.path, a)?, s.blob(&self.path, b)?);
+                // The blob's ancestry is this file's history (copies lead to other paths,
+                // whose records are not this file's revisions).
+                Ok(blob
+                    .ancestors
+                    .iter()
+                    .any(|r| r.node == na && r.copy_from.is_none())
+                    || blob.ancestors[0].node == na)
+            }
+        }
     }
 
     /// The content of `rev`, metadata removed.
@@ -180,17 +317,19 @@ impl Filelog {
                 content_start: 0,
             });
         }
-        let raw = if keep {
-            self.revlog.revision(rev)?
-        } else {
-            self.revlog.revision_uncached(rev)?
+        let (raw, name) = match &self.backing {
+            Backing::Revlog(revlog) => {
+                let raw = if keep {
+                    revlog.revision(rev)?
+                } else {
+                    revlog.revision_uncached(rev)?
+                };
+                (raw, revlog.name())
+            }
+            Backing::Shallow(s) => (raw_text(&s.blob(&self.path, rev)?), ""),
         };
         let start = content_start(&raw).ok_or_else(|| {
-            StoreError::corrupt_rev(
-                self.revlog.name(),
-                rev as u32,
-                "unterminated metadata header",
-            )
+            StoreError::corrupt_rev(name, rev as u32, "unterminated metadata header")
         })?;
         Ok(FileText {
             raw,
@@ -202,12 +341,21 @@ impl Filelog {
     /// by its deltas, not its size ([`Revlog::write_revision`]); returns the content's
     /// length. For texts too big to hold.
     pub fn write_content(&self, rev: Rev, scratch: &Path, out: &mut dyn Write) -> Result<u64> {
+        let revlog = match &self.backing {
+            Backing::Revlog(r) => r,
+            Backing::Shallow(_) => {
+                let text = self.read_uncached(rev)?;
+                out.write_all(&text)
+                    .map_err(|e| StoreError::io(scratch, e))?;
+                return Ok(text.len() as u64);
+            }
+        };
         let mut skip = SkipMeta {
             out,
             state: MetaState::Start(Vec::with_capacity(2)),
             written: 0,
         };
-        self.revlog.write_revision(rev, scratch, &mut skip)?;
+        revlog.write_revision(rev, scratch, &mut skip)?;
         match std::mem::replace(&mut skip.state, MetaState::Content) {
             // A text shorter than the marker is all content.
             MetaState::Start(head) => {
@@ -218,7 +366,7 @@ impl Filelog {
             }
             MetaState::Meta { .. } => {
                 return Err(StoreError::corrupt_rev(
-                    self.revlog.name(),
+                    revlog.name(),
                     rev as u32,
                     "unterminated metadata header",
                 ))
@@ -231,8 +379,20 @@ impl Filelog {
     /// The copy source of `rev`, as hg's `renamed()` reports it: only when p1 is null and
     /// both `copy` and `copyrev` are present.
     pub fn copy_source(&self, rev: Rev) -> Result<Option<CopySource>> {
-        if self.revlog.entry(rev)?.p1 != NULL_REV {
-            return Ok(None);
+        match &self.backing {
+            Backing::Revlog(revlog) => {
+                if revlog.entry(rev)?.p1 != NULL_REV {
+                    return Ok(None);
+                }
+            }
+            Backing::Shallow(s) => {
+                let blob = s.blob(&self.path, rev)?;
+                let own = &blob.ancestors[0];
+                return Ok(own.copy_from.as_ref().map(|path| CopySource {
+                    path: path.clone(),
+                    node: own.p1,
+                }));
+            }
         }
         let text = self.read(rev)?;
         let (Some(path), Some(node)) = (text.meta_value(b"copy"), text.meta_value(b"copyrev"))
@@ -251,14 +411,18 @@ impl Filelog {
         if rev == NULL_REV {
             return Ok(0);
         }
-        if let Some(len) = self.revlog.raw_len(rev)? {
-            if len < 2 || self.revlog.text_prefix(rev, 2)? != META_MARK {
+        let revlog = match &self.backing {
+            Backing::Revlog(r) => r,
+            Backing::Shallow(s) => return Ok(s.blob(&self.path, rev)?.text.len() as u64),
+        };
+        if let Some(len) = revlog.raw_len(rev)? {
+            if len < 2 || revlog.text_prefix(rev, 2)? != META_MARK {
                 return Ok(len as u64);
             }
             // A metadata block (a copy source) is short: its end is in the first bytes,
             // without rebuilding a big text.
             for n in [1 << 10, 64 << 10] {
-                let head = self.revlog.text_prefix(rev, n)?;
+                let head = revlog.text_prefix(rev, n)?;
                 if let Some(start) = content_start(&head) {
                     return Ok((len as u64).saturating_sub(start as u64));
                 }
@@ -270,9 +434,13 @@ impl Filelog {
         Ok(self.read(rev)?.len() as u64)
     }
 
-    /// The length of the raw text of `rev` (metadata included), from the index.
+    /// The length of the raw text of `rev` (metadata included), from the index (in a
+    /// shallow repository, from the blob).
     pub fn raw_len(&self, rev: Rev) -> Result<Option<u64>> {
-        Ok(self.revlog.raw_len(rev)?.map(|l| l as u64))
+        match &self.backing {
+            Backing::Revlog(r) => Ok(r.raw_len(rev)?.map(|l| l as u64)),
+            Backing::Shallow(s) => Ok(Some(raw_text(&s.blob(&self.path, rev)?).len() as u64)),
+        }
     }
 }
 

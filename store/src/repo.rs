@@ -85,6 +85,17 @@ struct RevlogOpener {
 }
 
 impl RevlogOpener {
+    /// Whether the revlog `stem` has an index on disk.
+    fn exists(&self, stem: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let mut unencoded = stem.to_vec();
+        unencoded.extend_from_slice(b".i");
+        let encoded = encode_store_path(&unencoded, self.encoding);
+        self.store
+            .join(std::ffi::OsStr::from_bytes(&encoded))
+            .exists()
+    }
+
     fn open(&self, stem: &[u8]) -> Result<Revlog> {
         self.open_index(stem, b".i")
     }
@@ -275,7 +286,7 @@ impl Repo {
             return Ok(false);
         };
         let fl = self.filelog(path)?;
-        let link = fl.revlog().linkrev(fl.rev_of(node)?)?;
+        let link = fl.linkrev(fl.rev_of(node)?, self.changelog())?;
         Ok(link >= 0 && link as usize >= from)
     }
 
@@ -557,6 +568,20 @@ impl Repo {
         })?;
         let mut stem = b"data/".to_vec();
         stem.extend_from_slice(path);
+        // A shallow repository keeps filelogs only for what its clone excluded from
+        // shallowness (`.hgtags`); every other file's revisions are blobs.
+        if self.requirements.contains(crate::shallow::REQUIREMENT) && !self.opener.exists(&stem) {
+            return match crate::shallow::source::registered(self.store_path()) {
+                Some(source) => Ok(Filelog::shallow(path.to_vec(), source)),
+                None => Err(StoreError::NotFetched {
+                    path: String::from_utf8_lossy(path).into_owned(),
+                    node: String::new(),
+                    reason: "this repository was cloned from a server, and this process \
+                             has no access to it"
+                        .into(),
+                }),
+            };
+        }
         let mut revlog = self.open_revlog(&stem)?;
         if let Some(c) = self.size_cache() {
             revlog = revlog.with_checked_texts(Arc::new(CheckedInSizeCache(c.clone())));
@@ -595,7 +620,7 @@ struct OpenFilelogs {
 
 impl OpenFilelogs {
     fn put(&mut self, path: Vec<u8>, filelog: Arc<Filelog>) {
-        let size = filelog.revlog().heap_bytes();
+        let size = filelog.heap_bytes();
         self.bytes += size;
         if let Some((_, (_, old))) = self.lru.push(path, (filelog, size)) {
             self.bytes -= old;

@@ -30,6 +30,9 @@ const SUPPORTED: &[&str] = &[
     "exp-compression-zstd",
     "exp-compression-zlib",
     "exp-compression-none",
+    // A shallow repository (Mercurial's remotefilelog): file revisions come from a server
+    // into a shared cache (crate::shallow), not from filelogs.
+    crate::shallow::REQUIREMENT,
 ];
 
 /// Requirements Mercurial 6.3 to 7.2 support without extensions

@@ -5,6 +5,7 @@
 pub mod doc;
 pub mod hg;
 pub mod mount;
+pub mod served;
 pub mod watchdog;
 
 use std::path::{Path, PathBuf};

@@ -74,6 +74,12 @@ impl Mount {
         )
     }
 
+    /// A mount's directory, state and configuration with nothing mounted yet: the test
+    /// mounts there itself (`revfs clone URL DIR`); dropping it unmounts what it finds.
+    pub fn empty(config: &str) -> Mount {
+        Mount::unmounted(None, watchdog::default_deadline(), config, None)
+    }
+
     /// Mounts `repo` with a watchdog deadline of its own.
     pub fn with_deadline(repo: &Path, deadline: Duration) -> Mount {
         Mount::mount_with(repo, None, None, &[], deadline)

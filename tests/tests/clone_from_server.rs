@@ -182,3 +182,139 @@ fn a_bundle_with_a_changed_byte_or_cut_short_is_refused_and_leaves_the_repositor
     files.sort();
     assert!(!files.iter().any(|f| f.starts_with("journal")), "{files:?}");
 }
+
+/// The server's hgrc: Mercurial's bundled remotefilelog in server mode, nothing of revfs.
+fn serve_files(src: &Path) {
+    let rc = src.join(".hg/hgrc");
+    let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
+    text.push_str("[extensions]\nremotefilelog =\n[remotefilelog]\nserver = True\n");
+    std::fs::write(rc, text).unwrap();
+}
+
+/// Blobs in the shared cache under `state_root` (revfs's default cache).
+fn cached_blobs(state_root: &Path) -> usize {
+    fn count(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        count(&p)
+                    } else {
+                        usize::from(e.file_name().len() == 40)
+                    }
+                })
+                .sum()
+        })
+    }
+    count(&state_root.join("cache"))
+}
+
+fn hg_in(dir: &Path, args: &[&str]) -> String {
+    let out = revfs_tests::hg_env(std::process::Command::new("hg").args(args).current_dir(dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "hg {args:?} in {}: {out:?}",
+        dir.display()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn revfs_clone_of_hg_serve_mounts_at_once_fetches_on_first_read_and_hg_works_in_it() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    serve_files(&src);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let url = served.url();
+    // The oracle: a full clone.
+    hg_ok(t, &["clone", "-q", &url, "full"]);
+    let full = t.join("full");
+
+    let m = revfs_tests::mount::Mount::empty("[remote]\ntimeout = 10\n");
+    let repo = t.join("shallow");
+    let dir = m.dir.display().to_string();
+    let out = m.revfs(&["clone", &url, &dir, "--repo", repo.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let first = hg_in(&full, &["log", "-r", "0", "-T", "{node|short}"]);
+    let last = hg_in(&full, &["log", "-r", "tip", "-T", "{node|short}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "requesting all changes\nadding changesets\nadding manifests\nadding file changes\n\
+             added 6 changesets with 1 changes to 1 files\nnew changesets {first}:{last}\n\
+             repository in {}\n",
+            repo.display()
+        )
+    );
+    // Changesets and manifests only: no file revision but .hgtags's, nothing fetched yet.
+    let data: Vec<_> = std::fs::read_dir(repo.join(".hg/store/data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(data, ["~2ehgtags.i"]);
+    assert_eq!(cached_blobs(&m.state_root), 0);
+    // A plain listing fetches nothing.
+    let mut names: Vec<String> = std::fs::read_dir(&m.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [".hgtags", "a", "big", "bin", "dir", "link", "meta", "renamed"]
+    );
+    assert_eq!(cached_blobs(&m.state_root), 0);
+
+    // Every file read through the mount equals the full clone's, mode and link included.
+    let files = hg_in(&full, &["files", "-r", "tip"]);
+    for f in files.lines() {
+        let (ours, theirs) = (m.dir.join(f), full.join(f));
+        let (mo, mt) = (
+            std::fs::symlink_metadata(&ours).unwrap(),
+            std::fs::symlink_metadata(&theirs).unwrap(),
+        );
+        assert_eq!(
+            mo.file_type().is_symlink(),
+            mt.file_type().is_symlink(),
+            "{f}"
+        );
+        if mt.file_type().is_symlink() {
+            assert_eq!(
+                std::fs::read_link(&ours).unwrap(),
+                std::fs::read_link(&theirs).unwrap()
+            );
+            continue;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            mo.permissions().mode() & 0o111,
+            mt.permissions().mode() & 0o111,
+            "{f}"
+        );
+        assert_eq!(mo.len(), mt.len(), "{f}");
+        assert!(
+            std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
+            "{f}"
+        );
+    }
+    // One blob for each file of tip but .hgtags (a filelog), in hg's cache layout.
+    assert_eq!(cached_blobs(&m.state_root), files.lines().count() - 1);
+
+    // hg in the mount, with Mercurial's own remotefilelog client reading the same cache:
+    // the same history, annotations and an empty status.
+    for args in [
+        &["log", "-p", "--git", "-r", "all()"][..],
+        &["annotate", "-c", "a", "big", "dir/sub/c"],
+        &["log", "-f", "renamed", "-T", "{rev} {file_copies}\n"],
+        &["status", "--all"],
+        &["tags"],
+    ] {
+        assert_eq!(hg_in(&m.dir, args), hg_in(&full, args), "hg {args:?}");
+    }
+    drop(served);
+}

@@ -169,7 +169,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
         ),
         (
             "[fuse]\nthreads = 4\n",
-            ": unknown key 'fuse' (known: version, [store], [mount], [log], [control])",
+            ": unknown key 'fuse' (known: version, [store], [mount], [log], [control], [remote])",
         ),
         (
             "[mount]\nthreads = 0\n",

@@ -10,15 +10,16 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     (
         "service",
-        &["fuse", "checkout", "wc", "readahead", "config", "busy"],
+        &["fuse", "checkout", "wc", "readahead", "config", "busy", "shallow"],
     ),
     ("fuse", &["checkout", "wc", "readahead", "busy"]),
     ("checkout", &["wc", "readahead", "busy"]),
     ("wc", &["readahead", "busy"]),
     ("readahead", &[]),
-    ("client", &["service", "fuse", "wc", "config"]),
+    ("client", &["service", "fuse", "wc", "config", "shallow"]),
     ("config", &["wc"]),
     ("busy", &[]),
+    ("shallow", &[]),
     ("lib", &[]),
 ];
 

@@ -135,82 +135,10 @@ fn blobs_hg_fetched_from_a_server_verify_a_flipped_byte_is_refused_and_hg_reads_
     assert_eq!(hg_client(&shallow, &["cat", "-r", "1", "a"]), b"a1\na2\n");
 }
 
-/// `hg serve` of `repo` on 127.0.0.1 (a port of its choosing), killed when dropped.
-struct Served {
-    child: std::process::Child,
-    port: u16,
-    /// Its standard output, kept open (it writes no more: its logs go to files).
-    _stdout: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl Served {
-    fn start(repo: &Path, logs: &Path) -> Served {
-        use std::io::BufRead;
-        let access = logs.join("access.log");
-        let errors = logs.join("error.log");
-        let mut child = revfs_tests::hg_env(std::process::Command::new("hg").current_dir(repo))
-            .args(["serve", "-a", "127.0.0.1", "-p", "0", "-A"])
-            .arg(&access)
-            .arg("-E")
-            .arg(&errors)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        stdout.read_line(&mut line).unwrap();
-        // "listening at http://localhost:PORT/ (bound to 127.0.0.1:PORT)"
-        let port = line
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.trim().trim_end_matches(')').parse().ok())
-            .unwrap_or_else(|| panic!("hg serve said {line:?}"));
-        Served {
-            child,
-            port,
-            _stdout: stdout,
-        }
-    }
-
-    /// A GET of `?cmd=CMD` with these headers (a minimal HTTP/1.0 exchange, the test's own):
-    /// the status line and the body.
-    fn get(&self, cmd: &str, headers: &[(String, String)]) -> (String, Vec<u8>) {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-            .unwrap();
-        let mut req = format!("GET /?cmd={cmd} HTTP/1.0\r\nHost: 127.0.0.1\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp).unwrap();
-        let end = resp
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or_else(|| panic!("{cmd}: {:?}", String::from_utf8_lossy(&resp)));
-        let status = String::from_utf8_lossy(&resp[..end])
-            .lines()
-            .next()
-            .unwrap()
-            .to_owned();
-        (status, resp[end + 4..].to_vec())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_batch_of_x_rfl_getfile_from_hg_serve_decodes_to_blobs_that_verify() {
-    use revfs_store::shallow::{wire, Blob};
+    use revfs_remote::wire;
+    use revfs_store::shallow::Blob;
     let tmp = revfs_tests::scratch_dir();
     hg_ok(tmp.path(), &["init", "server"]);
     let srv = tmp.path().join("server");
@@ -247,7 +175,7 @@ fn a_batch_of_x_rfl_getfile_from_hg_serve_decodes_to_blobs_that_verify() {
     let i = files.iter().position(|(p, _)| p == "dir/é").unwrap();
     let non_ascii = files.remove(i);
 
-    let served = Served::start(&srv, tmp.path());
+    let served = revfs_tests::served::Served::start(&srv, tmp.path());
     let (status, caps) = served.get("capabilities", &[]);
     assert!(status.contains("200"), "{status}");
     let caps = String::from_utf8_lossy(&caps).into_owned();

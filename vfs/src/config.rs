@@ -185,6 +185,16 @@ pub struct ControlConfig {
 /// The default of `control.timeout`.
 pub const DEFAULT_CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// `[remote]`: a repository cloned from a server (`revfs clone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// How long a read waits for a file's contents from the server before it fails (EIO).
+    pub timeout: std::time::Duration,
+}
+
+/// The default of `remote.timeout`.
+pub const DEFAULT_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The effective configuration: the file's values over the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -194,6 +204,7 @@ pub struct Config {
     pub mount: MountConfig,
     pub log: LogConfig,
     pub control: ControlConfig,
+    pub remote: RemoteConfig,
 }
 
 impl Default for Config {
@@ -225,6 +236,9 @@ impl Default for Config {
             },
             control: ControlConfig {
                 timeout: DEFAULT_CONTROL_TIMEOUT,
+            },
+            remote: RemoteConfig {
+                timeout: DEFAULT_REMOTE_TIMEOUT,
             },
         }
     }
@@ -343,16 +357,18 @@ impl Config {
         for (section, value) in &table {
             let entries = match section.as_str() {
                 "version" => continue,
-                "store" | "mount" | "log" | "control" => value.as_table().ok_or_else(|| {
-                    checker.value(
-                        section,
-                        format!("expected a table ([{section}]), found {}", describe(value)),
-                    )
-                })?,
+                "store" | "mount" | "log" | "control" | "remote" => {
+                    value.as_table().ok_or_else(|| {
+                        checker.value(
+                            section,
+                            format!("expected a table ([{section}]), found {}", describe(value)),
+                        )
+                    })?
+                }
                 _ => {
                     return Err(checker.unknown(
                         section,
-                        "known: version, [store], [mount], [log], [control]".into(),
+                        "known: version, [store], [mount], [log], [control], [remote]".into(),
                     ))
                 }
             };
@@ -418,13 +434,14 @@ impl Config {
                             })?
                     }
                     ("control", "timeout") => config.control.timeout = checker.seconds(&full, v)?,
+                    ("remote", "timeout") => config.remote.timeout = checker.seconds(&full, v)?,
                     _ => {
                         let known = match section.as_str() {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size, size_cache_size"
                             }
                             "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring",
-                            "control" => "timeout",
+                            "control" | "remote" => "timeout",
                             _ => "level",
                         };
                         return Err(
@@ -639,7 +656,7 @@ mod tests {
         );
         assert_eq!(
             msg("[fuse]\nthreads = 4\n"),
-            format!("{f}: unknown key 'fuse' (known: version, [store], [mount], [log], [control])")
+            format!("{f}: unknown key 'fuse' (known: version, [store], [mount], [log], [control], [remote])")
         );
         assert_eq!(
             msg("[control]\ntimeout = 0\n"),

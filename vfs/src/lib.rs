@@ -26,4 +26,5 @@ pub mod config;
 pub mod fuse;
 pub mod readahead;
 pub mod service;
+pub mod shallow;
 pub mod wc;

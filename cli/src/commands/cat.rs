@@ -132,7 +132,7 @@ pub fn run(cli: &crate::Cli, args: &CatArgs) -> Result<u8> {
             .map(|(path, filenode)| -> Result<Opened> {
                 let filelog = repo.filelog_uncached(path)?;
                 let rev = filelog.rev_of(filenode)?;
-                let size = filelog.revlog().raw_len(rev)?.unwrap_or(0);
+                let size = filelog.raw_len(rev)?.unwrap_or(0) as usize;
                 Ok(Opened {
                     path,
                     filelog,

@@ -223,7 +223,7 @@ fn costly_fields(
             let frev = fl.rev_of(&entry.node)?;
             if let Some(src) = fl.copy_source(frev)? {
                 let mut copied = true;
-                if fl.revlog().linkrev(frev)? != e.rev {
+                if fl.linkrev(frev, repo.changelog())? != e.rev {
                     for p in &parents {
                         if p.find(file)?.is_some_and(|pe| pe.node == entry.node) {
                             copied = false;

@@ -1,6 +1,7 @@
 //! One module per command. Shared here: opening the repository and resolving revisions.
 
 pub mod cat;
+pub mod clone;
 pub mod commit;
 pub mod copy;
 pub mod debug;

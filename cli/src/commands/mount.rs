@@ -70,6 +70,20 @@ fn is_mounted(mountpoint: &Path) -> Result<bool> {
     Ok(revfs_mounts()?.iter().any(|m| m.mountpoint == mountpoint))
 }
 
+/// Mounts `repo`'s default revision at `mountpoint` with the configuration's settings
+/// (`revfs clone`).
+pub fn mount_fresh(repo: &Path, mountpoint: &Path) -> Result<u8> {
+    mount(&MountArgs {
+        rev: super::RevArg::default(),
+        foreground: false,
+        threads: None,
+        allow_other: false,
+        no_allow_other: false,
+        repo: repo.to_owned(),
+        mountpoint: mountpoint.to_owned(),
+    })
+}
+
 pub fn mount(args: &MountArgs) -> Result<u8> {
     if args.foreground {
         become_daemon_executable()?;

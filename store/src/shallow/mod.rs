@@ -7,7 +7,11 @@
 
 pub mod blob;
 pub mod cache;
-pub mod wire;
+pub mod source;
+
+/// The requirement of a shallow repository (remotefilelog's `SHALLOWREPO_REQUIREMENT`).
+pub const REQUIREMENT: &str = "exp-remotefilelog-repo-req-1";
 
 pub use blob::{Ancestor, Blob, ShallowError};
 pub use cache::{CacheError, SharedCache};
+pub use source::{Fetcher, ShallowSource};

@@ -43,6 +43,8 @@ pub enum DaemonError {
     WorkingCopy(#[from] WcError),
     #[error("revision {0} is not in the repository")]
     UnknownNode(String),
+    #[error(transparent)]
+    Shallow(#[from] crate::shallow::ShallowSetupError),
     #[error("the working copy kept for {} has uncommitted changes to {} (mount without -r to resume it)", mountpoint.display(), paths.join(", "))]
     Switch {
         mountpoint: PathBuf,

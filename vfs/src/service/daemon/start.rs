@@ -67,6 +67,10 @@ pub(super) fn open_working_copy(
             ..req.clone()
         },
     )?;
+    // A repository cloned from a server reads file revisions through its cache and server.
+    if crate::shallow::attach(&req.repo, req.config.remote.timeout)? {
+        tracing::info!(timeout = ?req.config.remote.timeout, "file revisions from the repository's server");
+    }
     let repo = Arc::new(Repo::open(&req.repo)?);
     // The base manifest: mapped from the repository's manifest cache when an earlier mount
     // or commit at this revision wrote it there (a mount then reads only the pages it needs),

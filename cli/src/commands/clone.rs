@@ -1,0 +1,168 @@
+//! `revfs clone URL [DEST]`: a shallow repository of a server's history (changelog and
+//! manifests; file revisions come on first read) under revfs's state directory, or at
+//! `--repo`, then a mount of it at DEST. The work is revfs_remote::clone's; this module
+//! chooses the places, prints what hg's clone prints and mounts.
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use revfs_remote::clone::{CloneError, CloneOptions};
+use revfs_remote::http::HttpOptions;
+use revfs_remote::{Peer, RemoteUrl};
+use revfs_store::bundle::Progress;
+use sha1::{Digest, Sha1};
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct CloneArgs {
+    /// Where the repository goes (default: under revfs's state directory)
+    #[arg(long = "repo", value_name = "PATH")]
+    repo: Option<PathBuf>,
+    /// Make the repository only; mount nothing
+    #[arg(short = 'U', long = "noupdate")]
+    noupdate: bool,
+    /// The server: http://, https://, or a local path
+    source: String,
+    /// Where to mount the working copy (default: the last part of the URL's path)
+    dest: Option<PathBuf>,
+}
+
+/// remotefilelog's `cachepath` from the user's configuration, else revfs's own
+/// (`<state root>/cache`), so that hg and revfs share one cache.
+fn cachepath(config: &revfs_hg::config::Config) -> Result<PathBuf> {
+    if let Some(p) = config.get("remotefilelog", "cachepath") {
+        let env = revfs_hg::config::Env::from_process();
+        let expanded = revfs_hg::config::expand_path(p, &env);
+        use std::os::unix::ffi::OsStrExt;
+        return Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&expanded)));
+    }
+    Ok(revfs_vfs::service::state::state_root()?.join("cache"))
+}
+
+/// A name for the repository's part of the cache and its directory: the URL's last path
+/// part, made safe.
+fn repo_name(url: &RemoteUrl) -> String {
+    let name: String = url
+        .default_dest()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match name.trim_start_matches('.') {
+        "" => "repo".to_owned(),
+        n => n.to_owned(),
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() {
+        p.to_owned()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
+}
+
+pub fn clone(args: &CloneArgs) -> Result<u8> {
+    let url = RemoteUrl::parse(&args.source)?;
+    let config = revfs_hg::config::Config::load(None)?;
+    let dest = absolute(
+        args.dest
+            .as_deref()
+            .unwrap_or(Path::new(&url.default_dest())),
+    )?;
+    let name = repo_name(&url);
+    let repo = match &args.repo {
+        Some(r) => absolute(r)?,
+        None => {
+            use std::os::unix::ffi::OsStrExt;
+            let key = hex::encode(&Sha1::digest(dest.as_os_str().as_bytes())[..6]);
+            revfs_vfs::service::state::state_root()?
+                .join("repos")
+                .join(format!("{name}-{key}"))
+        }
+    };
+    if !args.noupdate && dest.exists() && std::fs::read_dir(&dest)?.next().is_some() {
+        bail!("destination '{}' is not empty", dest.display());
+    }
+    let opts = CloneOptions {
+        cachepath: cachepath(&config)?,
+        reponame: name,
+    };
+    let http = HttpOptions {
+        cacerts: config.get("web", "cacerts").map(|c| {
+            use std::os::unix::ffi::OsStrExt;
+            let env = revfs_hg::config::Env::from_process();
+            PathBuf::from(std::ffi::OsStr::from_bytes(&revfs_hg::config::expand_path(
+                c, &env,
+            )))
+        }),
+        ..HttpOptions::default()
+    };
+    let peer = Peer::open(&url, &http).map_err(with_hint)?;
+    println!("requesting all changes");
+    let mut bar = crate::progress::Progress::new(crate::progress::wanted(false, None));
+    revfs_vfs::client::Progress::start(&mut bar, "cloning");
+    let mut phase = 0;
+    let mut report = |p: Progress<'_>| {
+        use revfs_vfs::client::Progress as _;
+        let (now, what, done) = match p {
+            Progress::Changesets(n) => (1, "changesets", n),
+            Progress::Manifests(n) => (2, "manifests", n),
+            Progress::Files { done, .. } => (3, "files", done),
+        };
+        if now != phase {
+            phase = now;
+            println!(
+                "{}",
+                [
+                    "",
+                    "adding changesets",
+                    "adding manifests",
+                    "adding file changes"
+                ][now]
+            );
+        }
+        bar.update(&format!("{what} {done}"), done as u64, 0);
+    };
+    let cloned =
+        revfs_remote::clone::clone(&peer, &repo, &opts, &mut report).map_err(|e| match e {
+            CloneError::Remote(r) => with_hint(r),
+            other => anyhow!(other),
+        })?;
+    drop(bar);
+    let a = cloned.applied;
+    if a.changesets == 0 {
+        println!("no changes found");
+    } else {
+        println!(
+            "added {} changesets with {} changes to {} files",
+            a.changesets, a.file_revisions, a.files
+        );
+        if let (Some(first), Some(last)) = (cloned.first, cloned.last) {
+            let (f, l) = (&first.to_hex()[..12], &last.to_hex()[..12]);
+            if f == l {
+                println!("new changesets {f}");
+            } else {
+                println!("new changesets {f}:{l}");
+            }
+        }
+    }
+    println!("repository in {}", repo.display());
+    if args.noupdate {
+        return Ok(0);
+    }
+    std::fs::create_dir_all(&dest)?;
+    super::mount::mount_fresh(&repo, &dest)
+}
+
+/// A remote error with hg's hint line, when it has one.
+fn with_hint(e: revfs_remote::RemoteError) -> anyhow::Error {
+    match e.hint() {
+        Some(h) => anyhow!("{e}\n({h})"),
+        None => anyhow!(e),
+    }
+}

@@ -1,0 +1,153 @@
+//! revfs-remote: a Mercurial server as revfs talks to it. A stock server (`hg serve`,
+//! hgweb) with Mercurial's bundled `remotefilelog` extension in server mode gives a clone
+//! its changelog and manifests without a single file revision ([`clone`]), and each file
+//! revision later, on demand (`x_rfl_getfile`). This crate owns the peers ([`http`]), the
+//! version-1 wire protocol's encoding ([`wire`]) and server addresses ([`url`]); what it
+//! receives is parsed and verified by the store (store::bundle, store::shallow).
+//! docs/research/remotefilelog-protocol.md has the Mercurial sources this rests on.
+
+pub mod clone;
+pub mod fetch;
+pub mod http;
+pub mod url;
+pub mod wire;
+
+pub use url::{RemoteUrl, Scheme, UrlError};
+
+/// Why a server could not be used. Messages name the server by its address with the
+/// password hidden, never with credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// Connecting, sending or reading failed (hg: `abort: error: ...`).
+    #[error("error: {reason} ({url})")]
+    Transport { url: String, reason: String },
+    /// An HTTP status other than success (hg's words).
+    #[error("HTTP Error {status}: {reason} ({url})")]
+    Http {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error("authorization failed ({url})")]
+    Auth { url: String },
+    /// The server's own abort (`application/hg-error`).
+    #[error("remote error:\n{message}")]
+    Server { message: String },
+    /// An answer that is not what the protocol says.
+    #[error("{url}: {reason}")]
+    Protocol { url: String, reason: String },
+    /// The server lacks what revfs needs.
+    #[error("{message}")]
+    Unsupported { message: String, hint: String },
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("{what}")]
+    Config { what: String },
+}
+
+impl RemoteError {
+    /// hg's hint line for this error, if it has one.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            RemoteError::Unsupported { hint, .. } => Some(hint),
+            _ => None,
+        }
+    }
+}
+
+/// A server's capabilities (the answer to `capabilities`): space-separated names, some
+/// with `=value`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caps {
+    list: Vec<String>,
+}
+
+impl Caps {
+    pub fn parse(answer: &[u8]) -> Caps {
+        Caps {
+            list: String::from_utf8_lossy(answer)
+                .split_ascii_whitespace()
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.list
+            .iter()
+            .any(|c| c == name || c.strip_prefix(name).is_some_and(|r| r.starts_with('=')))
+    }
+
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.list
+            .iter()
+            .find_map(|c| c.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+    }
+}
+
+/// A connected server.
+pub enum Peer {
+    Http(http::HttpPeer),
+}
+
+impl Peer {
+    /// Connects to the server at `url`.
+    pub fn open(url: &RemoteUrl, http: &http::HttpOptions) -> Result<Peer, RemoteError> {
+        match url.scheme {
+            Scheme::Http | Scheme::Https => Ok(Peer::Http(http::HttpPeer::open(url, http)?)),
+            Scheme::Ssh | Scheme::Local => Err(RemoteError::Unsupported {
+                message: format!("cloning from {url} is not supported yet"),
+                hint: "serve the repository with hg serve and clone its http:// address".into(),
+            }),
+        }
+    }
+
+    pub fn url(&self) -> &RemoteUrl {
+        match self {
+            Peer::Http(p) => p.url(),
+        }
+    }
+
+    pub fn caps(&self) -> &Caps {
+        match self {
+            Peer::Http(p) => p.caps(),
+        }
+    }
+
+    /// A whole small answer to `cmd`.
+    pub fn call_bytes(
+        &self,
+        cmd: &str,
+        args: &[(&str, &[u8])],
+        limit: u64,
+    ) -> Result<Vec<u8>, RemoteError> {
+        match self {
+            Peer::Http(p) => p.call_bytes(cmd, args, limit),
+        }
+    }
+
+    /// The answer to `cmd` as a stream.
+    pub fn call(
+        &self,
+        cmd: &str,
+        args: &[(&str, &[u8])],
+    ) -> Result<Box<dyn std::io::Read + Send>, RemoteError> {
+        match self {
+            Peer::Http(p) => p.call(cmd, args),
+        }
+    }
+
+    /// The server's heads (`heads`).
+    pub fn heads(&self) -> Result<Vec<revfs_store::Node>, RemoteError> {
+        let answer = self.call_bytes("heads", &[], 64 << 20)?;
+        String::from_utf8_lossy(&answer)
+            .split_ascii_whitespace()
+            .map(|h| {
+                revfs_store::Node::from_hex(h.as_bytes()).ok_or_else(|| RemoteError::Protocol {
+                    url: self.url().to_string(),
+                    reason: format!("a head that is not a node: {h:?}"),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,231 @@
+//! Where a shallow repository's file revisions come from, in remotefilelog's order: the
+//! repository's own loose blobs (`.hg/store/data/<sha1hex(path)>/<hex node>`: what a local
+//! commit wrote), then the shared cache, then the server through a [`Fetcher`] (what it
+//! answers is verified and kept in the cache before use). A process registers the source
+//! of each shallow repository it opens ([`register`]): the daemon and the command that
+//! know the repository's configuration (revfs-vfs reads it with hg's rules); a repository
+//! with no source registered reads what is local and says what it lacks.
+//!
+//! Concurrent readers of one missing revision wait for one fetch ([`ShallowSource::get`]
+//! keeps the fetches in flight by key).
+
+use super::blob::Blob;
+use super::cache::{CacheError, SharedCache};
+use crate::error::StoreError;
+use crate::node::Node;
+use sha1::{Digest, Sha1};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+/// Fetches file revisions from a server.
+pub trait Fetcher: Send + Sync {
+    /// The decompressed blobs of `keys` (path, file node), in order, each with its own
+    /// result (an error's text names the reason, never credentials).
+    fn fetch(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>>;
+
+    /// The server, for messages (its password hidden).
+    fn describe(&self) -> String;
+}
+
+/// One shallow repository's sources of file revisions.
+pub struct ShallowSource {
+    local: PathBuf,
+    cache: SharedCache,
+    fetcher: Option<Arc<dyn Fetcher>>,
+    /// Keys being fetched now: later askers wait on the first one's fetch.
+    in_flight: Mutex<HashMap<Key, Arc<Flight>>>,
+}
+
+/// A file revision: its path and node.
+type Key = (Vec<u8>, Node);
+
+#[derive(Default)]
+struct Flight {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// Why a file revision is not available.
+fn unavailable(path: &[u8], node: &Node, reason: String) -> StoreError {
+    StoreError::NotFetched {
+        path: String::from_utf8_lossy(path).into_owned(),
+        node: node.to_hex(),
+        reason,
+    }
+}
+
+fn cache_err(e: CacheError) -> StoreError {
+    match e {
+        CacheError::Io { path, source } => StoreError::io(path, source),
+        CacheError::Blob(b) => StoreError::Other(b.to_string()),
+    }
+}
+
+impl ShallowSource {
+    /// The sources of the repository whose store is `store` (its `.hg/store`).
+    pub fn new(store: &Path, cache: SharedCache, fetcher: Option<Arc<dyn Fetcher>>) -> Self {
+        ShallowSource {
+            local: store.join("data"),
+            cache,
+            fetcher,
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The repository's own loose blob of `path` at `node`.
+    pub fn local_path(&self, path: &[u8], node: &Node) -> PathBuf {
+        self.local
+            .join(hex::encode(Sha1::digest(path)))
+            .join(node.to_hex())
+    }
+
+    pub fn cache(&self) -> &SharedCache {
+        &self.cache
+    }
+
+    /// The blob on this machine, if any (verified).
+    fn local_blob(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, StoreError> {
+        let file = self.local_path(path, node);
+        match std::fs::read(&file) {
+            Ok(bytes) => Blob::parse_verified(path, node, &bytes)
+                .map(Some)
+                .map_err(|e| StoreError::Other(e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.cache.get(path, node).map_err(cache_err)
+            }
+            Err(e) => Err(StoreError::io(file, e)),
+        }
+    }
+
+    /// The verified blob of `path` at `node`, fetched when this machine lacks it.
+    pub fn get(&self, path: &[u8], node: &Node) -> Result<Blob, StoreError> {
+        if let Some(b) = self.local_blob(path, node)? {
+            return Ok(b);
+        }
+        self.fetch_many(&[(path, *node)])?;
+        self.local_blob(path, node)?.ok_or_else(|| {
+            unavailable(
+                path,
+                node,
+                "the fetched revision did not reach the cache".into(),
+            )
+        })
+    }
+
+    /// Whether `path` at `node` is on this machine (the repository's or the cache's).
+    pub fn is_local(&self, path: &[u8], node: &Node) -> bool {
+        self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists()
+    }
+
+    /// Fetches those of `keys` this machine lacks, in one request, into the cache; waits
+    /// for fetches of the same keys already under way. Errors name the first key that
+    /// failed.
+    pub fn fetch_many(&self, keys: &[(&[u8], Node)]) -> Result<usize, StoreError> {
+        let mut mine = Vec::new();
+        let mut theirs = Vec::new();
+        {
+            let mut fl = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            for (path, node) in keys {
+                if self.is_local(path, node) {
+                    continue;
+                }
+                let key = (path.to_vec(), *node);
+                match fl.get(&key) {
+                    Some(f) => theirs.push(f.clone()),
+                    None => {
+                        let f = Arc::new(Flight::default());
+                        fl.insert(key, f.clone());
+                        mine.push((*path, *node, f));
+                    }
+                }
+            }
+        }
+        let result = self.fetch_mine(&mine);
+        {
+            let mut fl = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            for (path, node, f) in &mine {
+                fl.remove(&(path.to_vec(), *node));
+                *f.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                f.cv.notify_all();
+            }
+        }
+        for f in theirs {
+            let mut done = f.done.lock().unwrap_or_else(|p| p.into_inner());
+            while !*done {
+                done = f.cv.wait(done).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        result
+    }
+
+    fn fetch_mine(&self, mine: &[(&[u8], Node, Arc<Flight>)]) -> Result<usize, StoreError> {
+        if mine.is_empty() {
+            return Ok(0);
+        }
+        let Some(fetcher) = &self.fetcher else {
+            let (path, node, _) = &mine[0];
+            return Err(unavailable(
+                path,
+                node,
+                "not on this machine, and no server to fetch it from".into(),
+            ));
+        };
+        let keys: Vec<(&[u8], Node)> = mine.iter().map(|(p, n, _)| (*p, *n)).collect();
+        let answers = fetcher.fetch(&keys);
+        let mut first_err = None;
+        let mut got = 0;
+        for (i, (path, node)) in keys.iter().enumerate() {
+            let outcome = match answers.get(i) {
+                Some(Ok(bytes)) => self
+                    .cache
+                    .insert(path, node, bytes)
+                    .map(|_| ())
+                    .map_err(|e| {
+                        format!(
+                            "{} sent a revision that was refused: {e}",
+                            fetcher.describe()
+                        )
+                    }),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(format!("{} gave no answer for it", fetcher.describe())),
+            };
+            match outcome {
+                Ok(()) => got += 1,
+                Err(reason) => {
+                    tracing::warn!(
+                        path = %String::from_utf8_lossy(path),
+                        node = %node.to_hex(),
+                        "fetching a file revision failed: {reason}"
+                    );
+                    first_err.get_or_insert_with(|| unavailable(path, node, reason));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(got),
+        }
+    }
+}
+
+/// The sources registered in this process, by store path.
+static SOURCES: RwLock<Vec<(PathBuf, Arc<ShallowSource>)>> = RwLock::new(Vec::new());
+
+/// Makes `source` the one every repository opened on `store` (a `.hg/store` path) reads
+/// shallow file revisions from.
+pub fn register(store: &Path, source: Arc<ShallowSource>) {
+    let mut s = SOURCES.write().unwrap_or_else(|p| p.into_inner());
+    s.retain(|(p, _)| p != store);
+    s.push((store.to_owned(), source));
+}
+
+/// The source registered for `store`, if any.
+pub fn registered(store: &Path) -> Option<Arc<ShallowSource>> {
+    SOURCES
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(p, _)| p == store)
+        .map(|(_, s)| s.clone())
+}

@@ -1,0 +1,85 @@
+//! Gives a shallow repository (one `revfs clone` made, or `hg clone --shallow`) its source
+//! of file revisions in this process: the repository's hg configuration (read with hg's
+//! rules: `paths.default`, `remotefilelog.cachepath` and `remotefilelog.reponame`) names the
+//! server and the cache hg shares, and the store reads through them (store::shallow).
+//! Called by the daemon before it opens the repository, and by commands that read it.
+
+use revfs_remote::fetch::HttpFetcher;
+use revfs_remote::http::HttpOptions;
+use revfs_remote::{RemoteUrl, Scheme};
+use revfs_store::shallow::{Fetcher, ShallowSource, SharedCache, REQUIREMENT};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a shallow repository's source could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ShallowSetupError {
+    #[error(transparent)]
+    Config(#[from] revfs_hg::config::ConfigError),
+    #[error("{}: remotefilelog.cachepath is not set (a repository cloned from a server needs its cache)", .0.display())]
+    NoCache(PathBuf),
+    #[error(transparent)]
+    Url(#[from] revfs_remote::UrlError),
+}
+
+fn path_of(v: &[u8], env: &revfs_hg::config::Env) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(&revfs_hg::config::expand_path(
+        v, env,
+    )))
+}
+
+/// Whether the repository at `root` is shallow (its store requires remotefilelog).
+pub fn is_shallow(root: &Path) -> bool {
+    let requires = std::fs::read_to_string(root.join(".hg/store/requires")).unwrap_or_default();
+    requires.lines().any(|l| l == REQUIREMENT)
+}
+
+/// Registers the source of the repository at `root` when it is shallow; `timeout` bounds
+/// each request to its server. Returns whether it is shallow.
+pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError> {
+    let store = root.join(".hg/store");
+    if !is_shallow(root) {
+        return Ok(false);
+    }
+    let env = revfs_hg::config::Env::from_process();
+    let config = revfs_hg::config::Config::load_env(&env, Some(root))?;
+    let cachepath = config
+        .get("remotefilelog", "cachepath")
+        .map(|v| path_of(v, &env))
+        .ok_or_else(|| ShallowSetupError::NoCache(root.to_owned()))?;
+    let reponame = String::from_utf8_lossy(config.get("remotefilelog", "reponame").unwrap_or(b""))
+        .into_owned();
+    let fetcher: Option<Arc<dyn Fetcher>> = match config.get("paths", "default") {
+        None => None,
+        Some(url) => {
+            let url = RemoteUrl::parse(&String::from_utf8_lossy(url))?;
+            match url.scheme {
+                Scheme::Http | Scheme::Https => {
+                    let opts = HttpOptions {
+                        connect_timeout: timeout,
+                        request_timeout: Some(timeout),
+                        cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
+                    };
+                    Some(Arc::new(HttpFetcher::new(url, opts)))
+                }
+                _ => {
+                    tracing::warn!(server = %url, "file revisions are fetched over HTTP only: reads of files not in the cache will fail");
+                    None
+                }
+            }
+        }
+    };
+    let source = ShallowSource::new(&store, SharedCache::new(&cachepath, &reponame), fetcher);
+    revfs_store::shallow::source::register(&store, Arc::new(source));
+    // A repository opened through a symbolic link or a relative path has the same store.
+    if let Ok(canonical) = std::fs::canonicalize(&store) {
+        if canonical != store {
+            if let Some(s) = revfs_store::shallow::source::registered(&store) {
+                revfs_store::shallow::source::register(&canonical, s);
+            }
+        }
+    }
+    Ok(true)
+}
