@@ -602,6 +602,43 @@ impl Repo {
         Ok(filelog)
     }
 
+    /// Whether this is a shallow repository (file revisions from a server: crate::shallow).
+    pub fn is_shallow(&self) -> bool {
+        self.requirements.contains(crate::shallow::REQUIREMENT)
+    }
+
+    /// Whether file revision `node` of `path` can be read without asking a server: always,
+    /// but in a shallow repository for a revision neither it nor the cache holds.
+    pub fn has_file_locally(&self, path: &[u8], node: &Node) -> bool {
+        if !self.is_shallow() {
+            return true;
+        }
+        let mut stem = b"data/".to_vec();
+        stem.extend_from_slice(path);
+        if self.opener.exists(&stem) {
+            return true;
+        }
+        crate::shallow::source::registered(self.store_path())
+            .is_some_and(|s| s.is_local(path, node))
+    }
+
+    /// In a shallow repository, fetches those of the file revisions `keys` this machine
+    /// lacks, in one request to the server; returns how many came. Elsewhere nothing to do.
+    pub fn fetch_files(&self, keys: &[(&[u8], Node)]) -> Result<usize> {
+        if !self.is_shallow() {
+            return Ok(0);
+        }
+        let Some(source) = crate::shallow::source::registered(self.store_path()) else {
+            return Ok(0);
+        };
+        let wanted: Vec<(&[u8], Node)> = keys
+            .iter()
+            .filter(|(p, n)| !self.has_file_locally(p, n))
+            .copied()
+            .collect();
+        source.fetch_many(&wanted)
+    }
+
     /// (open filelogs, the bytes they hold) in the set of open filelogs.
     pub fn open_filelogs(&self) -> (usize, usize) {
         let cache = self.filelogs.lock().unwrap_or_else(|p| p.into_inner());

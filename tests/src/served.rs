@@ -29,8 +29,30 @@ impl Served {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let mut line = String::new();
         let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        if port != "0" {
+            // hg serve says where it listens only for a port of its choosing: wait until the
+            // port answers.
+            let port: u16 = port.parse().unwrap();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "hg serve on port {port} did not start"
+                );
+                assert!(
+                    child.try_wait().unwrap().is_none(),
+                    "hg serve on port {port} exited"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            return Served {
+                child,
+                port,
+                _stdout: stdout,
+            };
+        }
+        let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         // "listening at http://localhost:PORT/ (bound to 127.0.0.1:PORT)"
         let port = line

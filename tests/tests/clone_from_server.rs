@@ -318,3 +318,163 @@ fn revfs_clone_of_hg_serve_mounts_at_once_fetches_on_first_read_and_hg_works_in_
     }
     drop(served);
 }
+
+/// A tree of `dirs` directories of `files` files each, served with remotefilelog.
+fn wide_history(t: &Path, dirs: usize, files: usize) -> std::path::PathBuf {
+    hg_ok(t, &["init", "wide"]);
+    let src = t.join("wide");
+    for d in 0..dirs {
+        let dir = src.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..files {
+            std::fs::write(
+                dir.join(format!("f{f}")),
+                format!("{d}/{f}\n").repeat(f + 1),
+            )
+            .unwrap();
+        }
+    }
+    hg_ok(&src, &["commit", "-qA", "-m", "tree", "-d", "0 0"]);
+    serve_files(&src);
+    src
+}
+
+/// The number of requests in `hg serve`'s access log naming `cmd`.
+fn requests(log: &Path, cmd: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&format!("cmd={cmd}")))
+        .count()
+}
+
+#[test]
+fn a_stat_fetches_its_whole_directory_in_one_request_and_a_plain_listing_none() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 3, 40);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let m = revfs_tests::mount::Mount::empty("");
+    let dir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &dir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let log = t.join("access.log");
+    let batches = || requests(&log, "batch");
+    // Listings: no file revision asked for.
+    for d in 0..3 {
+        assert_eq!(
+            std::fs::read_dir(m.dir.join(format!("d{d}")))
+                .unwrap()
+                .count(),
+            40
+        );
+    }
+    assert_eq!(batches(), 0);
+    // `ls -l` of one directory: one request for its 40 files, sizes right at once.
+    let d1 = m.dir.join("d1");
+    for f in 0..40 {
+        let len = std::fs::symlink_metadata(d1.join(format!("f{f}")))
+            .unwrap()
+            .len();
+        assert_eq!(len, (format!("1/{f}\n").len() * (f + 1)) as u64, "f{f}");
+    }
+    assert_eq!(batches(), 1);
+    assert_eq!(cached_blobs(&m.state_root), 40);
+    // Reading them asks for nothing more; another directory's first stat is one more.
+    for f in 0..40 {
+        std::fs::read(d1.join(format!("f{f}"))).unwrap();
+    }
+    std::fs::metadata(m.dir.join("d2/f7")).unwrap();
+    assert_eq!(batches(), 2);
+    assert_eq!(cached_blobs(&m.state_root), 80);
+}
+
+#[test]
+fn a_server_down_or_frozen_fails_reads_with_eio_within_the_deadline_and_a_later_read_fetches() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 3, 5);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let port = served.port;
+    let m = revfs_tests::mount::Mount::empty("[remote]\ntimeout = 2\n");
+    let dir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &dir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let d0 = m.dir.join("d0/f3");
+    assert_eq!(std::fs::read(&d0).unwrap(), b"0/3\n".repeat(4));
+
+    // Frozen: a read of a file not fetched fails with EIO after about the deadline, and a
+    // read of a fetched one meanwhile is not held up.
+    let pid = served.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let frozen_read = {
+        let p = m.dir.join("d1/f2");
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            (std::fs::read(p), t0.elapsed())
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    assert_eq!(std::fs::read(&d0).unwrap(), b"0/3\n".repeat(4));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+    let (res, took) = frozen_read.join().unwrap();
+    assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EIO));
+    assert!(
+        took >= std::time::Duration::from_millis(1500) && took < std::time::Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert!(std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // The daemon's log says why.
+    let log = m.log();
+    assert!(log.contains("fetching a file revision failed"), "{log}");
+
+    // Down: refused at once, EIO; what was fetched still reads.
+    served.stop();
+    let t0 = std::time::Instant::now();
+    let err = std::fs::read(m.dir.join("d2/f1")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(std::fs::read(&d0).unwrap(), b"0/3\n".repeat(4));
+
+    // Back: the same reads now fetch, with the right bytes.
+    let _again = revfs_tests::served::Served::start_on(&src, t, port);
+    assert_eq!(
+        std::fs::read(m.dir.join("d2/f1")).unwrap(),
+        b"2/1\n".repeat(2)
+    );
+    assert_eq!(
+        std::fs::read(m.dir.join("d1/f2")).unwrap(),
+        b"1/2\n".repeat(3)
+    );
+}

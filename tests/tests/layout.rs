@@ -10,7 +10,15 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     (
         "service",
-        &["fuse", "checkout", "wc", "readahead", "config", "busy", "shallow"],
+        &[
+            "fuse",
+            "checkout",
+            "wc",
+            "readahead",
+            "config",
+            "busy",
+            "shallow",
+        ],
     ),
     ("fuse", &["checkout", "wc", "readahead", "busy"]),
     ("checkout", &["wc", "readahead", "busy"]),

@@ -182,6 +182,14 @@ impl Children {
         self.names.iter().map(|(n, c)| (&n[..], c.ino))
     }
 
+    /// Frozen children: names, inodes and nodes, sorted by name.
+    pub fn frozen_nodes(&self) -> impl Iterator<Item = (&[u8], u64, Node)> {
+        self.names.iter().filter_map(|(n, c)| match c.state {
+            State::Frozen(_) => Some((&n[..], c.ino, c.node)),
+            _ => None,
+        })
+    }
+
     /// Names, inodes and, for frozen files, their flag, sorted by name.
     pub fn iter_full(&self) -> impl Iterator<Item = (&[u8], u64, Option<FileFlag>)> {
         self.names.iter().map(|(n, c)| {

@@ -4,6 +4,24 @@ use super::*;
 use crate::wc::content::{ReadBytes, StoreText};
 use revfs_store::filelog::FileText;
 
+/// The most file revisions one lookup asks a server for (its directory's).
+const FETCH_BATCH: usize = 1000;
+
+/// Refuses to read a file revision that must come from a server (a repository cloned from
+/// one) while the working copy's lock is held: the network is never waited on under it.
+/// The callers that need such a revision fetch it first, under no lock (`size_ahead`,
+/// `readlink`), so this fails only when that fetch did, whose reason is in the log.
+fn local_only(inner: &Inner, path: &[u8], node: &Node) -> Result<()> {
+    if inner.repo.has_file_locally(path, node) {
+        return Ok(());
+    }
+    Err(WcError::Store(revfs_store::StoreError::NotFetched {
+        path: String::from_utf8_lossy(path).into_owned(),
+        node: node.to_hex(),
+        reason: "not fetched from the server (see the log for why)".into(),
+    }))
+}
+
 impl WorkingCopy {
     // ----- reading -----
 
@@ -17,12 +35,14 @@ impl WorkingCopy {
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
             Kind::Special { kind, .. } => (EntryType::Special(*kind), 0, mtime),
             Kind::Symlink(LinkData::Store { path, node }) => {
+                local_only(inner, path, node)?;
                 (EntryType::Symlink, inner.repo.file_size(path, node)?, mtime)
             }
             Kind::File(FileData::Store { path, node, size }) => {
                 let s = match size.get() {
                     Some(s) => *s,
                     None => {
+                        local_only(inner, path, node)?;
                         let s = inner.repo.file_size(path, node)?;
                         let _ = size.set(s);
                         s
@@ -103,7 +123,19 @@ impl WorkingCopy {
         if name.len() > NAME_MAX {
             return Err(WcError::NameTooLong);
         }
-        self.size_ahead(parent, name);
+        let fetched = self.size_ahead(parent, name);
+        match self.lookup_locked(parent, name) {
+            // A file that must come from a server, in a directory not listed yet: its
+            // listing is there now, and the directory's files are fetched under no lock.
+            Err(WcError::Store(StoreError::NotFetched { .. })) if !fetched => {
+                self.size_ahead(parent, name);
+                self.lookup_locked(parent, name)
+            }
+            r => r,
+        }
+    }
+
+    fn lookup_locked(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
         let mut inner = self.write();
         let Some(ino) = inner.child(parent, name)? else {
             return Ok(None);
@@ -116,20 +148,23 @@ impl WorkingCopy {
     /// Before a lookup of `name` in `parent`: when it names a store file whose size is
     /// not known yet, finds the size (opening its filelog) under no lock, so that the
     /// lookup's exclusive hold of the lock does no I/O and other requests go on meanwhile.
-    fn size_ahead(&self, parent: u64, name: &[u8]) {
-        let (repo, path, node) = {
+    /// In a repository cloned from a server, a file this machine lacks comes with every
+    /// other file of its directory this machine lacks, in one request. Whether it asked a
+    /// server.
+    fn size_ahead(&self, parent: u64, name: &[u8]) -> bool {
+        let (repo, path, node, siblings) = {
             let inner = self.read();
             let Ok(Kind::Dir {
                 children: Some(c), ..
             }) = inner.entry(parent).map(|e| &e.kind)
             else {
-                return;
+                return false;
             };
             let known = |node: &Node| inner.repo.known_size(node).is_some();
             let (path, node) = match c.get_full(name) {
                 Some((_, Some((node, _)))) if !known(&node) => match c.store_path(name) {
                     Some(path) => (path, node),
-                    None => return,
+                    None => return false,
                 },
                 Some((ino, None)) => match inner.entries.get(&ino).map(|e| &e.kind) {
                     Some(Kind::File(FileData::Store { path, node, size }))
@@ -137,14 +172,59 @@ impl WorkingCopy {
                     {
                         (path.to_vec(), *node)
                     }
-                    _ => return,
+                    _ => return false,
                 },
-                _ => return,
+                _ => return false,
             };
-            (inner.repo.clone(), path, node)
+            let siblings = if inner.repo.has_file_locally(&path, &node) {
+                Vec::new()
+            } else {
+                Self::unfetched_files(&inner, c)
+            };
+            (inner.repo.clone(), path, node, siblings)
         };
+        let asked = !siblings.is_empty();
+        if asked {
+            let keys: Vec<(&[u8], Node)> =
+                siblings.iter().map(|(p, n)| (p.as_slice(), *n)).collect();
+            if let Err(e) = repo.fetch_files(&keys) {
+                // Not asked again for the size: the lookup reports it, without waiting.
+                tracing::debug!("fetching a directory's files: {e}");
+                return true;
+            }
+        }
         // An error is the lookup's to report, as before.
         let _ = repo.file_size(&path, &node);
+        asked
+    }
+
+    /// The store files of a directory whose contents this machine lacks (a repository
+    /// cloned from a server), at most [`FETCH_BATCH`] of them.
+    fn unfetched_files(inner: &Inner, c: &crate::wc::children::Children) -> Vec<(Vec<u8>, Node)> {
+        let mut out = Vec::new();
+        for (name, _, node) in c.frozen_nodes() {
+            if out.len() >= FETCH_BATCH {
+                return out;
+            }
+            if let Some(p) = c.store_path(name) {
+                if !inner.repo.has_file_locally(&p, &node) {
+                    out.push((p, node));
+                }
+            }
+        }
+        for (_, ino) in c.iter() {
+            if out.len() >= FETCH_BATCH {
+                break;
+            }
+            if let Some(Kind::File(FileData::Store { path, node, size })) =
+                inner.entries.get(&ino).map(|e| &e.kind)
+            {
+                if size.get().is_none() && !inner.repo.has_file_locally(path, node) {
+                    out.push((path.to_vec(), *node));
+                }
+            }
+        }
+        out
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -325,14 +405,18 @@ impl WorkingCopy {
 
     /// A symlink's target.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
-        let inner = self.read();
-        match &inner.entry(ino)?.kind {
-            Kind::Symlink(LinkData::Local(t)) => Ok(t.to_vec()),
-            Kind::Symlink(LinkData::Store { path, node }) => {
-                let fl = inner.repo.filelog(path)?;
-                Ok(fl.read(fl.rev_of(node)?)?.to_vec())
+        // The store's text is read under no lock (it may have to come from a server).
+        let (repo, path, node) = {
+            let inner = self.read();
+            match &inner.entry(ino)?.kind {
+                Kind::Symlink(LinkData::Local(t)) => return Ok(t.to_vec()),
+                Kind::Symlink(LinkData::Store { path, node }) => {
+                    (inner.repo.clone(), path.to_vec(), *node)
+                }
+                _ => return Err(WcError::Invalid),
             }
-            _ => Err(WcError::Invalid),
-        }
+        };
+        let fl = repo.filelog(&path)?;
+        Ok(fl.read(fl.rev_of(&node)?)?.to_vec())
     }
 }
