@@ -124,3 +124,231 @@ impl Served {
         let _ = self.child.wait();
     }
 }
+
+/// What a [`Proxy`] does to the answers it relays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Tamper {
+    /// Relays them as they are.
+    Pass = 0,
+    /// In each `x_rfl_getfile` answer of a `batch`, changes one byte of the file's text
+    /// and compresses it again: well-formed answers whose content is wrong.
+    FileText = 1,
+    /// Flips one byte in the middle of every answer's body (of each answer of a `batch`).
+    FlipByte = 2,
+    /// Sends the first half of every `getbundle` answer's body, then closes.
+    CutBundle = 3,
+}
+
+/// A loopback HTTP proxy of the test's own in front of a server, which may change what the
+/// server answers ([`Tamper`]): a broken proxy or a lying host.
+pub struct Proxy {
+    pub port: u16,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn tamper_batch(body: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let unescape = |v: &[u8]| {
+        let mut out = Vec::new();
+        let mut it = v.iter();
+        while let Some(&b) = it.next() {
+            if b == b':' {
+                out.push(match it.next() {
+                    Some(b'c') => b':',
+                    Some(b'o') => b',',
+                    Some(b's') => b';',
+                    Some(b'e') => b'=',
+                    _ => b'?',
+                });
+            } else {
+                out.push(b);
+            }
+        }
+        out
+    };
+    let escape = |v: &[u8]| {
+        let mut out = Vec::new();
+        for &b in v {
+            match b {
+                b':' => out.extend_from_slice(b":c"),
+                b',' => out.extend_from_slice(b":o"),
+                b';' => out.extend_from_slice(b":s"),
+                b'=' => out.extend_from_slice(b":e"),
+                _ => out.push(b),
+            }
+        }
+        out
+    };
+    let parts: Vec<Vec<u8>> = body
+        .split(|&b| b == b';')
+        .map(|answer| {
+            let answer = unescape(answer);
+            let Some(nul) = answer.iter().position(|&b| b == 0) else {
+                return escape(&answer);
+            };
+            let mut blob = Vec::new();
+            if flate2::read::ZlibDecoder::new(&answer[nul + 1..])
+                .read_to_end(&mut blob)
+                .is_err()
+            {
+                return escape(&answer);
+            }
+            // The text starts after the size header's NUL.
+            if let Some(h) = blob.iter().position(|&b| b == 0) {
+                if blob.len() > h + 1 {
+                    blob[h + 1] ^= 0x20;
+                }
+            }
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            z.write_all(&blob).unwrap();
+            let mut out = answer[..=nul].to_vec();
+            out.extend(z.finish().unwrap());
+            escape(&out)
+        })
+        .collect();
+    parts.join(&b";"[..])
+}
+
+fn relay(mut client: std::net::TcpStream, server: u16, mode: Tamper) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    client.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    // The request: a GET, headers only.
+    let mut req = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = client.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        req.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&req).into_owned();
+    let first = text.lines().next().unwrap_or("").to_owned();
+    // One request a connection: HTTP/1.0 to the server, which then closes.
+    let mut out = first.replacen("HTTP/1.1", "HTTP/1.0", 1);
+    out.push_str("\r\n");
+    for line in text.lines().skip(1) {
+        let lower = line.to_ascii_lowercase();
+        if line.is_empty() || lower.starts_with("connection:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut upstream = std::net::TcpStream::connect(("127.0.0.1", server))?;
+    upstream.write_all(out.as_bytes())?;
+    let mut resp = Vec::new();
+    upstream.read_to_end(&mut resp)?;
+    let Some(end) = resp.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return client.write_all(&resp);
+    };
+    let head = String::from_utf8_lossy(&resp[..end]).into_owned();
+    let mut body = resp[end + 4..].to_vec();
+    let mut cut = false;
+    match mode {
+        Tamper::Pass => {}
+        Tamper::FileText if first.contains("cmd=batch") => body = tamper_batch(&body),
+        Tamper::FlipByte if first.contains("cmd=batch") => {
+            let flipped: Vec<Vec<u8>> = body
+                .split(|&b| b == b';')
+                .map(|a| {
+                    let mut a = a.to_vec();
+                    // Past the status code, in the compressed blob (escapes are ASCII: a
+                    // flip of the low bit keeps them apart from ':').
+                    let i = a.len() / 2 + 1;
+                    if i < a.len() && a[i] != b':' && a[i - 1] != b':' {
+                        a[i] ^= 0x01;
+                    }
+                    a
+                })
+                .collect();
+            body = flipped.join(&b";"[..]);
+        }
+        Tamper::FlipByte if !body.is_empty() => {
+            let i = body.len() / 2;
+            body[i] ^= 0x01;
+        }
+        Tamper::CutBundle if first.contains("cmd=getbundle") => cut = true,
+        _ => {}
+    }
+    let mut head_out = String::new();
+    for (i, line) in head.lines().enumerate() {
+        let lower = line.to_ascii_lowercase();
+        if i > 0 && (lower.starts_with("content-length:") || lower.starts_with("connection:")) {
+            continue;
+        }
+        head_out.push_str(line);
+        head_out.push_str("\r\n");
+    }
+    head_out.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    client.write_all(head_out.as_bytes())?;
+    if cut {
+        client.write_all(&body[..body.len() / 2])?;
+        return client.shutdown(std::net::Shutdown::Both);
+    }
+    client.write_all(&body)
+}
+
+impl Proxy {
+    /// A proxy on a free port of 127.0.0.1 in front of the server on `server`.
+    pub fn start(server: u16) -> Proxy {
+        use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = std::sync::Arc::new(AtomicU8::new(Tamper::Pass as u8));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (m, s) = (mode.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        let _ = conn.set_nonblocking(false);
+                        let tamper = match m.load(Ordering::Relaxed) {
+                            1 => Tamper::FileText,
+                            2 => Tamper::FlipByte,
+                            3 => Tamper::CutBundle,
+                            _ => Tamper::Pass,
+                        };
+                        std::thread::spawn(move || {
+                            let _ = relay(conn, server, tamper);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        });
+        Proxy {
+            port,
+            mode,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// What the proxy does to the answers of the connections it accepts from now on.
+    pub fn set(&self, tamper: Tamper) {
+        self.mode
+            .store(tamper as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
