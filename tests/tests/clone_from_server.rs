@@ -631,3 +631,122 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    serve_files(&src);
+    // Two identical servers: one revfs works against, one a full clone works against.
+    hg_ok(t, &["clone", "-q", "-U", src.to_str().unwrap(), "theirs"]);
+    for s in [&src, &t.join("theirs")] {
+        let rc = s.join(".hg/hgrc");
+        let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
+        text.push_str("\n[web]\npush_ssl = False\nallow-push = *\n");
+        std::fs::write(rc, text).unwrap();
+    }
+    hg_ok(&t.join("theirs"), &["update", "-q", "tip"]);
+    let served = revfs_tests::served::Served::start(&src, t);
+    hg_ok(
+        t,
+        &["clone", "-q", t.join("theirs").to_str().unwrap(), "full"],
+    );
+    let full = t.join("full");
+    let m = revfs_tests::mount::Mount::empty("");
+    let dir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &dir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let rebase = "extensions.rebase=";
+
+    // The same day of work in both.
+    for wc in [&m.dir, &full] {
+        let w = |p: &str, c: &str| std::fs::write(wc.join(p), c).unwrap();
+        w("a", "a0\na1\na2\nlocal\n");
+        w("new", "new file\n");
+        hg_in(wc, &["mv", "renamed", "dir/moved"]);
+        hg_in(
+            wc,
+            &[
+                "commit",
+                "-q",
+                "-A",
+                "-u",
+                "u",
+                "-d",
+                "10 0",
+                "-m",
+                "local one",
+            ],
+        );
+        hg_in(wc, &["push", "-q"]);
+        w("dir/sub/c", "c1\nlocal two\n");
+        hg_in(
+            wc,
+            &["commit", "-q", "-u", "u", "-d", "11 0", "-m", "local two"],
+        );
+    }
+    // Someone else pushes to each server meanwhile (the same change).
+    for s in [&src, &t.join("theirs")] {
+        hg_ok(s, &["update", "-q", "tip"]);
+        std::fs::write(s.join("bin"), [9u8, 9, 0, 9]).unwrap();
+        hg_ok(
+            s,
+            &["commit", "-q", "-u", "o", "-d", "12 0", "-m", "theirs"],
+        );
+    }
+    for wc in [&m.dir, &full] {
+        hg_in(wc, &["pull", "-q"]);
+        hg_in(
+            wc,
+            &["--config", rebase, "rebase", "-q", "-s", ".", "-d", "tip"],
+        );
+        hg_in(wc, &["push", "-q"]);
+    }
+    for args in [
+        &[
+            "log",
+            "-G",
+            "-p",
+            "--git",
+            "-T",
+            "{rev}:{node|short} {phase} {desc}\n",
+        ][..],
+        &["annotate", "-c", "a", "dir/sub/c", "new", "bin"],
+        &["status", "--all"],
+        &["files"],
+    ] {
+        assert_eq!(hg_in(&m.dir, args), hg_in(&full, args), "hg {args:?}");
+    }
+    // The servers hold the same history, and both verify.
+    let all = ["log", "--debug", "-p", "--git", "-r", "all()"];
+    assert_eq!(hg_ok(&src, &all), hg_ok(&t.join("theirs"), &all));
+    hg_ok(&src, &["verify", "-q"]);
+    // The tree through the mount is the full clone's, and revfs agrees with hg.
+    for f in hg_in(&full, &["files"]).lines() {
+        assert_eq!(
+            std::fs::read(m.dir.join(f)).unwrap(),
+            std::fs::read(full.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let st = m.revfs_in(&m.dir, &["status"]);
+    assert_eq!(String::from_utf8_lossy(&st.stdout), "", "{st:?}");
+    // revfs itself moves the working copy to revisions made by hg here, and back.
+    for rev in ["0", "tip"] {
+        let out = m.revfs_in(&m.dir, &["update", "-r", rev]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(hg_in(&m.dir, &["status", "--all"]), {
+            hg_in(&full, &["update", "-q", "-r", rev]);
+            hg_in(&full, &["status", "--all"])
+        });
+    }
+    drop(served);
+}
