@@ -290,13 +290,6 @@ fn check_request(repo: &Repo, req: &CommitRequest) -> Result<()> {
     if !repo.requirements().contains("revlogv1") {
         return bad("committing needs a revlogv1 repository".into());
     }
-    if repo.requirements().contains(crate::shallow::REQUIREMENT) {
-        return bad(
-            "revfs cannot commit to a repository cloned from a server yet\n(commit with hg: it writes \
-             the file revisions where Mercurial's remotefilelog looks for them)"
-                .into(),
-        );
-    }
     if req.user.is_empty() {
         return bad("empty username".into());
     }
@@ -395,8 +388,13 @@ fn write_commit(
             })
             .collect()
     };
+    let mut blobs = Vec::new();
     for ((path, _, flag, _), prepared) in sets.iter().zip(prepared) {
-        let node = append_file(tr, prepared?, &mut new_fncache)?;
+        let prepared = prepared?;
+        if let PreparedFile::Shallow(b) = &prepared {
+            blobs.push(b.clone());
+        }
+        let node = append_file(tr, prepared, &mut new_fncache)?;
         changes.insert((*path).clone(), Some((node, *flag)));
     }
     for (path, change) in &req.files {
@@ -467,6 +465,19 @@ fn write_commit(
             "changelog changed while committing (rev {rev}, expected {linkrev})"
         )));
     }
+    // A shallow repository's new file revisions, linked to the changeset, before the
+    // changeset is written: a reader never sees it without them.
+    if !blobs.is_empty() {
+        let source = crate::shallow::source::registered(repo.store_path()).ok_or_else(|| {
+            StoreError::Other(
+                "this repository was cloned from a server, and this process has no access to it"
+                    .into(),
+            )
+        })?;
+        for b in &blobs {
+            source.write_local(b, &node)?;
+        }
+    }
     journal_revlog(tr, stem, &w, text.len() as u64 + 65)?;
     w.finish()?;
 
@@ -527,6 +538,9 @@ fn write_manifest(
 /// A file revision ready to be appended (or an existing one to reuse).
 pub(crate) enum PreparedFile {
     Reused(Node),
+    /// A file revision of a shallow repository: a blob written into its local store once
+    /// the changeset's node (the blob's link) is known.
+    Shallow(crate::shallow::source::LocalBlob),
     New {
         stem: Vec<u8>,
         writer: Box<RevlogWriter>,
@@ -544,6 +558,7 @@ pub(crate) fn append_file(
 ) -> Result<Node> {
     let (stem, w, node, raw_len, was_new) = match prepared {
         PreparedFile::Reused(node) => return Ok(node),
+        PreparedFile::Shallow(blob) => return Ok(blob.node),
         PreparedFile::New {
             stem,
             writer,
@@ -625,6 +640,25 @@ pub(crate) fn prepare_file(
         if *stored == *data {
             return Ok(PreparedFile::Reused(fparent1));
         }
+    }
+    if flog.revlog().is_none() {
+        // A shallow repository's file: a blob in its local store (crate::shallow).
+        let node = Node::hash_revision(&fparent1, &fparent2, &raw);
+        if repo.has_file_locally(path, &node) {
+            return Ok(PreparedFile::Reused(node));
+        }
+        let copy = copy_from.map(|src| {
+            let rev = meta.get(&b"copyrev"[..]).and_then(|h| Node::from_hex(h));
+            (src.to_vec(), rev.unwrap_or(Node::NULL))
+        });
+        return Ok(PreparedFile::Shallow(crate::shallow::source::LocalBlob {
+            path: path.to_vec(),
+            node,
+            text: data.to_vec(),
+            p1: fparent1,
+            p2: fparent2,
+            copy,
+        }));
     }
     let mut stem = b"data/".to_vec();
     stem.extend_from_slice(path);

@@ -750,3 +750,82 @@ fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
     }
     drop(served);
 }
+
+#[test]
+fn revfs_commit_in_a_mount_of_a_clone_writes_blobs_hg_reads_and_pushes_as_hg_commit_would() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    serve_files(&src);
+    hg_ok(t, &["clone", "-q", "-U", src.to_str().unwrap(), "theirs"]);
+    for s in [&src, &t.join("theirs")] {
+        let rc = s.join(".hg/hgrc");
+        let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
+        text.push_str("\n[web]\npush_ssl = False\nallow-push = *\n");
+        std::fs::write(rc, text).unwrap();
+    }
+    let served = revfs_tests::served::Served::start(&src, t);
+    hg_ok(
+        t,
+        &["clone", "-q", t.join("theirs").to_str().unwrap(), "full"],
+    );
+    let full = t.join("full");
+    let m = revfs_tests::mount::Mount::empty("");
+    let dir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &dir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+
+    // Edits, a new file, a copy and a rename, a text that starts like metadata: revfs
+    // commits in the mount, hg in the full clone.
+    let edit = |wc: &Path| {
+        std::fs::write(wc.join("a"), "a0\na1\na2\nrevfs\n").unwrap();
+        std::fs::write(wc.join("dir/sub/c"), "c1\nc2\n").unwrap();
+        std::fs::write(wc.join("fresh"), "\x01\nlooks like metadata\n").unwrap();
+    };
+    edit(&m.dir);
+    for args in [
+        &["cp", "big", "big-copy"][..],
+        &["mv", "meta", "dir/meta"],
+        &["add", "fresh"],
+    ] {
+        let out = m.revfs_in(&m.dir, args);
+        assert!(out.status.success(), "revfs {args:?}: {out:?}");
+    }
+    let out = m.revfs_in(
+        &m.dir,
+        &["commit", "-u", "u", "-d", "20 0", "-m", "by revfs"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    edit(&full);
+    hg_in(&full, &["cp", "big", "big-copy"]);
+    hg_in(&full, &["mv", "meta", "dir/meta"]);
+    hg_in(&full, &["add", "fresh"]);
+    hg_in(
+        &full,
+        &["commit", "-u", "u", "-d", "20 0", "-m", "by revfs"],
+    );
+
+    // The same changeset; hg reads its files from the blobs revfs wrote.
+    for args in [
+        &["log", "-r", ".", "--debug", "-p", "--git"][..],
+        &["log", "-f", "-T", "{rev} {file_copies}\n", "dir/meta"],
+        &["annotate", "-c", "a", "fresh", "big-copy"],
+        &["status", "--all"],
+    ] {
+        assert_eq!(hg_in(&m.dir, args), hg_in(&full, args), "hg {args:?}");
+    }
+    // Pushed, it makes the server what the full clone's push makes its server.
+    hg_in(&m.dir, &["push", "-q"]);
+    hg_in(&full, &["push", "-q"]);
+    let all = ["log", "--debug", "-p", "--git", "-r", "all()"];
+    assert_eq!(hg_ok(&src, &all), hg_ok(&t.join("theirs"), &all));
+    hg_ok(&src, &["verify", "-q"]);
+    drop(served);
+}

@@ -18,6 +18,20 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
+/// A file revision a commit adds to a shallow repository, before its changeset is known.
+#[derive(Debug, Clone)]
+pub struct LocalBlob {
+    pub path: Vec<u8>,
+    pub node: Node,
+    /// The content (no metadata block).
+    pub text: Vec<u8>,
+    /// The filelog's parents (p1 null for a copy).
+    pub p1: Node,
+    pub p2: Node,
+    /// A copy's source path and file node.
+    pub copy: Option<(Vec<u8>, Node)>,
+}
+
 /// Fetches file revisions from a server.
 pub trait Fetcher: Send + Sync {
     /// The decompressed blobs of `keys` (path, file node), in order, each with its own
@@ -111,6 +125,91 @@ impl ShallowSource {
                 "the fetched revision did not reach the cache".into(),
             )
         })
+    }
+
+    /// Writes `blob` into the repository's local store, linked to changeset `linknode`, as
+    /// remotefilelog's `_createfileblob` does: the text, its own record, then the records
+    /// of its ancestors from its parents' blobs (the copy source's for a copy), breadth
+    /// first. A temporary file renamed into place, read-only, checked before it is.
+    pub fn write_local(&self, blob: &LocalBlob, linknode: &Node) -> Result<(), StoreError> {
+        use std::io::Write;
+        let (real_p1, copy_from) = match &blob.copy {
+            Some((src, rev)) => (*rev, src.clone()),
+            None => (blob.p1, Vec::new()),
+        };
+        let mut data = format!("{}\0", blob.text.len()).into_bytes();
+        data.extend_from_slice(&blob.text);
+        let record = |data: &mut Vec<u8>, n: &Node, p1: &Node, p2: &Node, l: &Node, c: &[u8]| {
+            for x in [n, p1, p2, l] {
+                data.extend_from_slice(&x.0);
+            }
+            data.extend_from_slice(c);
+            data.push(0);
+        };
+        record(
+            &mut data, &blob.node, &real_p1, &blob.p2, linknode, &copy_from,
+        );
+        // The parents' ancestry maps, then a breadth-first walk from the parents.
+        let mut known: HashMap<Node, super::blob::Ancestor> = HashMap::new();
+        let mut queue = std::collections::VecDeque::new();
+        let mut seen = std::collections::HashSet::new();
+        let parents = [
+            (
+                if blob.copy.is_some() {
+                    copy_from.as_slice()
+                } else {
+                    &blob.path[..]
+                },
+                real_p1,
+            ),
+            (&blob.path[..], blob.p2),
+        ];
+        for (path, parent) in parents {
+            if parent.is_null() || !seen.insert(parent) {
+                continue;
+            }
+            for a in self.get(path, &parent)?.ancestors {
+                known.entry(a.node).or_insert(a);
+            }
+            queue.push_back(parent);
+        }
+        while let Some(n) = queue.pop_front() {
+            let Some(a) = known.get(&n) else {
+                return Err(unavailable(
+                    &blob.path,
+                    &n,
+                    "an ancestor's record is missing from its descendant's blob".into(),
+                ));
+            };
+            let copy = a.copy_from.clone().unwrap_or_default();
+            record(&mut data, &a.node, &a.p1, &a.p2, &a.linknode, &copy);
+            for p in [a.p1, a.p2] {
+                if !p.is_null() && seen.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+        Blob::parse_verified(&blob.path, &blob.node, &data)
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let file = self.local_path(&blob.path, &blob.node);
+        let dir = file.parent().unwrap_or(&self.local);
+        let io = |p: &Path| {
+            let p = p.to_owned();
+            move |e| StoreError::io(p, e)
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".revfs-")
+            .tempfile_in(dir)
+            .map_err(io(dir))?;
+        tmp.write_all(&data).map_err(io(tmp.path()))?;
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o444))
+            .map_err(io(tmp.path()))?;
+        tmp.persist(&file)
+            .map_err(|e| StoreError::io(&file, e.error))?;
+        Ok(())
     }
 
     /// Whether `path` at `node` is on this machine (the repository's or the cache's).
