@@ -466,6 +466,16 @@ fn a_server_down_or_frozen_fails_reads_with_eio_within_the_deadline_and_a_later_
         t0.elapsed()
     );
     assert_eq!(std::fs::read(&d0).unwrap(), b"0/3\n".repeat(4));
+    // revfs doctor says where the files come from and that the server does not answer.
+    let doc = m.revfs(&["doctor", &dir]);
+    let text = String::from_utf8_lossy(&doc.stdout);
+    assert_eq!(doc.status.code(), Some(1), "{doc:?}");
+    assert!(
+        text.contains(&format!(
+            " file contents from http://127.0.0.1:{port}/ (cache "
+        )) && text.contains(" the server does not answer: error: Connection refused"),
+        "{text}"
+    );
 
     // Back: the same reads now fetch, with the right bytes.
     let _again = revfs_tests::served::Served::start_on(&src, t, port);

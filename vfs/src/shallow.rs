@@ -36,12 +36,23 @@ pub fn is_shallow(root: &Path) -> bool {
     requires.lines().any(|l| l == REQUIREMENT)
 }
 
-/// Registers the source of the repository at `root` when it is shallow; `timeout` bounds
-/// each request to its server. Returns whether it is shallow.
-pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError> {
-    let store = root.join(".hg/store");
+/// Where a shallow repository's file revisions come from, as its hg configuration says.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `paths.default`: the server (none: the cache only).
+    pub server: Option<RemoteUrl>,
+    /// `remotefilelog.cachepath`, expanded.
+    pub cachepath: PathBuf,
+    /// `remotefilelog.reponame`.
+    pub reponame: String,
+    /// `web.cacerts`, expanded.
+    pub cacerts: Option<PathBuf>,
+}
+
+/// The settings of the repository at `root` when it is shallow.
+pub fn settings(root: &Path) -> Result<Option<Settings>, ShallowSetupError> {
     if !is_shallow(root) {
-        return Ok(false);
+        return Ok(None);
     }
     let env = revfs_hg::config::Env::from_process();
     let config = revfs_hg::config::Config::load_env(&env, Some(root))?;
@@ -51,27 +62,50 @@ pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError>
         .ok_or_else(|| ShallowSetupError::NoCache(root.to_owned()))?;
     let reponame = String::from_utf8_lossy(config.get("remotefilelog", "reponame").unwrap_or(b""))
         .into_owned();
-    let fetcher: Option<Arc<dyn Fetcher>> = match config.get("paths", "default") {
+    let server = match config.get("paths", "default") {
         None => None,
-        Some(url) => {
-            let url = RemoteUrl::parse(&String::from_utf8_lossy(url))?;
-            match url.scheme {
-                Scheme::Http | Scheme::Https => {
-                    let opts = HttpOptions {
-                        connect_timeout: timeout,
-                        request_timeout: Some(timeout),
-                        cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
-                    };
-                    Some(Arc::new(HttpFetcher::new(url, opts)))
-                }
-                _ => {
-                    tracing::warn!(server = %url, "file revisions are fetched over HTTP only: reads of files not in the cache will fail");
-                    None
-                }
-            }
-        }
+        Some(url) => Some(RemoteUrl::parse(&String::from_utf8_lossy(url))?),
     };
-    let source = ShallowSource::new(&store, SharedCache::new(&cachepath, &reponame), fetcher);
+    Ok(Some(Settings {
+        server,
+        cachepath,
+        reponame,
+        cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
+    }))
+}
+
+/// The HTTP options of requests to a shallow repository's server, each bounded by
+/// `timeout`.
+pub fn http_options(settings: &Settings, timeout: Duration) -> HttpOptions {
+    HttpOptions {
+        connect_timeout: timeout,
+        request_timeout: Some(timeout),
+        cacerts: settings.cacerts.clone(),
+    }
+}
+
+/// Registers the source of the repository at `root` when it is shallow; `timeout` bounds
+/// each request to its server. Returns whether it is shallow.
+pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError> {
+    let Some(settings) = settings(root)? else {
+        return Ok(false);
+    };
+    let store = root.join(".hg/store");
+    let fetcher: Option<Arc<dyn Fetcher>> = match &settings.server {
+        None => None,
+        Some(url) => match url.scheme {
+            Scheme::Http | Scheme::Https => Some(Arc::new(HttpFetcher::new(
+                url.clone(),
+                http_options(&settings, timeout),
+            ))),
+            _ => {
+                tracing::warn!(server = %url, "file revisions are fetched over HTTP only: reads of files not in the cache will fail");
+                None
+            }
+        },
+    };
+    let cache = SharedCache::new(&settings.cachepath, &settings.reponame);
+    let source = ShallowSource::new(&store, cache, fetcher);
     revfs_store::shallow::source::register(&store, Arc::new(source));
     // A repository opened through a symbolic link or a relative path has the same store.
     if let Ok(canonical) = std::fs::canonicalize(&store) {

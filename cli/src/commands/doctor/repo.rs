@@ -67,6 +67,7 @@ pub(super) fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
             return;
         }
     };
+    check_server(r, root);
     let store = repo.store_path().to_owned();
     let store_lock = store.join("lock");
     let store_holder = lock_holder(&store_lock);
@@ -105,5 +106,51 @@ pub(super) fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
                 lock.display()
             )),
         }
+    }
+}
+
+/// A repository cloned from a server: where its files come from, and whether the server
+/// answers now (a read of a file not fetched yet needs it).
+fn check_server(r: &mut Report, root: &Path) {
+    let settings = match revfs_vfs::shallow::settings(root) {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            r.problem(
+                &format!("{}: {e}", root.display()),
+                "set remotefilelog.cachepath and paths.default in its .hg/hgrc (revfs clone writes them)",
+            );
+            return;
+        }
+    };
+    let cache = settings.cachepath.join(&settings.reponame);
+    let Some(url) = &settings.server else {
+        r.problem(
+            &format!(
+                "file contents come from no server (paths.default is not set; cache {})",
+                cache.display()
+            ),
+            "set paths.default in the repository's .hg/hgrc to the server it was cloned from",
+        );
+        return;
+    };
+    r.note(&format!(
+        "file contents from {url} (cache {})",
+        cache.display()
+    ));
+    let timeout = revfs_vfs::config::Config::load()
+        .map(|c| c.remote.timeout)
+        .unwrap_or(revfs_vfs::config::DEFAULT_REMOTE_TIMEOUT);
+    let opts = revfs_vfs::shallow::http_options(&settings, timeout);
+    match revfs_remote::Peer::open(url, &opts) {
+        Ok(peer) if peer.caps().has("x_rfl_getfile") => r.note("the server answers"),
+        Ok(_) => r.problem(
+            &format!("{url} does not serve file revisions on demand"),
+            "enable remotefilelog on the server: [extensions] remotefilelog= and [remotefilelog] server=True",
+        ),
+        Err(e) => r.problem(
+            &format!("the server does not answer: {e}"),
+            "reads of files not fetched yet fail with EIO until it does (the mount's daemon.log says why); files already fetched keep working",
+        ),
     }
 }

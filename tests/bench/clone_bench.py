@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test) of a working copy from a server (issue 52): `revfs clone` of a
+corpus served by `hg serve` on loopback (Mercurial's bundled remotefilelog in server mode),
+side by side with what a user does without it, `hg clone` + `revfs mount`, in the same run,
+taken in turns (A B A B).
+
+Usage: tests/bench/clone_bench.py CORPUS [--runs N] [--delay-ms MS] [--out FILE]
+CORPUS is a tree made by ../shared/corpus/make-corpus.sh. With --delay-ms, the server runs
+in a network namespace of its own, reached through a veth pair with that much netem delay
+on each end (a round trip: twice it).
+
+Measures, medians of --runs:
+  time and bytes to a readable working copy: `hg clone -U URL` + `revfs mount`, against
+  `revfs clone URL` (repository, cache and state directory counted);
+  the first `tar cf - . | wc -c` of the tree through a mount of the full clone and through
+  the lazy mount (page cache dropped first), and the requests the lazy one made;
+  `revfs status` and `hg status` in each mount, after the tar.
+Prints a markdown table; raw numbers to --out as JSON.
+"""
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+REVFS = os.path.join(ROOT, 'target', 'release', 'revfs')
+ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
+sys.path.insert(0, HERE)
+import benchdeps  # noqa: E402
+
+
+def sh(cmd, env=None, **kw):
+    return subprocess.run(cmd, shell=True, check=True, env=env or ENV, **kw)
+
+
+def timed(cmd, env=None):
+    t = time.perf_counter()
+    sh(cmd, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def drop_caches():
+    sh('sync')
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('3\n')
+
+
+def du(*paths):
+    total = 0
+    for p in paths:
+        out = subprocess.run(['du', '-sb', p], capture_output=True, text=True)
+        if out.returncode == 0:
+            total += int(out.stdout.split()[0])
+    return total
+
+
+class Server:
+    """hg serve of the corpus, with remotefilelog's server mode and its cache outside it."""
+
+    def __init__(self, corpus, work, netns=None):
+        self.log = os.path.join(work, 'access.log')
+        cmd = ['hg', 'serve', '-R', corpus, '-a', '10.77.0.1' if netns else '127.0.0.1',
+               '-p', '0', '-A', self.log, '-E', os.path.join(work, 'error.log'),
+               '--config', 'extensions.remotefilelog=', '--config', 'remotefilelog.server=True',
+               '--config', 'remotefilelog.servercachepath=' + os.path.join(work, 'srvcache')]
+        if netns:
+            cmd = ['ip', 'netns', 'exec', netns] + cmd
+        self.proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        port = line.rsplit(':', 1)[1].strip().rstrip(')')
+        self.url = 'http://%s:%s/' % ('10.77.0.1' if netns else '127.0.0.1', port)
+
+    def requests(self, cmd):
+        with open(self.log) as f:
+            return sum(1 for l in f if 'cmd=' + cmd in l)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def netns_up(delay_ms):
+    """A namespace holding the server's end of a veth pair, netem delay on both ends."""
+    sh('ip netns add revfsbench')
+    sh('ip link add rvb0 type veth peer name rvb1')
+    sh('ip link set rvb1 netns revfsbench')
+    sh('ip addr add 10.77.0.2/24 dev rvb0 && ip link set rvb0 up')
+    sh('ip netns exec revfsbench sh -c "ip addr add 10.77.0.1/24 dev rvb1 && ip link set rvb1 up && ip link set lo up"')
+    sh('tc qdisc add dev rvb0 root netem delay %dms' % delay_ms)
+    sh('ip netns exec revfsbench tc qdisc add dev rvb1 root netem delay %dms' % delay_ms)
+    return 'revfsbench'
+
+
+def netns_down():
+    subprocess.run('ip link del rvb0 2>/dev/null; ip netns del revfsbench 2>/dev/null', shell=True)
+
+
+def mount_env(state):
+    return dict(ENV, REVFS_STATE_DIR=state)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('corpus')
+    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--delay-ms', type=int, default=0)
+    ap.add_argument('--out')
+    a = ap.parse_args()
+    benchdeps.install()
+    corpus = os.path.abspath(a.corpus)
+    work = tempfile.mkdtemp(prefix='revfs-clone-bench-', dir='/var/tmp')
+    netns = None
+    raw = {k: [] for k in ['full_time', 'full_bytes', 'lazy_time', 'lazy_bytes', 'tar_full',
+                           'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
+                           'st_hg_full', 'st_hg_lazy']}
+    mounts = []
+    try:
+        if a.delay_ms:
+            netns_down()
+            netns = netns_up(a.delay_ms)
+        server = Server(corpus, work, netns)
+        dirs = int(subprocess.run('hg -R %s files -r tip | sed "s,/[^/]*$,," | sort -u | wc -l' % corpus,
+                                  shell=True, capture_output=True, text=True, env=ENV).stdout)
+        for run in range(a.runs):
+            # A: hg clone + revfs mount.
+            d = os.path.join(work, 'run%d' % run)
+            os.makedirs(d)
+            full, fstate, fmnt = os.path.join(d, 'full'), os.path.join(d, 'fstate'), os.path.join(d, 'fmnt')
+            os.makedirs(fmnt)
+            drop_caches()
+            t = time.perf_counter()
+            sh('hg clone -q -U %s %s' % (server.url, full), stdout=subprocess.DEVNULL)
+            sh('%s mount %s %s' % (REVFS, full, fmnt), env=mount_env(fstate))
+            raw['full_time'].append(time.perf_counter() - t)
+            mounts.append((fmnt, fstate))
+            raw['full_bytes'].append(du(full, fstate))
+            # B: revfs clone.
+            lazy, lstate, lmnt = os.path.join(d, 'lazy'), os.path.join(d, 'lstate'), os.path.join(d, 'lmnt')
+            os.makedirs(lmnt)
+            drop_caches()
+            before = server.requests('batch')
+            t = time.perf_counter()
+            sh('%s clone %s %s --repo %s' % (REVFS, server.url, lmnt, lazy), env=mount_env(lstate),
+               stdout=subprocess.DEVNULL)
+            raw['lazy_time'].append(time.perf_counter() - t)
+            mounts.append((lmnt, lstate))
+            raw['lazy_bytes'].append(du(lazy, lstate))
+            # First tar: the full clone's mount, then the lazy one.
+            drop_caches()
+            raw['tar_full'].append(timed('cd %s && tar cf - . | wc -c' % fmnt))
+            drop_caches()
+            raw['tar_lazy'].append(timed('cd %s && tar cf - . | wc -c' % lmnt))
+            raw['batches'].append(server.requests('batch') - before)
+            raw['dirs'].append(dirs)
+            for name, mnt in [('full', fmnt), ('lazy', lmnt)]:
+                raw['st_revfs_' + name].append(timed('cd %s && %s status' % (mnt, REVFS)))
+                raw['st_hg_' + name].append(timed('cd %s && hg status' % mnt))
+            for mnt, state in mounts:
+                subprocess.run([REVFS, 'unmount', mnt], env=mount_env(state))
+            mounts = []
+            shutil.rmtree(d, ignore_errors=True)
+        server.stop()
+    finally:
+        for mnt, state in mounts:
+            subprocess.run(['fusermount3', '-uz', mnt])
+        if netns:
+            netns_down()
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in raw.items() if v}
+    print('| %s, %s | hg clone + revfs mount | revfs clone | ratio |' % (
+        os.path.basename(corpus), 'loopback' if not a.delay_ms else '%d ms each way' % a.delay_ms))
+    print('|---|---|---|---|')
+    print('| time to a readable working copy | %.2f s | %.2f s | %.3f |' % (
+        med['full_time'], med['lazy_time'], med['lazy_time'] / med['full_time']))
+    print('| bytes on disk | %.1f MB | %.1f MB | %.3f |' % (
+        med['full_bytes'] / 1e6, med['lazy_bytes'] / 1e6, med['lazy_bytes'] / med['full_bytes']))
+    print('| first tar of the tree | %.2f s | %.2f s | %.2f |' % (
+        med['tar_full'], med['tar_lazy'], med['tar_lazy'] / med['tar_full']))
+    print('| requests of the lazy tar (directories) | | %d (%d) | |' % (med['batches'], med['dirs']))
+    print('| revfs status after the tar | %.1f ms | %.1f ms | %.2f |' % (
+        med['st_revfs_full'] * 1e3, med['st_revfs_lazy'] * 1e3, med['st_revfs_lazy'] / med['st_revfs_full']))
+    print('| hg status after the tar | %.1f ms | %.1f ms | %.2f |' % (
+        med['st_hg_full'] * 1e3, med['st_hg_lazy'] * 1e3, med['st_hg_lazy'] / med['st_hg_full']))
+    if a.out:
+        with open(a.out, 'w') as f:
+            json.dump(raw, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
