@@ -22,6 +22,9 @@ pub struct CloneOptions {
     pub cachepath: PathBuf,
     /// remotefilelog's `reponame`: this repository's part of the cache.
     pub reponame: String,
+    /// What the repository's `paths.default` says (the address as given, without its
+    /// password); `None`: the peer's address.
+    pub default_path: Option<String>,
 }
 
 /// What a clone received.
@@ -74,12 +77,16 @@ fn check_server(peer: &Peer) -> Result<(), RemoteError> {
 
 /// The repository's `.hg/hgrc`.
 fn hgrc(url: &RemoteUrl, opts: &CloneOptions) -> String {
+    let default = opts
+        .default_path
+        .clone()
+        .unwrap_or_else(|| url.for_config());
     format!(
         "# written by revfs clone: hg fetches file revisions from the same server into the\n\
          # same cache as revfs (see revfs's USER_GUIDE, \"A working copy from a server\")\n\
          [paths]\ndefault = {}\n\n[extensions]\nremotefilelog =\n\n[remotefilelog]\n\
          reponame = {}\ncachepath = {}\nexcludepattern = .hgtags\n",
-        url.for_config(),
+        default,
         opts.reponame,
         opts.cachepath.display()
     )

@@ -188,6 +188,18 @@ impl Mount {
         self.revfs_in(self.dir.parent().unwrap_or(Path::new("/")), args)
     }
 
+    /// Runs `revfs ARGS` with this mount's state directory and hg configuration file `hgrc`
+    /// (`HGRCPATH`): the daemon it starts reads it too.
+    pub fn revfs_with_hgrc(&self, hgrc: &Path, args: &[&str]) -> Output {
+        crate::hg_env(std::process::Command::new(&self.bin).args(args))
+            .env("HGRCPATH", hgrc)
+            .env("REVFS_STATE_DIR", &self.state_root)
+            .env("REVFS_CONFIG", &self.config)
+            .current_dir(self.dir.parent().unwrap_or(Path::new("/")))
+            .output()
+            .expect("spawn revfs")
+    }
+
     /// Runs `revfs ARGS` from `cwd` (file arguments are relative to it, as in hg).
     pub fn revfs_in(&self, cwd: &Path, args: &[&str]) -> Output {
         let mut cmd = std::process::Command::new(&self.bin);

@@ -144,6 +144,8 @@ pub enum Tamper {
 /// server answers ([`Tamper`]): a broken proxy or a lying host.
 pub struct Proxy {
     pub port: u16,
+    /// The `Authorization` header a request must carry, if any (else: 401).
+    auth: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -212,7 +214,12 @@ fn tamper_batch(body: &[u8]) -> Vec<u8> {
     parts.join(&b";"[..])
 }
 
-fn relay(mut client: std::net::TcpStream, server: u16, mode: Tamper) -> std::io::Result<()> {
+fn relay(
+    mut client: std::net::TcpStream,
+    server: u16,
+    mode: Tamper,
+    auth: Option<String>,
+) -> std::io::Result<()> {
     use std::io::{Read, Write};
     client.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
     // The request: a GET, headers only.
@@ -227,6 +234,19 @@ fn relay(mut client: std::net::TcpStream, server: u16, mode: Tamper) -> std::io:
     }
     let text = String::from_utf8_lossy(&req).into_owned();
     let first = text.lines().next().unwrap_or("").to_owned();
+    if let Some(want) = auth {
+        let given = text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("authorization")
+                .then(|| v.trim().to_owned())
+        });
+        if given.as_deref() != Some(want.as_str()) {
+            return client.write_all(
+                b"HTTP/1.0 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"hg\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    }
     // One request a connection: HTTP/1.0 to the server, which then closes.
     let mut out = first.replacen("HTTP/1.1", "HTTP/1.0", 1);
     out.push_str("\r\n");
@@ -305,7 +325,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let mode = std::sync::Arc::new(AtomicU8::new(Tamper::Pass as u8));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let (m, s) = (mode.clone(), stop.clone());
+        let auth = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let (m, s, a) = (mode.clone(), stop.clone(), auth.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
@@ -317,8 +338,9 @@ impl Proxy {
                             3 => Tamper::CutBundle,
                             _ => Tamper::Pass,
                         };
+                        let want = a.lock().unwrap().clone();
                         std::thread::spawn(move || {
-                            let _ = relay(conn, server, tamper);
+                            let _ = relay(conn, server, tamper, want);
                         });
                     }
                     Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
@@ -327,6 +349,7 @@ impl Proxy {
         });
         Proxy {
             port,
+            auth,
             mode,
             stop,
             thread: Some(thread),
@@ -335,6 +358,26 @@ impl Proxy {
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Requires HTTP basic authentication as `user`:`password` from now on.
+    pub fn require_auth(&self, user: &str, password: &str) {
+        let pair = format!("{user}:{password}");
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut b64 = String::new();
+        for c in pair.as_bytes().chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                b64.push(if i <= c.len() {
+                    A[(n >> (18 - 6 * i) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        *self.auth.lock().unwrap() = Some(format!("Basic {}", b64.trim()));
     }
 
     /// What the proxy does to the answers of the connections it accepts from now on.

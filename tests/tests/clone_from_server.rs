@@ -839,3 +839,87 @@ fn revfs_commit_in_a_mount_of_a_clone_writes_blobs_hg_reads_and_pushes_as_hg_com
     hg_ok(&src, &["verify", "-q"]);
     drop(served);
 }
+
+#[test]
+fn credentials_come_from_the_url_or_hgs_auth_section_and_appear_nowhere() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 2, 2);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let proxy = revfs_tests::served::Proxy::start(served.port);
+    proxy.require_auth("joe", "s3cret-pw");
+    let m = revfs_tests::mount::Mount::empty("");
+    let dir = m.dir.display().to_string();
+    let no_auth = t.join("empty.rc");
+    std::fs::write(&no_auth, "").unwrap();
+    let with_auth = t.join("auth.rc");
+    std::fs::write(
+        &with_auth,
+        format!(
+            "[auth]\nlocal.prefix = {}\nlocal.username = joe\nlocal.password = s3cret-pw\n",
+            proxy.url()
+        ),
+    )
+    .unwrap();
+    // Without credentials: hg's words, nothing left.
+    let repo = t.join("refused");
+    let out = m.revfs_with_hgrc(
+        &no_auth,
+        &[
+            "clone",
+            "-U",
+            &proxy.url(),
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(255));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("abort: authorization failed ({})\n", proxy.url())
+    );
+    assert!(!repo.exists());
+    // A password in the URL serves the clone and is shown nowhere.
+    let url = format!("http://joe:s3cret-pw@127.0.0.1:{}/", proxy.port);
+    let repo = t.join("inline");
+    let out = m.revfs_with_hgrc(
+        &no_auth,
+        &["clone", "-U", &url, "--repo", repo.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let rc = std::fs::read_to_string(repo.join(".hg/hgrc")).unwrap();
+    assert!(
+        rc.contains(&format!("default = http://joe@127.0.0.1:{}/\n", proxy.port)),
+        "{rc}"
+    );
+    // [auth] serves the clone and the daemon's fetches afterwards.
+    let repo = t.join("shallow");
+    let out = m.revfs_with_hgrc(
+        &with_auth,
+        &[
+            "clone",
+            &proxy.url(),
+            &dir,
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read(m.dir.join("d1/f1")).unwrap(),
+        b"1/1\n".repeat(2)
+    );
+    // A wrong password: the read fails, and the log names no password.
+    proxy.require_auth("joe", "another");
+    let err = std::fs::read(m.dir.join("d0/f0")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    let log = m.log();
+    assert!(log.contains("authorization failed"), "{log}");
+    for text in [
+        &log,
+        &String::from_utf8_lossy(&out.stdout).into_owned(),
+        &rc,
+    ] {
+        assert!(!text.contains("s3cret-pw"), "a password shown: {text}");
+    }
+}

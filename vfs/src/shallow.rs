@@ -64,7 +64,11 @@ pub fn settings(root: &Path) -> Result<Option<Settings>, ShallowSetupError> {
         .into_owned();
     let server = match config.get("paths", "default") {
         None => None,
-        Some(url) => Some(RemoteUrl::parse(&String::from_utf8_lossy(url))?),
+        Some(url) => Some(with_auth(
+            &config,
+            &env,
+            RemoteUrl::parse(&String::from_utf8_lossy(url))?,
+        )),
     };
     Ok(Some(Settings {
         server,
@@ -72,6 +76,33 @@ pub fn settings(root: &Path) -> Result<Option<Settings>, ShallowSetupError> {
         reponame,
         cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
     }))
+}
+
+/// `url` with the credentials hg's `[auth]` section gives it, when it has no password of
+/// its own (as hg's HTTP peer: `httpconnection.readauthforuri`).
+pub fn with_auth(
+    config: &revfs_hg::config::Config,
+    env: &revfs_hg::config::Env,
+    mut url: RemoteUrl,
+) -> RemoteUrl {
+    if url.password().is_some() || !matches!(url.scheme, Scheme::Http | Scheme::Https) {
+        return url;
+    }
+    let user = url.user.clone();
+    if let Some(a) = revfs_hg::config::auth_for(
+        config,
+        env,
+        &url.without_auth(),
+        user.as_deref().map(str::as_bytes),
+    ) {
+        if let Some(u) = a.username {
+            url.user = Some(String::from_utf8_lossy(&u).into_owned());
+        }
+        if let Some(p) = a.password {
+            url.set_password(Some(String::from_utf8_lossy(&p).into_owned()));
+        }
+    }
+    url
 }
 
 /// The HTTP options of requests to a shallow repository's server, each bounded by

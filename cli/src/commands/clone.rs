@@ -91,7 +91,12 @@ pub fn clone(args: &CloneArgs) -> Result<u8> {
     let opts = CloneOptions {
         cachepath: cachepath(&config)?,
         reponame: name,
+        default_path: Some(url.for_config()),
     };
+    // The credentials hg's [auth] gives the address, for this clone's requests (the
+    // daemon's fetches find them there too).
+    let env = revfs_hg::config::Env::from_process();
+    let url = revfs_vfs::shallow::with_auth(&config, &env, url);
     let http = HttpOptions {
         cacerts: config.get("web", "cacerts").map(|c| {
             use std::os::unix::ffi::OsStrExt;

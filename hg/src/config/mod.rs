@@ -25,12 +25,14 @@
 //! username supplied` (with its hint), `username 'x\ny' contains a newline`, and for a
 //! commit, after stripping, `empty username`.
 
+mod auth;
 mod env;
 mod parse;
 mod syntax;
 #[cfg(test)]
 mod tests;
 
+pub use auth::{auth_for, Auth};
 use env::{current_uid, expandpath, expanduser, expandvars, getuser, group_name, user_name};
 pub use env::{expand_path, getfqdn, strerror, Env};
 use parse::{insert, lookup, lossy, remove, Item, Layer, ReadError, Sections};
