@@ -166,7 +166,7 @@ impl ShallowFile {
             })
     }
 
-    fn blob(&self, path: &[u8], rev: Rev) -> Result<Blob> {
+    fn blob(&self, path: &[u8], rev: Rev) -> Result<Arc<Blob>> {
         let node = self.node(path, rev)?;
         self.source.get(path, &node)
     }
@@ -192,6 +192,17 @@ fn raw_text(blob: &Blob) -> Arc<[u8]> {
         }
         None => Arc::from(blob.text.as_slice()),
     }
+}
+
+/// The length of [`raw_text`], without making it.
+fn raw_len_of(blob: &Blob) -> usize {
+    let meta = match &blob.ancestors[0].copy_from {
+        // "\1\ncopy: " SOURCE "\ncopyrev: " 40 hex digits "\n\1\n"
+        Some(src) => 8 + src.len() + 10 + 40 + 3,
+        None if blob.text.starts_with(META_MARK) => 4,
+        None => 0,
+    };
+    blob.text.len() + meta
 }
 
 impl Filelog {
@@ -326,7 +337,7 @@ impl Filelog {
                 };
                 (raw, revlog.name())
             }
-            Backing::Shallow(s) => (raw_text(&s.blob(&self.path, rev)?), ""),
+            Backing::Shallow(s) => (raw_text(&*s.blob(&self.path, rev)?), ""),
         };
         let start = content_start(&raw).ok_or_else(|| {
             StoreError::corrupt_rev(name, rev as u32, "unterminated metadata header")
@@ -439,7 +450,7 @@ impl Filelog {
     pub fn raw_len(&self, rev: Rev) -> Result<Option<u64>> {
         match &self.backing {
             Backing::Revlog(r) => Ok(r.raw_len(rev)?.map(|l| l as u64)),
-            Backing::Shallow(s) => Ok(Some(raw_text(&s.blob(&self.path, rev)?).len() as u64)),
+            Backing::Shallow(s) => Ok(Some(raw_len_of(&*s.blob(&self.path, rev)?) as u64)),
         }
     }
 }
@@ -447,6 +458,31 @@ impl Filelog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blobs_raw_length_is_its_raw_texts() {
+        use crate::shallow::Ancestor;
+        let own = |copy: Option<&[u8]>| Ancestor {
+            node: Node::NULL,
+            p1: Node([7; 20]),
+            p2: Node::NULL,
+            linknode: Node::NULL,
+            copy_from: copy.map(<[u8]>::to_vec),
+        };
+        for (text, copy) in [
+            (&b"plain\n"[..], None),
+            (b"\x01\nlooks like metadata\n", None),
+            (b"copied\n", Some(&b"dir/source"[..])),
+            (b"", None),
+        ] {
+            let blob = Blob {
+                text: text.to_vec(),
+                flags: 0,
+                ancestors: vec![own(copy)],
+            };
+            assert_eq!(raw_len_of(&blob), raw_text(&blob).len(), "{text:?}");
+        }
+    }
 
     #[test]
     fn metadata_headers_are_split_from_content() {

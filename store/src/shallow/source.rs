@@ -49,6 +49,46 @@ pub struct ShallowSource {
     fetcher: Option<Arc<dyn Fetcher>>,
     /// Keys being fetched now: later askers wait on the first one's fetch.
     in_flight: Mutex<HashMap<Key, Arc<Flight>>>,
+    /// Blobs read or fetched lately, verified: a file's size, text and copy source are
+    /// asked one after the other, and each would read and hash the blob again.
+    recent: Mutex<Recent>,
+}
+
+/// The verified blobs kept in memory, least recently used out first, within a byte budget.
+struct Recent {
+    blobs: lru::LruCache<Key, Arc<Blob>>,
+    bytes: usize,
+}
+
+/// The memory [`ShallowSource`] keeps blobs in, and the largest blob it keeps.
+const RECENT_BYTES: usize = 32 << 20;
+const RECENT_MAX_BLOB: usize = 4 << 20;
+
+fn weight(b: &Blob) -> usize {
+    b.text.len() + 100 * b.ancestors.len()
+}
+
+impl Recent {
+    fn get(&mut self, key: &Key) -> Option<Arc<Blob>> {
+        self.blobs.get(key).cloned()
+    }
+
+    fn put(&mut self, key: Key, blob: Arc<Blob>) {
+        let size = weight(&blob);
+        if size > RECENT_MAX_BLOB {
+            return;
+        }
+        if let Some(old) = self.blobs.put(key, blob) {
+            self.bytes -= weight(&old);
+        }
+        self.bytes += size;
+        while self.bytes > RECENT_BYTES {
+            match self.blobs.pop_lru() {
+                Some((_, b)) => self.bytes -= weight(&b),
+                None => break,
+            }
+        }
+    }
 }
 
 /// A file revision: its path and node.
@@ -84,6 +124,10 @@ impl ShallowSource {
             cache,
             fetcher,
             in_flight: Mutex::new(HashMap::new()),
+            recent: Mutex::new(Recent {
+                blobs: lru::LruCache::unbounded(),
+                bytes: 0,
+            }),
         }
     }
 
@@ -113,18 +157,34 @@ impl ShallowSource {
     }
 
     /// The verified blob of `path` at `node`, fetched when this machine lacks it.
-    pub fn get(&self, path: &[u8], node: &Node) -> Result<Blob, StoreError> {
-        if let Some(b) = self.local_blob(path, node)? {
+    pub fn get(&self, path: &[u8], node: &Node) -> Result<Arc<Blob>, StoreError> {
+        let key = (path.to_vec(), *node);
+        if let Some(b) = self.recent().get(&key) {
             return Ok(b);
         }
-        self.fetch_many(&[(path, *node)])?;
-        self.local_blob(path, node)?.ok_or_else(|| {
-            unavailable(
-                path,
-                node,
-                "the fetched revision did not reach the cache".into(),
-            )
-        })
+        let blob = match self.local_blob(path, node)? {
+            Some(b) => b,
+            None => {
+                self.fetch_many(&[(path, *node)])?;
+                if let Some(b) = self.recent().get(&key) {
+                    return Ok(b);
+                }
+                self.local_blob(path, node)?.ok_or_else(|| {
+                    unavailable(
+                        path,
+                        node,
+                        "the fetched revision did not reach the cache".into(),
+                    )
+                })?
+            }
+        };
+        let blob = Arc::new(blob);
+        self.recent().put(key, blob.clone());
+        Ok(blob)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes `blob` into the repository's local store, linked to changeset `linknode`, as
@@ -168,7 +228,7 @@ impl ShallowSource {
             if parent.is_null() || !seen.insert(parent) {
                 continue;
             }
-            for a in self.get(path, &parent)?.ancestors {
+            for a in self.get(path, &parent)?.ancestors.iter().cloned() {
                 known.entry(a.node).or_insert(a);
             }
             queue.push_back(parent);
@@ -276,16 +336,16 @@ impl ShallowSource {
         let mut got = 0;
         for (i, (path, node)) in keys.iter().enumerate() {
             let outcome = match answers.get(i) {
-                Some(Ok(bytes)) => self
-                    .cache
-                    .insert(path, node, bytes)
-                    .map(|_| ())
-                    .map_err(|e| {
-                        format!(
-                            "{} sent a revision that was refused: {e}",
-                            fetcher.describe()
-                        )
-                    }),
+                Some(Ok(bytes)) => match self.cache.insert(path, node, bytes) {
+                    Ok(blob) => {
+                        self.recent().put((path.to_vec(), *node), Arc::new(blob));
+                        Ok(())
+                    }
+                    Err(e) => Err(format!(
+                        "{} sent a revision that was refused: {e}",
+                        fetcher.describe()
+                    )),
+                },
                 Some(Err(e)) => Err(e.clone()),
                 None => Err(format!("{} gave no answer for it", fetcher.describe())),
             };
