@@ -82,8 +82,80 @@ impl HttpFetcher {
     }
 }
 
+/// The most bytes of encoded arguments one request carries. hg's server reads them from
+/// `X-HgArg-<n>` headers of `httpheader` bytes each (1024), and Python's HTTP server
+/// refuses a request of more than 100 headers (431 Too Many Headers): 60 headers' worth.
+const MAX_ARGS: usize = 60 * 1000;
+
+/// The bytes a key of `path` adds to a batch's encoded arguments: its path escaped for the
+/// batch, then URL-encoded, and the rest of its command.
+fn encoded_len(path: &[u8]) -> usize {
+    let path_len: usize = path
+        .iter()
+        .map(|&b| {
+            let url = |c: u8| match c {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' | b' ' => 1,
+                _ => 3,
+            };
+            match b {
+                // `:c`, `:o`, `:s`, `:e`
+                b':' | b',' | b';' | b'=' => 3 + 1,
+                _ => url(b),
+            }
+        })
+        .sum();
+    "x_rfl_getfile+file%3D%2Cnode%3D%3B".len() + 40 + path_len
+}
+
 impl Fetcher for HttpFetcher {
     fn fetch(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>> {
+        // Requests whose arguments fit in the server's headers, one after the other.
+        let mut out = Vec::with_capacity(keys.len());
+        let mut start = 0;
+        while start < keys.len() {
+            let mut end = start;
+            let mut size = 0;
+            while end < keys.len() && (end == start || size + encoded_len(keys[end].0) <= MAX_ARGS)
+            {
+                size += encoded_len(keys[end].0);
+                end += 1;
+            }
+            out.extend(self.fetch_one_request(&keys[start..end]));
+            start = end;
+        }
+        out
+    }
+
+    fn describe(&self) -> String {
+        self.url.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_keys_encoded_length_is_what_the_request_carries() {
+        for path in [&b"dir/a b.txt"[..], b"x:y,z;w=v", b"plain"] {
+            let node = "0".repeat(40);
+            let one = crate::wire::urlencode(&[(
+                "cmds",
+                &crate::wire::batch_cmds([(
+                    "x_rfl_getfile",
+                    vec![("file", path), ("node", node.as_bytes())],
+                )]),
+            )]);
+            // "cmds=" and the trailing ";" of a batch's other commands.
+            assert_eq!(
+                super::encoded_len(path),
+                one.len() - "cmds=".len() + "%3B".len()
+            );
+        }
+    }
+}
+
+impl HttpFetcher {
+    /// The blobs of `keys`, asked in one `batch` (a failed batch: key by key).
+    fn fetch_one_request(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>> {
         let mut out: Vec<Option<Result<Vec<u8>, String>>> = vec![None; keys.len()];
         let mut asked = Vec::new();
         for (i, (path, _)) in keys.iter().enumerate() {
@@ -124,9 +196,5 @@ impl Fetcher for HttpFetcher {
         out.into_iter()
             .map(|o| o.unwrap_or_else(|| Err("not asked".into())))
             .collect()
-    }
-
-    fn describe(&self) -> String {
-        self.url.to_string()
     }
 }

@@ -394,6 +394,11 @@ fn a_stat_fetches_its_whole_directory_in_one_request_and_a_plain_listing_none() 
     std::fs::metadata(m.dir.join("d2/f7")).unwrap();
     assert_eq!(batches(), 2);
     assert_eq!(cached_blobs(&m.state_root), 80);
+    // revfs prefetch of the rest: one request for the 40 files this machine lacks.
+    let out = m.revfs_in(&m.dir, &["prefetch", "-q", "d0"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(batches(), 3);
+    assert_eq!(cached_blobs(&m.state_root), 120);
 }
 
 #[test]
@@ -922,4 +927,55 @@ fn credentials_come_from_the_url_or_hgs_auth_section_and_appear_nowhere() {
     ] {
         assert!(!text.contains("s3cret-pw"), "a password shown: {text}");
     }
+}
+
+#[test]
+fn a_directory_of_thousands_of_files_is_fetched_in_requests_the_server_accepts() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    hg_ok(t, &["init", "big"]);
+    let src = t.join("big");
+    let dir = src.join("a-directory-with-a-rather-long-name/and=odd;chars,in:it");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in 0..2500 {
+        std::fs::write(
+            dir.join(format!("file-with-a-long-name-number-{f:05}.txt")),
+            format!("{f}\n"),
+        )
+        .unwrap();
+    }
+    hg_ok(&src, &["commit", "-qA", "-m", "many", "-d", "0 0"]);
+    serve_files(&src);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let m = revfs_tests::mount::Mount::empty("");
+    let mdir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &mdir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let d = m
+        .dir
+        .join("a-directory-with-a-rather-long-name/and=odd;chars,in:it");
+    for f in 0..2500 {
+        let meta =
+            std::fs::symlink_metadata(d.join(format!("file-with-a-long-name-number-{f:05}.txt")))
+                .unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(meta.len(), format!("{f}\n").len() as u64, "{f}");
+    }
+    // hg's server took every request (Python's limit is 100 headers of 1 KB), a few hundred
+    // files each: a lookup asks for up to 1,000 of its directory's files, in requests of
+    // at most 60 KB of arguments (about 290 of these names).
+    let errors = std::fs::read_to_string(t.join("error.log")).unwrap_or_default();
+    assert!(!errors.contains("431"), "{errors}");
+    let batches = requests(&t.join("access.log"), "batch");
+    assert!(
+        (9..=40).contains(&batches),
+        "{batches} requests for 2,500 files"
+    );
+    assert_eq!(cached_blobs(&m.state_root), 2500);
 }

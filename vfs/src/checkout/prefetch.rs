@@ -54,6 +54,7 @@ impl WorkingCopy {
             }
         }
         let total = wanted.len() as u64;
+        fetch_from_server(&repo, &wanted, progress)?;
         let done = AtomicU64::new(0);
         let bytes = AtomicU64::new(0);
         tick(progress, "prefetching", 0, wanted.len());
@@ -75,5 +76,60 @@ impl WorkingCopy {
             files: total,
             bytes: bytes.into_inner(),
         })
+    }
+}
+
+/// File revisions one request of a prefetch asks a server for, and how many requests go at
+/// once (each on a connection of its own).
+const FETCH_BATCH: usize = 500;
+const FETCH_CONNECTIONS: usize = 4;
+
+/// In a repository cloned from a server, the revisions of `wanted` this machine lacks,
+/// fetched first in batches of [`FETCH_BATCH`] over at most [`FETCH_CONNECTIONS`]
+/// connections (reading them one by one would cost a request each). `progress` hears of
+/// `fetching`, per batch.
+fn fetch_from_server(
+    repo: &Arc<Repo>,
+    wanted: &[(&[u8], Node)],
+    progress: Option<ProgressFn>,
+) -> Result<()> {
+    if !repo.is_shallow() {
+        return Ok(());
+    }
+    let missing: Vec<(&[u8], Node)> = wanted
+        .iter()
+        .filter(|(p, n)| !repo.has_file_locally(p, n))
+        .copied()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let batches: Vec<&[(&[u8], Node)]> = missing.chunks(FETCH_BATCH).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let failed: std::sync::Mutex<Option<StoreError>> = std::sync::Mutex::new(None);
+    tick(progress, "fetching", 0, missing.len());
+    std::thread::scope(|scope| {
+        for _ in 0..FETCH_CONNECTIONS.min(batches.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(batch) = batches.get(i) else {
+                    return;
+                };
+                if let Err(e) = repo.fetch_files(batch) {
+                    failed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(e);
+                }
+                let d =
+                    done.fetch_add(batch.len(), std::sync::atomic::Ordering::Relaxed) + batch.len();
+                tick(progress, "fetching", d, missing.len());
+            });
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
