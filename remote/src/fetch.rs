@@ -131,28 +131,6 @@ impl Fetcher for HttpFetcher {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_keys_encoded_length_is_what_the_request_carries() {
-        for path in [&b"dir/a b.txt"[..], b"x:y,z;w=v", b"plain"] {
-            let node = "0".repeat(40);
-            let one = crate::wire::urlencode(&[(
-                "cmds",
-                &crate::wire::batch_cmds([(
-                    "x_rfl_getfile",
-                    vec![("file", path), ("node", node.as_bytes())],
-                )]),
-            )]);
-            // "cmds=" and the trailing ";" of a batch's other commands.
-            assert_eq!(
-                super::encoded_len(path),
-                one.len() - "cmds=".len() + "%3B".len()
-            );
-        }
-    }
-}
-
 impl HttpFetcher {
     /// The blobs of `keys`, asked in one `batch` (a failed batch: key by key).
     fn fetch_one_request(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>> {
@@ -196,5 +174,27 @@ impl HttpFetcher {
         out.into_iter()
             .map(|o| o.unwrap_or_else(|| Err("not asked".into())))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_keys_encoded_length_is_what_the_request_carries() {
+        for path in [&b"dir/a b.txt"[..], b"x:y,z;w=v", b"plain"] {
+            let node = "0".repeat(40);
+            let one = crate::wire::urlencode(&[(
+                "cmds",
+                &crate::wire::batch_cmds([(
+                    "x_rfl_getfile",
+                    vec![("file", path), ("node", node.as_bytes())],
+                )]),
+            )]);
+            // "cmds=" and the trailing ";" of a batch's other commands.
+            assert_eq!(
+                super::encoded_len(path),
+                one.len() - "cmds=".len() + "%3B".len()
+            );
+        }
     }
 }
