@@ -979,3 +979,46 @@ fn a_directory_of_thousands_of_files_is_fetched_in_requests_the_server_accepts()
     );
     assert_eq!(cached_blobs(&m.state_root), 2500);
 }
+
+#[test]
+fn the_same_file_revision_at_two_paths_stats_and_reads_at_both() {
+    // Identical files added at once have one filenode: its size is known by node from
+    // the first directory, its blob is the path's own.
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    hg_ok(t, &["init", "twins"]);
+    let src = t.join("twins");
+    for d in ["arch/sh", "arch/xtensa"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+        std::fs::write(src.join(d).join("Build"), "obj-y += util/\n").unwrap();
+        std::fs::write(src.join(d).join("Makefile"), "HAVE_KVM := 0\n").unwrap();
+    }
+    hg_ok(&src, &["commit", "-qA", "-m", "twins", "-d", "0 0"]);
+    serve_files(&src);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let m = revfs_tests::mount::Mount::empty("");
+    let dir = m.dir.display().to_string();
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        &served.url(),
+        &dir,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    for d in ["arch/sh", "arch/xtensa"] {
+        for (f, text) in [
+            ("Build", "obj-y += util/\n"),
+            ("Makefile", "HAVE_KVM := 0\n"),
+        ] {
+            let p = m.dir.join(d).join(f);
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().len(),
+                text.len() as u64,
+                "{d}/{f}"
+            );
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), text, "{d}/{f}");
+        }
+    }
+}

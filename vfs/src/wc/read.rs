@@ -7,13 +7,18 @@ use revfs_store::filelog::FileText;
 /// The most file revisions one lookup asks a server for (its directory's).
 const FETCH_BATCH: usize = 1000;
 
-/// Refuses to read a file revision that must come from a server (a repository cloned from
-/// one) while the working copy's lock is held: the network is never waited on under it.
-/// The callers that need such a revision fetch it first, under no lock (`size_ahead`,
-/// `readlink`), so this fails only when that fetch did, whose reason is in the log.
-fn local_only(inner: &Inner, path: &[u8], node: &Node) -> Result<()> {
+/// The size of revision `node` of `path`, under the working copy's lock: known already (by
+/// node: the same text at another path counts), or from what this machine has. A file
+/// revision that must come from a server (a repository cloned from one) is never waited
+/// for under the lock: the callers that need one fetch it first, under no lock
+/// (`size_ahead`, `readlink`), so this fails only when that fetch did, whose reason is in
+/// the log.
+fn size_here(inner: &Inner, path: &[u8], node: &Node) -> Result<u64> {
+    if let Some(s) = inner.repo.known_size(node) {
+        return Ok(s);
+    }
     if inner.repo.has_file_locally(path, node) {
-        return Ok(());
+        return Ok(inner.repo.file_size(path, node)?);
     }
     Err(WcError::Store(revfs_store::StoreError::NotFetched {
         path: String::from_utf8_lossy(path).into_owned(),
@@ -35,15 +40,13 @@ impl WorkingCopy {
             Kind::Symlink(LinkData::Local(t)) => (EntryType::Symlink, t.len() as u64, mtime),
             Kind::Special { kind, .. } => (EntryType::Special(*kind), 0, mtime),
             Kind::Symlink(LinkData::Store { path, node }) => {
-                local_only(inner, path, node)?;
-                (EntryType::Symlink, inner.repo.file_size(path, node)?, mtime)
+                (EntryType::Symlink, size_here(inner, path, node)?, mtime)
             }
             Kind::File(FileData::Store { path, node, size }) => {
                 let s = match size.get() {
                     Some(s) => *s,
                     None => {
-                        local_only(inner, path, node)?;
-                        let s = inner.repo.file_size(path, node)?;
+                        let s = size_here(inner, path, node)?;
                         let _ = size.set(s);
                         s
                     }
