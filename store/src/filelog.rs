@@ -172,39 +172,6 @@ impl ShallowFile {
     }
 }
 
-/// The raw filelog text of a blob (what its node hashes): a copy's metadata block, or the
-/// escape of a text that starts like one, then the text.
-fn raw_text(blob: &Blob) -> Arc<[u8]> {
-    let own = &blob.ancestors[0];
-    match &own.copy_from {
-        Some(source) => {
-            let mut raw = Vec::with_capacity(blob.text.len() + source.len() + 64);
-            raw.extend_from_slice(b"\x01\ncopy: ");
-            raw.extend_from_slice(source);
-            raw.extend_from_slice(b"\ncopyrev: ");
-            raw.extend_from_slice(own.p1.to_hex().as_bytes());
-            raw.extend_from_slice(b"\n\x01\n");
-            raw.extend_from_slice(&blob.text);
-            Arc::from(raw)
-        }
-        None if blob.text.starts_with(META_MARK) => {
-            Arc::from([&b"\x01\n\x01\n"[..], &blob.text].concat())
-        }
-        None => Arc::from(blob.text.as_slice()),
-    }
-}
-
-/// The length of [`raw_text`], without making it.
-fn raw_len_of(blob: &Blob) -> usize {
-    let meta = match &blob.ancestors[0].copy_from {
-        // "\1\ncopy: " SOURCE "\ncopyrev: " 40 hex digits "\n\1\n"
-        Some(src) => 8 + src.len() + 10 + 40 + 3,
-        None if blob.text.starts_with(META_MARK) => 4,
-        None => 0,
-    };
-    blob.text.len() + meta
-}
-
 impl Filelog {
     pub fn new(path: Vec<u8>, revlog: Revlog) -> Filelog {
         Filelog {
@@ -337,7 +304,7 @@ impl Filelog {
                 };
                 (raw, revlog.name())
             }
-            Backing::Shallow(s) => (raw_text(&*s.blob(&self.path, rev)?), ""),
+            Backing::Shallow(s) => (Arc::from(s.blob(&self.path, rev)?.raw_text().as_ref()), ""),
         };
         let start = content_start(&raw).ok_or_else(|| {
             StoreError::corrupt_rev(name, rev as u32, "unterminated metadata header")
@@ -450,7 +417,7 @@ impl Filelog {
     pub fn raw_len(&self, rev: Rev) -> Result<Option<u64>> {
         match &self.backing {
             Backing::Revlog(r) => Ok(r.raw_len(rev)?.map(|l| l as u64)),
-            Backing::Shallow(s) => Ok(Some(raw_len_of(&*s.blob(&self.path, rev)?) as u64)),
+            Backing::Shallow(s) => Ok(Some(s.blob(&self.path, rev)?.raw_len() as u64)),
         }
     }
 }
@@ -458,31 +425,6 @@ impl Filelog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_blobs_raw_length_is_its_raw_texts() {
-        use crate::shallow::Ancestor;
-        let own = |copy: Option<&[u8]>| Ancestor {
-            node: Node::NULL,
-            p1: Node([7; 20]),
-            p2: Node::NULL,
-            linknode: Node::NULL,
-            copy_from: copy.map(<[u8]>::to_vec),
-        };
-        for (text, copy) in [
-            (&b"plain\n"[..], None),
-            (b"\x01\nlooks like metadata\n", None),
-            (b"copied\n", Some(&b"dir/source"[..])),
-            (b"", None),
-        ] {
-            let blob = Blob {
-                text: text.to_vec(),
-                flags: 0,
-                ancestors: vec![own(copy)],
-            };
-            assert_eq!(raw_len_of(&blob), raw_text(&blob).len(), "{text:?}");
-        }
-    }
 
     #[test]
     fn metadata_headers_are_split_from_content() {

@@ -152,38 +152,9 @@ pub struct Proxy {
 }
 
 fn tamper_batch(body: &[u8]) -> Vec<u8> {
+    use revfs_remote::wire::{escape_batch_arg as escape, unescape_batch_arg};
     use std::io::{Read, Write};
-    let unescape = |v: &[u8]| {
-        let mut out = Vec::new();
-        let mut it = v.iter();
-        while let Some(&b) = it.next() {
-            if b == b':' {
-                out.push(match it.next() {
-                    Some(b'c') => b':',
-                    Some(b'o') => b',',
-                    Some(b's') => b';',
-                    Some(b'e') => b'=',
-                    _ => b'?',
-                });
-            } else {
-                out.push(b);
-            }
-        }
-        out
-    };
-    let escape = |v: &[u8]| {
-        let mut out = Vec::new();
-        for &b in v {
-            match b {
-                b':' => out.extend_from_slice(b":c"),
-                b',' => out.extend_from_slice(b":o"),
-                b';' => out.extend_from_slice(b":s"),
-                b'=' => out.extend_from_slice(b":e"),
-                _ => out.push(b),
-            }
-        }
-        out
-    };
+    let unescape = |v: &[u8]| unescape_batch_arg(v).unwrap_or_else(|| v.to_vec());
     let parts: Vec<Vec<u8>> = body
         .split(|&b| b == b';')
         .map(|answer| {

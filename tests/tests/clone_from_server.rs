@@ -647,13 +647,12 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-#[test]
-fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
-    let tmp = revfs_tests::scratch_dir();
-    let t = tmp.path();
+/// The history of [`build_history`] in two servers that take pushes over HTTP: `src`, which
+/// `hg serve` serves with remotefilelog, and its clone `theirs`, which a full clone works
+/// against. Returns `src`.
+fn two_servers(t: &Path) -> std::path::PathBuf {
     let src = build_history(t);
     serve_files(&src);
-    // Two identical servers: one revfs works against, one a full clone works against.
     hg_ok(t, &["clone", "-q", "-U", src.to_str().unwrap(), "theirs"]);
     for s in [&src, &t.join("theirs")] {
         let rc = s.join(".hg/hgrc");
@@ -661,6 +660,15 @@ fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
         text.push_str("\n[web]\npush_ssl = False\nallow-push = *\n");
         std::fs::write(rc, text).unwrap();
     }
+    src
+}
+
+#[test]
+fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    // Two identical servers: one revfs works against, one a full clone works against.
+    let src = two_servers(t);
     hg_ok(&t.join("theirs"), &["update", "-q", "tip"]);
     let served = revfs_tests::served::Served::start(&src, t);
     hg_ok(
@@ -770,15 +778,7 @@ fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
 fn revfs_commit_in_a_mount_of_a_clone_writes_blobs_hg_reads_and_pushes_as_hg_commit_would() {
     let tmp = revfs_tests::scratch_dir();
     let t = tmp.path();
-    let src = build_history(t);
-    serve_files(&src);
-    hg_ok(t, &["clone", "-q", "-U", src.to_str().unwrap(), "theirs"]);
-    for s in [&src, &t.join("theirs")] {
-        let rc = s.join(".hg/hgrc");
-        let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
-        text.push_str("\n[web]\npush_ssl = False\nallow-push = *\n");
-        std::fs::write(rc, text).unwrap();
-    }
+    let src = two_servers(t);
     let served = revfs_tests::served::Served::start(&src, t);
     hg_ok(
         t,

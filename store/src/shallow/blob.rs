@@ -140,26 +140,8 @@ impl Blob {
                 flags: self.flags,
             });
         }
-        let own = &self.ancestors[0];
-        let got = match &own.copy_from {
-            Some(source) => {
-                let mut text = Vec::with_capacity(self.text.len() + source.len() + 64);
-                text.extend_from_slice(b"\x01\ncopy: ");
-                text.extend_from_slice(source);
-                text.extend_from_slice(b"\ncopyrev: ");
-                text.extend_from_slice(own.p1.to_hex().as_bytes());
-                text.extend_from_slice(b"\n\x01\n");
-                text.extend_from_slice(&self.text);
-                Node::hash_revision(&Node::NULL, &own.p2, &text)
-            }
-            None if self.text.starts_with(b"\x01\n") => {
-                let mut text = Vec::with_capacity(self.text.len() + 4);
-                text.extend_from_slice(b"\x01\n\x01\n");
-                text.extend_from_slice(&self.text);
-                Node::hash_revision(&own.p1, &own.p2, &text)
-            }
-            None => Node::hash_revision(&own.p1, &own.p2, &self.text),
-        };
+        let (p1, p2) = self.revlog_parents();
+        let got = Node::hash_revision(&p1, &p2, &self.raw_text());
         if got != *node {
             return Err(ShallowError::HashMismatch {
                 path: lossy(),
@@ -168,6 +150,50 @@ impl Blob {
             });
         }
         Ok(())
+    }
+
+    /// The filelog's text of this revision (what its node hashes): a copy's metadata block
+    /// (`\1\ncopy: SOURCE\ncopyrev: HEX(p1)\n\1\n`), or the escape of a text that starts
+    /// like one (`\1\n\1\n`), then the text.
+    pub fn raw_text(&self) -> std::borrow::Cow<'_, [u8]> {
+        let own = &self.ancestors[0];
+        match &own.copy_from {
+            Some(source) => {
+                let mut raw = Vec::with_capacity(self.raw_len());
+                raw.extend_from_slice(b"\x01\ncopy: ");
+                raw.extend_from_slice(source);
+                raw.extend_from_slice(b"\ncopyrev: ");
+                raw.extend_from_slice(own.p1.to_hex().as_bytes());
+                raw.extend_from_slice(b"\n\x01\n");
+                raw.extend_from_slice(&self.text);
+                raw.into()
+            }
+            None if self.text.starts_with(b"\x01\n") => {
+                [&b"\x01\n\x01\n"[..], &self.text].concat().into()
+            }
+            None => self.text.as_slice().into(),
+        }
+    }
+
+    /// The length of [`Blob::raw_text`], without making it.
+    pub fn raw_len(&self) -> usize {
+        let meta = match &self.ancestors[0].copy_from {
+            // "\1\ncopy: " SOURCE "\ncopyrev: " 40 hex digits "\n\1\n"
+            Some(src) => 8 + src.len() + 10 + 40 + 3,
+            None if self.text.starts_with(b"\x01\n") => 4,
+            None => 0,
+        };
+        self.text.len() + meta
+    }
+
+    /// The filelog's parents of this revision: a copy's first is null (its source is in
+    /// the metadata block), as hg records copies.
+    pub fn revlog_parents(&self) -> (Node, Node) {
+        let own = &self.ancestors[0];
+        match own.copy_from {
+            Some(_) => (Node::NULL, own.p2),
+            None => (own.p1, own.p2),
+        }
     }
 
     /// [`Blob::parse`] then [`Blob::verify`]: the only way a fetched blob's text is used.
@@ -189,6 +215,30 @@ fn decimal(v: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blobs_raw_length_is_its_raw_texts() {
+        let own = |copy: Option<&[u8]>| Ancestor {
+            node: Node::NULL,
+            p1: Node([7; 20]),
+            p2: Node::NULL,
+            linknode: Node::NULL,
+            copy_from: copy.map(<[u8]>::to_vec),
+        };
+        for (text, copy) in [
+            (&b"plain\n"[..], None),
+            (b"\x01\nlooks like metadata\n", None),
+            (b"copied\n", Some(&b"dir/source"[..])),
+            (b"", None),
+        ] {
+            let blob = Blob {
+                text: text.to_vec(),
+                flags: 0,
+                ancestors: vec![own(copy)],
+            };
+            assert_eq!(blob.raw_len(), blob.raw_text().len(), "{text:?}");
+        }
+    }
 
     fn blob(text: &[u8], records: &[(Node, Node, Node, &[u8])]) -> Vec<u8> {
         let mut out = format!("{}\0", text.len()).into_bytes();
