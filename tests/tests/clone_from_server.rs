@@ -191,6 +191,26 @@ fn serve_files(src: &Path) {
     std::fs::write(rc, text).unwrap();
 }
 
+/// `revfs clone URL` of a server onto a fresh mount (with this revfs configuration), the
+/// repository at `t/shallow`.
+fn clone_mounted(
+    url: &str,
+    t: &Path,
+    config: &str,
+) -> (revfs_tests::mount::Mount, std::path::PathBuf) {
+    let m = revfs_tests::mount::Mount::empty(config);
+    let repo = t.join("shallow");
+    let out = m.revfs(&[
+        "clone",
+        url,
+        &m.dir.display().to_string(),
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    (m, repo)
+}
+
 /// Blobs in the shared cache under `state_root` (revfs's default cache).
 fn cached_blobs(state_root: &Path) -> usize {
     fn count(dir: &Path) -> usize {
@@ -354,17 +374,7 @@ fn a_stat_fetches_its_whole_directory_in_one_request_and_a_plain_listing_none() 
     let t = tmp.path();
     let src = wide_history(t, 3, 40);
     let served = revfs_tests::served::Served::start(&src, t);
-    let m = revfs_tests::mount::Mount::empty("");
-    let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let (m, _) = clone_mounted(&served.url(), t, "");
     let log = t.join("access.log");
     let batches = || requests(&log, "batch");
     // Listings: no file revision asked for.
@@ -408,17 +418,8 @@ fn a_server_down_or_frozen_fails_reads_with_eio_within_the_deadline_and_a_later_
     let src = wide_history(t, 3, 5);
     let served = revfs_tests::served::Served::start(&src, t);
     let port = served.port;
-    let m = revfs_tests::mount::Mount::empty("[remote]\ntimeout = 2\n");
+    let (m, _) = clone_mounted(&served.url(), t, "[remote]\ntimeout = 2\n");
     let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
     let d0 = m.dir.join("d0/f3");
     assert_eq!(std::fs::read(&d0).unwrap(), b"0/3\n".repeat(4));
 
@@ -569,17 +570,7 @@ fn a_daemon_killed_while_it_fetches_leaves_only_whole_verified_blobs_and_a_remou
     let t = tmp.path();
     let src = wide_history(t, 30, 30);
     let served = revfs_tests::served::Served::start(&src, t);
-    let m = revfs_tests::mount::Mount::empty("");
-    let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let (m, repo) = clone_mounted(&served.url(), t, "");
     // A tar of the tree fetches directory after directory; the daemon is killed while it
     // does, at several moments.
     for (round, delay_ms) in [(0, 150u64), (1, 400), (2, 50)] {
@@ -676,17 +667,7 @@ fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
         &["clone", "-q", t.join("theirs").to_str().unwrap(), "full"],
     );
     let full = t.join("full");
-    let m = revfs_tests::mount::Mount::empty("");
-    let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let (m, _) = clone_mounted(&served.url(), t, "");
     let rebase = "extensions.rebase=";
 
     // The same day of work in both.
@@ -785,17 +766,7 @@ fn revfs_commit_in_a_mount_of_a_clone_writes_blobs_hg_reads_and_pushes_as_hg_com
         &["clone", "-q", t.join("theirs").to_str().unwrap(), "full"],
     );
     let full = t.join("full");
-    let m = revfs_tests::mount::Mount::empty("");
-    let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let (m, _) = clone_mounted(&served.url(), t, "");
 
     // Edits, a new file, a copy and a rename, a text that starts like metadata: revfs
     // commits in the mount, hg in the full clone.
@@ -996,17 +967,7 @@ fn the_same_file_revision_at_two_paths_stats_and_reads_at_both() {
     hg_ok(&src, &["commit", "-qA", "-m", "twins", "-d", "0 0"]);
     serve_files(&src);
     let served = revfs_tests::served::Served::start(&src, t);
-    let m = revfs_tests::mount::Mount::empty("");
-    let dir = m.dir.display().to_string();
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        &served.url(),
-        &dir,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let (m, _) = clone_mounted(&served.url(), t, "");
     for d in ["arch/sh", "arch/xtensa"] {
         for (f, text) in [
             ("Build", "obj-y += util/\n"),
