@@ -5,9 +5,11 @@ side by side with what a user does without it, `hg clone` + `revfs mount`, in th
 taken in turns (A B A B).
 
 Usage: tests/bench/clone_bench.py CORPUS [--runs N] [--delay-ms MS] [--out FILE]
-CORPUS is a tree made by ../shared/corpus/make-corpus.sh. With --delay-ms, the server runs
-in a network namespace of its own, reached through a veth pair with that much netem delay
-on each end (a round trip: twice it).
+CORPUS is a tree made by ../shared/corpus/make-corpus.sh. With --delay-ms, every byte
+between the clients and the server arrives that much later each way (a round trip: twice
+it), through a proxy of this script's own: the kernels here have no netem (sch_netem), so
+the delay is added in user space, as latency only (each chunk is sent when its time comes,
+not after the one before: no cap on throughput).
 
 First, one lazy clone and tar fills the server's remotefilelog cache, which a server keeps
 for its later clients: its tar is reported as the first client's (the server builds every
@@ -57,19 +59,17 @@ def du(*paths):
 class Server:
     """hg serve of the corpus, with remotefilelog's server mode and its cache outside it."""
 
-    def __init__(self, corpus, work, netns=None):
+    def __init__(self, corpus, work):
         self.log = os.path.join(work, 'access.log')
-        cmd = ['hg', 'serve', '-R', corpus, '-a', '10.77.0.1' if netns else '127.0.0.1',
+        cmd = ['hg', 'serve', '-R', corpus, '-a', '127.0.0.1',
                '-p', '0', '-A', self.log, '-E', os.path.join(work, 'error.log'),
                '--config', 'extensions.remotefilelog=', '--config', 'remotefilelog.server=True',
                '--config', 'remotefilelog.servercachepath=' + os.path.join(work, 'srvcache')]
-        if netns:
-            cmd = ['ip', 'netns', 'exec', netns] + cmd
         self.proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
         port = line.rsplit(':', 1)[1].strip().rstrip(')')
-        self.url = 'http://%s:%s/' % ('10.77.0.1' if netns else '127.0.0.1', port)
+        self.url = 'http://127.0.0.1:%s/' % port
 
     def requests(self, cmd):
         with open(self.log) as f:
@@ -80,20 +80,65 @@ class Server:
         self.proc.wait()
 
 
-def netns_up(delay_ms):
-    """A namespace holding the server's end of a veth pair, netem delay on both ends."""
-    sh('ip netns add revfsbench')
-    sh('ip link add rvb0 type veth peer name rvb1')
-    sh('ip link set rvb1 netns revfsbench')
-    sh('ip addr add 10.77.0.2/24 dev rvb0 && ip link set rvb0 up')
-    sh('ip netns exec revfsbench sh -c "ip addr add 10.77.0.1/24 dev rvb1 && ip link set rvb1 up && ip link set lo up"')
-    sh('tc qdisc add dev rvb0 root netem delay %dms' % delay_ms)
-    sh('ip netns exec revfsbench tc qdisc add dev rvb1 root netem delay %dms' % delay_ms)
-    return 'revfsbench'
+class DelayProxy:
+    """A TCP proxy on 127.0.0.1 that delivers what it reads `delay` seconds later, in order,
+    both ways."""
 
+    def __init__(self, upstream_port, delay):
+        import socket, threading
+        self.delay = delay
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.upstream = upstream_port
+        threading.Thread(target=self.accept, daemon=True).start()
 
-def netns_down():
-    subprocess.run('ip link del rvb0 2>/dev/null; ip netns del revfsbench 2>/dev/null', shell=True)
+    def accept(self):
+        import socket, threading
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(('127.0.0.1', self.upstream))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, src, dst):
+        import queue, socket, threading
+        q = queue.Queue()
+
+        def send():
+            while True:
+                due, data = q.get()
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if not data:
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    return
+                try:
+                    dst.sendall(data)
+                except OSError:
+                    return
+
+        threading.Thread(target=send, daemon=True).start()
+        while True:
+            try:
+                data = src.recv(1 << 16)
+            except OSError:
+                data = b''
+            q.put((time.monotonic() + self.delay, data))
+            if not data:
+                return
+
+    def close(self):
+        self.sock.close()
 
 
 def unmount_all(mounts):
@@ -122,16 +167,15 @@ def main():
     benchdeps.install()
     corpus = os.path.abspath(a.corpus)
     work = tempfile.mkdtemp(prefix='revfs-clone-bench-', dir='/var/tmp')
-    netns = None
     raw = {k: [] for k in ['full_time', 'full_bytes', 'lazy_time', 'lazy_bytes', 'tar_full',
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
                            'st_hg_full', 'st_hg_lazy']}
     mounts = []
     try:
+        server = Server(corpus, work)
         if a.delay_ms:
-            netns_down()
-            netns = netns_up(a.delay_ms)
-        server = Server(corpus, work, netns)
+            proxy = DelayProxy(int(server.url.rsplit(':', 1)[1].strip('/')), a.delay_ms / 1000)
+            server.url = 'http://127.0.0.1:%d/' % proxy.port
         dirs = int(subprocess.run('hg -R %s files -r tip | sed "s,/[^/]*$,," | sort -u | wc -l' % corpus,
                                   shell=True, capture_output=True, text=True, env=ENV).stdout)
         # The first client: the server builds every blob (its cache is warm afterwards).
@@ -186,8 +230,6 @@ def main():
     finally:
         for mnt, state in mounts:
             subprocess.run(['fusermount3', '-uz', mnt])
-        if netns:
-            netns_down()
         # Nothing is removed through a mount: rmtree would walk into one left behind.
         with open('/proc/self/mountinfo') as f:
             left = [l.split()[4] for l in f if l.split()[4].startswith(work)]
@@ -201,7 +243,7 @@ def main():
                 shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in raw.items() if v}
     print('| %s, %s | hg clone + revfs mount | revfs clone | ratio |' % (
-        os.path.basename(corpus), 'loopback' if not a.delay_ms else '%d ms each way' % a.delay_ms))
+        os.path.basename(corpus), 'loopback' if not a.delay_ms else '+%d ms each way' % a.delay_ms))
     print('|---|---|---|---|')
     print('| time to a readable working copy | %.2f s | %.2f s | %.3f |' % (
         med['full_time'], med['lazy_time'], med['lazy_time'] / med['full_time']))
