@@ -92,20 +92,6 @@ fn hgrc(url: &RemoteUrl, opts: &CloneOptions) -> String {
     )
 }
 
-/// `urllib.parse.quote` of a bundle2 capability blob (safe: `/`).
-fn quote(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 /// remotefilelog's `constants.BUNDLE2_CAPABLITY`: a server leaves the files it matches out
 /// of a changegroup.
 const BUNDLE2_CAPABILITY: &str = "exp-remotefilelog-b2cap-1";
@@ -115,7 +101,7 @@ const BUNDLE2_CAPABILITY: &str = "exp-remotefilelog-b2cap-1";
 fn bundlecaps() -> String {
     format!(
         "HG20,bundle2={},{},excludepattern=.hgtags",
-        quote("HG20\nchangegroup=01,02"),
+        crate::wire::quote(b"HG20\nchangegroup=01,02", b"/"),
         BUNDLE2_CAPABILITY
     )
 }

@@ -92,6 +92,11 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
+/// The `Authorization` header of HTTP basic authentication (RFC 7617).
+pub fn basic_auth(user: &str, password: &str) -> String {
+    format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
+}
+
 impl HttpPeer {
     /// Connects to `url` and reads its capabilities.
     pub fn open(url: &RemoteUrl, opts: &HttpOptions) -> Result<HttpPeer, RemoteError> {
@@ -106,10 +111,10 @@ impl HttpPeer {
             .timeout_global(opts.request_timeout)
             .user_agent("mercurial/proto-1.0 (revfs)")
             .build();
-        let auth = url.user.as_ref().map(|u| {
-            let pair = format!("{u}:{}", url.password().unwrap_or(""));
-            format!("Basic {}", base64(pair.as_bytes()))
-        });
+        let auth = url
+            .user
+            .as_ref()
+            .map(|u| basic_auth(u, url.password().unwrap_or("")));
         let mut peer = HttpPeer {
             agent: config.into(),
             url: url.clone(),
@@ -117,12 +122,7 @@ impl HttpPeer {
             auth,
             caps: crate::Caps::default(),
         };
-        let mut body = Vec::new();
-        peer.call("capabilities", &[])?
-            .take(1 << 20)
-            .read_to_end(&mut body)
-            .map_err(|e| peer.io_error(e))?;
-        peer.caps = crate::Caps::parse(&body);
+        peer.caps = crate::Caps::parse(&peer.call_bytes("capabilities", &[], 1 << 20)?);
         Ok(peer)
     }
 

@@ -37,25 +37,9 @@ pub struct UrlError {
     pub reason: String,
 }
 
+/// `urllib.parse.unquote` of a URL's user or password.
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            if let Some(v) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&revfs_store::bundle::bundle2::unquote(s.as_bytes())).into_owned()
 }
 
 /// `s` with any `:password@` replaced by `:***@`, for messages about an address that did

@@ -105,12 +105,26 @@ pub fn urlencode(args: &[(&str, &[u8])]) -> String {
 }
 
 fn quote_plus(v: &[u8], out: &mut String) {
+    percent_encode(v, b"", true, out)
+}
+
+/// Python's `urllib.parse.quote(v, safe)`: unreserved characters and `safe` as they are,
+/// every other byte `%XX`.
+pub fn quote(v: &[u8], safe: &[u8]) -> String {
+    let mut out = String::with_capacity(v.len());
+    percent_encode(v, safe, false, &mut out);
+    out
+}
+
+/// `quote` (`plus`: `quote_plus`, a space as `+`).
+fn percent_encode(v: &[u8], safe: &[u8], plus: bool, out: &mut String) {
     for &b in v {
         match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
                 out.push(b as char)
             }
-            b' ' => out.push('+'),
+            b' ' if plus => out.push('+'),
+            _ if safe.contains(&b) => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

@@ -570,7 +570,7 @@ impl Repo {
         stem.extend_from_slice(path);
         // A shallow repository keeps filelogs only for what its clone excluded from
         // shallowness (`.hgtags`); every other file's revisions are blobs.
-        if self.requirements.contains(crate::shallow::REQUIREMENT) && !self.opener.exists(&stem) {
+        if self.is_shallow() && !self.has_filelog(path) {
             return match crate::shallow::source::registered(self.store_path()) {
                 Some(source) => Ok(Filelog::shallow(path.to_vec(), source)),
                 None => Err(StoreError::NotFetched {
@@ -610,20 +610,24 @@ impl Repo {
     /// Whether file revision `node` of `path` can be read without asking a server: always,
     /// but in a shallow repository for a revision neither it nor the cache holds.
     pub fn has_file_locally(&self, path: &[u8], node: &Node) -> bool {
-        if !self.is_shallow() {
-            return true;
-        }
-        let mut stem = b"data/".to_vec();
-        stem.extend_from_slice(path);
-        if self.opener.exists(&stem) {
+        if !self.is_shallow() || self.has_filelog(path) {
             return true;
         }
         crate::shallow::source::registered(self.store_path())
             .is_some_and(|s| s.is_local(path, node))
     }
 
+    /// Whether `path` has a filelog in the store (in a shallow repository: a file its
+    /// clone kept out of shallowness, `.hgtags`).
+    fn has_filelog(&self, path: &[u8]) -> bool {
+        let mut stem = b"data/".to_vec();
+        stem.extend_from_slice(path);
+        self.opener.exists(&stem)
+    }
+
     /// In a shallow repository, fetches those of the file revisions `keys` this machine
-    /// lacks, in one request to the server; returns how many came. Elsewhere nothing to do.
+    /// lacks, in one request to the server (the source leaves out what it has); returns how
+    /// many came. Elsewhere nothing to do.
     pub fn fetch_files(&self, keys: &[(&[u8], Node)]) -> Result<usize> {
         if !self.is_shallow() {
             return Ok(0);
@@ -633,7 +637,7 @@ impl Repo {
         };
         let wanted: Vec<(&[u8], Node)> = keys
             .iter()
-            .filter(|(p, n)| !self.has_file_locally(p, n))
+            .filter(|(p, _)| !self.has_filelog(p))
             .copied()
             .collect();
         source.fetch_many(&wanted)

@@ -191,17 +191,20 @@ impl Mount {
     /// Runs `revfs ARGS` with this mount's state directory and hg configuration file `hgrc`
     /// (`HGRCPATH`): the daemon it starts reads it too.
     pub fn revfs_with_hgrc(&self, hgrc: &Path, args: &[&str]) -> Output {
-        crate::hg_env(std::process::Command::new(&self.bin).args(args))
+        self.command(self.dir.parent().unwrap_or(Path::new("/")), args)
             .env("HGRCPATH", hgrc)
-            .env("REVFS_STATE_DIR", &self.state_root)
-            .env("REVFS_CONFIG", &self.config)
-            .current_dir(self.dir.parent().unwrap_or(Path::new("/")))
             .output()
             .expect("spawn revfs")
     }
 
     /// Runs `revfs ARGS` from `cwd` (file arguments are relative to it, as in hg).
     pub fn revfs_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.command(cwd, args).output().expect("spawn revfs")
+    }
+
+    /// The command `revfs ARGS` from `cwd`, with this mount's state directory,
+    /// configuration and descriptor limit.
+    fn command(&self, cwd: &Path, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.bin);
         if let Some(limit) = self.fd_limit {
             use std::os::unix::process::CommandExt;
@@ -222,9 +225,8 @@ impl Mount {
         crate::hg_env(cmd.args(args))
             .env("REVFS_STATE_DIR", &self.state_root)
             .env("REVFS_CONFIG", &self.config)
-            .current_dir(cwd)
-            .output()
-            .expect("spawn revfs")
+            .current_dir(cwd);
+        cmd
     }
 
     /// The mount's state directory.

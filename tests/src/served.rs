@@ -333,22 +333,7 @@ impl Proxy {
 
     /// Requires HTTP basic authentication as `user`:`password` from now on.
     pub fn require_auth(&self, user: &str, password: &str) {
-        let pair = format!("{user}:{password}");
-        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut b64 = String::new();
-        for c in pair.as_bytes().chunks(3) {
-            let n = (u32::from(c[0]) << 16)
-                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-                | u32::from(*c.get(2).unwrap_or(&0));
-            for i in 0..4 {
-                b64.push(if i <= c.len() {
-                    A[(n >> (18 - 6 * i) & 63) as usize] as char
-                } else {
-                    '='
-                });
-            }
-        }
-        *self.auth.lock().unwrap() = Some(format!("Basic {}", b64.trim()));
+        *self.auth.lock().unwrap() = Some(revfs_remote::http::basic_auth(user, password));
     }
 
     /// What the proxy does to the answers of the connections it accepts from now on.

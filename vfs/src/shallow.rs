@@ -7,7 +7,7 @@
 use revfs_remote::fetch::HttpFetcher;
 use revfs_remote::http::HttpOptions;
 use revfs_remote::{RemoteUrl, Scheme};
-use revfs_store::shallow::{Fetcher, ShallowSource, SharedCache, REQUIREMENT};
+use revfs_store::shallow::{Fetcher, ShallowSource, SharedCache};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,12 +30,6 @@ fn path_of(v: &[u8], env: &revfs_hg::config::Env) -> PathBuf {
     )))
 }
 
-/// Whether the repository at `root` is shallow (its store requires remotefilelog).
-pub fn is_shallow(root: &Path) -> bool {
-    let requires = std::fs::read_to_string(root.join(".hg/store/requires")).unwrap_or_default();
-    requires.lines().any(|l| l == REQUIREMENT)
-}
-
 /// Where a shallow repository's file revisions come from, as its hg configuration says.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -49,11 +43,8 @@ pub struct Settings {
     pub cacerts: Option<PathBuf>,
 }
 
-/// The settings of the repository at `root` when it is shallow.
-pub fn settings(root: &Path) -> Result<Option<Settings>, ShallowSetupError> {
-    if !is_shallow(root) {
-        return Ok(None);
-    }
+/// The settings of the shallow repository at `root` (`Repo::is_shallow`).
+pub fn settings(root: &Path) -> Result<Settings, ShallowSetupError> {
     let env = revfs_hg::config::Env::from_process();
     let config = revfs_hg::config::Config::load_env(&env, Some(root))?;
     let cachepath = config
@@ -70,12 +61,12 @@ pub fn settings(root: &Path) -> Result<Option<Settings>, ShallowSetupError> {
             RemoteUrl::parse(&String::from_utf8_lossy(url))?,
         )),
     };
-    Ok(Some(Settings {
+    Ok(Settings {
         server,
         cachepath,
         reponame,
         cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
-    }))
+    })
 }
 
 /// `url` with the credentials hg's `[auth]` section gives it, when it has no password of
@@ -115,13 +106,11 @@ pub fn http_options(settings: &Settings, timeout: Duration) -> HttpOptions {
     }
 }
 
-/// Registers the source of the repository at `root` when it is shallow; `timeout` bounds
-/// each request to its server. Returns whether it is shallow.
-pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError> {
-    let Some(settings) = settings(root)? else {
-        return Ok(false);
-    };
-    let store = root.join(".hg/store");
+/// Registers the source of shallow repository `repo` (`Repo::is_shallow`), whose every
+/// request to its server `timeout` bounds: every handle this process opens on its store
+/// reads through it.
+pub fn attach(repo: &revfs_store::Repo, timeout: Duration) -> Result<(), ShallowSetupError> {
+    let settings = settings(repo.root())?;
     let fetcher: Option<Arc<dyn Fetcher>> = match &settings.server {
         None => None,
         Some(url) => match url.scheme {
@@ -136,15 +125,8 @@ pub fn attach(root: &Path, timeout: Duration) -> Result<bool, ShallowSetupError>
         },
     };
     let cache = SharedCache::new(&settings.cachepath, &settings.reponame);
-    let source = ShallowSource::new(&store, cache, fetcher);
-    revfs_store::shallow::source::register(&store, Arc::new(source));
-    // A repository opened through a symbolic link or a relative path has the same store.
-    if let Ok(canonical) = std::fs::canonicalize(&store) {
-        if canonical != store {
-            if let Some(s) = revfs_store::shallow::source::registered(&store) {
-                revfs_store::shallow::source::register(&canonical, s);
-            }
-        }
-    }
-    Ok(true)
+    let store = repo.store_path();
+    let source = ShallowSource::new(store, cache, fetcher);
+    revfs_store::shallow::source::register(store, Arc::new(source));
+    Ok(())
 }

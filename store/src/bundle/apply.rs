@@ -37,7 +37,7 @@ fn short(n: &Node) -> String {
 }
 
 /// Applies one delta group to `w`; `linkrev` maps a revision's link node (and the rev it
-/// will get) to its linkrev. Returns the number of revisions read.
+/// will get) to its linkrev. Returns the bytes of the texts added.
 fn apply_group(
     cg: &mut CgReader<'_>,
     w: &mut RevlogWriter,
@@ -45,7 +45,7 @@ fn apply_group(
     line_deltas: bool,
     mut linkrev: impl FnMut(&Node, Rev) -> Result<Rev, BundleError>,
     mut each: impl FnMut(usize),
-) -> Result<(usize, u64), BundleError> {
+) -> Result<u64, BundleError> {
     let mut prev: Option<Node> = None;
     let mut count = 0usize;
     let mut bytes = 0u64;
@@ -99,7 +99,7 @@ fn apply_group(
         count += 1;
         each(count);
     }
-    Ok((count, bytes))
+    Ok(bytes)
 }
 
 /// Adds the revisions of changegroup `cg` to `repo` within `tr`. The repository's caches
@@ -117,7 +117,7 @@ pub fn apply(
     // The changelog: each revision links to itself.
     let mut cl = open_writer(tr, b"00changelog", false, compression)?.store_deltas(false);
     let cl_before = cl.len();
-    let (n, bytes) = apply_group(
+    let bytes = apply_group(
         cg,
         &mut cl,
         "00changelog",
@@ -125,7 +125,6 @@ pub fn apply(
         |_, rev| Ok(rev),
         |n| progress(Progress::Changesets(n)),
     )?;
-    let _ = n;
     applied.changesets = cl.len() - cl_before;
     let mut link_of: HashMap<Node, Rev> = HashMap::new();
     for rev in cl_before..cl.len() {
@@ -152,7 +151,7 @@ pub fn apply(
     // The manifest.
     let mut ml = open_writer(tr, b"00manifest", generaldelta, compression)?;
     let ml_before = ml.len();
-    let (_, bytes) = apply_group(
+    let bytes = apply_group(
         cg,
         &mut ml,
         "00manifest",
@@ -192,7 +191,7 @@ pub fn apply(
         let mut fl = open_writer(tr, &stem, generaldelta, compression)?;
         let was_new = fl.original_sizes().0 == 0;
         let before = fl.len();
-        let (_, bytes) = apply_group(cg, &mut fl, &name, false, |n, _| linkrev(&name, n), |_| {})?;
+        let bytes = apply_group(cg, &mut fl, &name, false, |n, _| linkrev(&name, n), |_| {})?;
         let added = fl.len() - before;
         if added == 0 {
             continue;

@@ -65,8 +65,8 @@ fn read_i32(r: &mut dyn Read, what: &str) -> Result<i32, BundleError> {
     Ok(i32::from_be_bytes(b))
 }
 
-/// `urllib.parse.unquote` of bytes.
-pub(crate) fn unquote(s: &[u8]) -> Vec<u8> {
+/// `urllib.parse.unquote` of bytes (a `%` not followed by two hex digits stays).
+pub fn unquote(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {

@@ -264,23 +264,23 @@ fn read_link_within(path: &Path, deadline: Duration) -> Result<PathBuf, Option<s
 }
 
 /// Gives a shallow repository its server and cache (crate::shallow) before a command reads
-/// it; a problem is the command's when it reads a file that needs them.
-fn attach_shallow(root: &Path) {
-    if !crate::shallow::is_shallow(root) {
+/// its files; a problem is the command's when it reads a file that needs them.
+fn attach_shallow(repo: &Repo) {
+    if !repo.is_shallow() {
         return;
     }
     let timeout = crate::config::Config::load()
         .map(|c| c.remote.timeout)
         .unwrap_or(crate::config::DEFAULT_REMOTE_TIMEOUT);
-    if let Err(e) = crate::shallow::attach(root, timeout) {
-        tracing::warn!("{}: {e}", root.display());
+    if let Err(e) = crate::shallow::attach(repo, timeout) {
+        tracing::warn!("{}: {e}", repo.root().display());
     }
 }
 
 fn repo_at(dir: &Path) -> Result<Workspace> {
     // Opened at once: outside a mount, every command reads the repository.
-    attach_shallow(dir);
     let repo = Repo::open(dir)?;
+    attach_shallow(&repo);
     Ok(Workspace {
         repo_root: repo.root().to_path_buf(),
         repo: std::cell::OnceCell::from(repo),
@@ -338,7 +338,6 @@ impl Workspace {
         if let Some(repo) = self.repo.get() {
             return Ok(repo);
         }
-        attach_shallow(&self.repo_root);
         let repo = Repo::open(&self.repo_root).map_err(|source| match &self.mount {
             Some(m) => ClientError::MountRepo {
                 mountpoint: m.mountpoint.clone(),
@@ -346,6 +345,7 @@ impl Workspace {
             },
             None => ClientError::Store(source),
         })?;
+        attach_shallow(&repo);
         Ok(self.repo.get_or_init(|| repo))
     }
 

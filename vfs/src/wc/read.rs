@@ -155,7 +155,7 @@ impl WorkingCopy {
     /// other file of its directory this machine lacks, in one request. Whether it asked a
     /// server.
     fn size_ahead(&self, parent: u64, name: &[u8]) -> bool {
-        let (repo, path, node, siblings) = {
+        let (repo, path, node) = {
             let inner = self.read();
             let Ok(Kind::Dir {
                 children: Some(c), ..
@@ -179,17 +179,15 @@ impl WorkingCopy {
                 },
                 _ => return false,
             };
-            let siblings = if inner.repo.has_file_locally(&path, &node) {
-                Vec::new()
-            } else {
-                Self::unfetched_files(&inner, c)
-            };
-            (inner.repo.clone(), path, node, siblings)
+            (inner.repo.clone(), path, node)
         };
-        let asked = !siblings.is_empty();
+        // Whether it is here is asked of the disk under no lock; only the directory's
+        // names are read under it.
+        let asked = repo.is_shallow() && !repo.has_file_locally(&path, &node);
         if asked {
-            let keys: Vec<(&[u8], Node)> =
-                siblings.iter().map(|(p, n)| (p.as_slice(), *n)).collect();
+            let mut keys = vec![(path.clone(), node)];
+            self.directory_files(parent, &(path.clone(), node), &mut keys);
+            let keys: Vec<(&[u8], Node)> = keys.iter().map(|(p, n)| (p.as_slice(), *n)).collect();
             if let Err(e) = repo.fetch_files(&keys) {
                 // Not asked again for the size: the lookup reports it, without waiting.
                 tracing::debug!("fetching a directory's files: {e}");
@@ -201,33 +199,38 @@ impl WorkingCopy {
         asked
     }
 
-    /// The store files of a directory whose contents this machine lacks (a repository
-    /// cloned from a server), at most [`FETCH_BATCH`] of them.
-    fn unfetched_files(inner: &Inner, c: &crate::wc::children::Children) -> Vec<(Vec<u8>, Node)> {
-        let mut out = Vec::new();
-        for (name, _, node) in c.frozen_nodes() {
+    /// Adds to `out` the store files of directory `parent` not looked up yet (the revisions
+    /// a repository cloned from a server may lack; the fetch leaves out those this machine
+    /// has), all but `skip`, up to [`FETCH_BATCH`] in all.
+    fn directory_files(&self, parent: u64, skip: &(Vec<u8>, Node), out: &mut Vec<(Vec<u8>, Node)>) {
+        let inner = self.read();
+        let Ok(Kind::Dir {
+            children: Some(c), ..
+        }) = inner.entry(parent).map(|e| &e.kind)
+        else {
+            return;
+        };
+        let frozen = c
+            .frozen_nodes()
+            .filter_map(|(name, _, node)| Some((c.store_path(name)?, node)));
+        let loaded =
+            c.iter()
+                .filter_map(|(_, ino)| match inner.entries.get(&ino).map(|e| &e.kind) {
+                    Some(Kind::File(FileData::Store { path, node, size }))
+                        if size.get().is_none() =>
+                    {
+                        Some((path.to_vec(), *node))
+                    }
+                    _ => None,
+                });
+        for key in frozen.chain(loaded) {
             if out.len() >= FETCH_BATCH {
-                return out;
+                return;
             }
-            if let Some(p) = c.store_path(name) {
-                if !inner.repo.has_file_locally(&p, &node) {
-                    out.push((p, node));
-                }
+            if key != *skip {
+                out.push(key);
             }
         }
-        for (_, ino) in c.iter() {
-            if out.len() >= FETCH_BATCH {
-                break;
-            }
-            if let Some(Kind::File(FileData::Store { path, node, size })) =
-                inner.entries.get(&ino).map(|e| &e.kind)
-            {
-                if size.get().is_none() && !inner.repo.has_file_locally(path, node) {
-                    out.push((path.to_vec(), *node));
-                }
-            }
-        }
-        out
     }
 
     /// The kernel dropped `n` references to `ino`.

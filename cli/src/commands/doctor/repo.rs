@@ -67,7 +67,9 @@ pub(super) fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
             return;
         }
     };
-    check_server(r, root);
+    if repo.is_shallow() {
+        check_server(r, root);
+    }
     let store = repo.store_path().to_owned();
     let store_lock = store.join("lock");
     let store_holder = lock_holder(&store_lock);
@@ -113,8 +115,7 @@ pub(super) fn check_repo(r: &mut Report, root: &Path, mounts: &[PathBuf]) {
 /// answers now (a read of a file not fetched yet needs it).
 fn check_server(r: &mut Report, root: &Path) {
     let settings = match revfs_vfs::shallow::settings(root) {
-        Ok(Some(s)) => s,
-        Ok(None) => return,
+        Ok(s) => s,
         Err(e) => {
             r.problem(
                 &format!("{}: {e}", root.display()),

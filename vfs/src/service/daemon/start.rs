@@ -67,11 +67,12 @@ pub(super) fn open_working_copy(
             ..req.clone()
         },
     )?;
+    let repo = Arc::new(Repo::open(&req.repo)?);
     // A repository cloned from a server reads file revisions through its cache and server.
-    if crate::shallow::attach(&req.repo, req.config.remote.timeout)? {
+    if repo.is_shallow() {
+        crate::shallow::attach(&repo, req.config.remote.timeout)?;
         tracing::info!(timeout = ?req.config.remote.timeout, "file revisions from the repository's server");
     }
-    let repo = Arc::new(Repo::open(&req.repo)?);
     // The base manifest: mapped from the repository's manifest cache when an earlier mount
     // or commit at this revision wrote it there (a mount then reads only the pages it needs),
     // else rebuilt into a new cache file and mapped from it (kept in the background).
