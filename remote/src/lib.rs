@@ -9,6 +9,7 @@
 pub mod clone;
 pub mod fetch;
 pub mod http;
+pub mod ssh;
 pub mod url;
 pub mod wire;
 
@@ -88,29 +89,37 @@ impl Caps {
 /// A connected server.
 pub enum Peer {
     Http(http::HttpPeer),
+    Ssh(ssh::SshPeer),
+}
+
+/// How to reach servers, by transport.
+#[derive(Debug, Clone, Default)]
+pub struct PeerOptions {
+    pub http: http::HttpOptions,
+    pub ssh: ssh::SshOptions,
 }
 
 impl Peer {
-    /// Connects to the server at `url`.
-    pub fn open(url: &RemoteUrl, http: &http::HttpOptions) -> Result<Peer, RemoteError> {
+    /// Connects to the server at `url`: HTTP(S), ssh, or a repository on this machine
+    /// (served by `hg serve --stdio` started here).
+    pub fn open(url: &RemoteUrl, opts: &PeerOptions) -> Result<Peer, RemoteError> {
         match url.scheme {
-            Scheme::Http | Scheme::Https => Ok(Peer::Http(http::HttpPeer::open(url, http)?)),
-            Scheme::Ssh | Scheme::Local => Err(RemoteError::Unsupported {
-                message: format!("cloning from {url} is not supported yet"),
-                hint: "serve the repository with hg serve and clone its http:// address".into(),
-            }),
+            Scheme::Http | Scheme::Https => Ok(Peer::Http(http::HttpPeer::open(url, &opts.http)?)),
+            Scheme::Ssh | Scheme::Local => Ok(Peer::Ssh(ssh::SshPeer::open(url, &opts.ssh)?)),
         }
     }
 
     pub fn url(&self) -> &RemoteUrl {
         match self {
             Peer::Http(p) => p.url(),
+            Peer::Ssh(p) => p.url(),
         }
     }
 
     pub fn caps(&self) -> &Caps {
         match self {
             Peer::Http(p) => p.caps(),
+            Peer::Ssh(p) => p.caps(),
         }
     }
 
@@ -123,6 +132,7 @@ impl Peer {
     ) -> Result<Vec<u8>, RemoteError> {
         match self {
             Peer::Http(p) => p.call_bytes(cmd, args, limit),
+            Peer::Ssh(p) => p.call_bytes(cmd, args, limit),
         }
     }
 
@@ -134,6 +144,7 @@ impl Peer {
     ) -> Result<Box<dyn std::io::Read + Send>, RemoteError> {
         match self {
             Peer::Http(p) => p.call(cmd, args),
+            Peer::Ssh(p) => p.call(cmd, args),
         }
     }
 

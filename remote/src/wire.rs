@@ -170,6 +170,15 @@ pub fn getfile_blob(what: &str, answer: &[u8], limit: u64) -> Result<Vec<u8>, Wi
     if payload.is_empty() {
         return Ok(Vec::new());
     }
+    inflate(what, payload, limit)
+}
+
+/// A blob as the server compressed it (zlib), decompressed; at most `limit` bytes.
+pub fn inflate(what: &str, payload: &[u8], limit: u64) -> Result<Vec<u8>, WireError> {
+    let malformed = |reason: &str| WireError::Malformed {
+        what: what.to_owned(),
+        reason: reason.to_owned(),
+    };
     let mut out = Vec::new();
     flate2::read::ZlibDecoder::new(payload)
         .take(limit + 1)

@@ -983,3 +983,174 @@ fn the_same_file_revision_at_two_paths_stats_and_reads_at_both() {
         }
     }
 }
+
+/// A fake ssh as Mercurial's own tests use one (`dummyssh`): `[-p PORT] HOST COMMAND` runs
+/// COMMAND here with sh, as sshd would on the host.
+fn dummy_ssh(t: &Path) -> std::path::PathBuf {
+    let path = t.join("dummyssh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nwhile [ $# -gt 1 ]; do case $1 in -p) shift 2;; *) break;; esac; done\n\
+         shift\nexec /bin/sh -c \"$*\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The pids of the `hg serve --stdio` processes serving `repo`.
+fn stdio_servers(repo: &Path) -> Vec<String> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", "--", &format!("-R {} serve --stdio", repo.display())])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn revfs_clone_over_ssh_and_of_a_local_path_reads_every_file_names_http_cannot_carry_included() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    // A name that is not ASCII: hg's HTTP server cannot take it in a request's headers.
+    std::fs::write(src.join("dir/é"), b"accent\n").unwrap();
+    hg_ok(&src, &["commit", "-qA", "-m", "accent", "-d", "6 0"]);
+    serve_files(&src);
+    hg_ok(t, &["clone", "-q", src.to_str().unwrap(), "full"]);
+    let full = t.join("full");
+    let ssh = dummy_ssh(t);
+    let hgrc = t.join("hgrc");
+    std::fs::write(&hgrc, format!("[ui]\nssh = {}\n", ssh.display())).unwrap();
+    let hg_with = |dir: &Path, args: &[&str]| {
+        let out = revfs_tests::hg_env(std::process::Command::new("hg").args(args).current_dir(dir))
+            .env("HGRCPATH", &hgrc)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hg {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = hg_in(&full, &["log", "-r", "0", "-T", "{node|short}"]);
+    let last = hg_in(&full, &["log", "-r", "tip", "-T", "{node|short}"]);
+    let files = hg_in(&full, &["files", "-r", "tip"]);
+    assert!(files.lines().any(|f| f == "dir/é"), "{files}");
+
+    let ssh_url = format!("ssh://user@dummy/{}", src.display());
+    for (url, recorded) in [
+        (ssh_url.as_str(), ssh_url.clone()),
+        (src.to_str().unwrap(), src.display().to_string()),
+    ] {
+        let m = revfs_tests::mount::Mount::empty("[remote]\ntimeout = 2\n");
+        let repo = t.join(format!("shallow-{}", url.len()));
+        let dir = m.dir.display().to_string();
+        let out = m.revfs_with_hgrc(
+            &hgrc,
+            &["clone", url, &dir, "--repo", repo.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{url}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!(
+                "requesting all changes\nadding changesets\nadding manifests\nadding file changes\n\
+                 added 7 changesets with 1 changes to 1 files\nnew changesets {first}:{last}\n\
+                 repository in {}\n",
+                repo.display()
+            ),
+            "{url}"
+        );
+        assert_eq!(
+            hg_in(&repo, &["paths", "default"]),
+            format!("{recorded}\n"),
+            "{url}"
+        );
+        assert_eq!(cached_blobs(&m.state_root), 0, "{url}");
+        // The first read starts a server; frozen, the next read of a file not fetched fails
+        // with EIO after about the deadline, and a read after that starts a new server.
+        assert_eq!(std::fs::read(m.dir.join("a")).unwrap(), b"a0\na1\na2\n");
+        let servers = stdio_servers(&src);
+        assert!(!servers.is_empty(), "{url}: no hg serve --stdio");
+        for pid in &servers {
+            assert!(std::process::Command::new("kill")
+                .args(["-STOP", pid])
+                .status()
+                .unwrap()
+                .success());
+        }
+        let t0 = std::time::Instant::now();
+        let err = std::fs::read(m.dir.join("dir/é")).unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{url}");
+        assert!(
+            took >= std::time::Duration::from_millis(1500)
+                && took < std::time::Duration::from_secs(8),
+            "{url}: {took:?}"
+        );
+        let log = m.log();
+        assert!(
+            log.contains("fetching a file revision failed") && log.contains("no answer within 2 s"),
+            "{log}"
+        );
+        // The frozen server was ended with its connection.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while servers.iter().any(|p| stdio_servers(&src).contains(p)) {
+            assert!(
+                std::time::Instant::now() < until,
+                "{url}: frozen servers left"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Every file read through the mount equals the full clone's.
+        for f in files.lines() {
+            let (ours, theirs) = (m.dir.join(f), full.join(f));
+            let mt = std::fs::symlink_metadata(&theirs).unwrap();
+            if mt.file_type().is_symlink() {
+                assert_eq!(
+                    std::fs::read_link(&ours).unwrap(),
+                    std::fs::read_link(&theirs).unwrap()
+                );
+                continue;
+            }
+            assert_eq!(
+                std::fs::symlink_metadata(&ours).unwrap().len(),
+                mt.len(),
+                "{url} {f}"
+            );
+            assert!(
+                std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
+                "{url} {f}"
+            );
+        }
+        assert_eq!(
+            cached_blobs(&m.state_root),
+            files.lines().count() - 1,
+            "{url}"
+        );
+        assert_eq!(
+            hg_with(&m.dir, &["status", "--all"]),
+            hg_in(&full, &["status", "--all"]),
+            "{url}"
+        );
+        if url == ssh_url {
+            // hg's own client fetches older revisions over the same ssh.
+            for args in [
+                &["log", "-p", "--git", "-r", "all()"][..],
+                &["annotate", "-c", "a", "big", "dir/sub/c"],
+            ] {
+                assert_eq!(hg_with(&m.dir, args), hg_in(&full, args), "hg {args:?}");
+            }
+        }
+        drop(m);
+    }
+    // The daemons' servers end with them (their pipes close).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !stdio_servers(&src).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "hg serve --stdio left running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -6,7 +6,8 @@
 
 use revfs_remote::fetch::HttpFetcher;
 use revfs_remote::http::HttpOptions;
-use revfs_remote::{RemoteUrl, Scheme};
+use revfs_remote::ssh::{SshFetcher, SshOptions};
+use revfs_remote::{PeerOptions, RemoteUrl, Scheme};
 use revfs_store::shallow::{Fetcher, ShallowSource, SharedCache};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,25 @@ pub struct Settings {
     pub reponame: String,
     /// `web.cacerts`, expanded.
     pub cacerts: Option<PathBuf>,
+    /// `ui.ssh`, `ui.remotecmd` and `[sshenv]`: how an `ssh://` server is reached.
+    pub ssh: SshOptions,
+}
+
+/// hg's ssh settings (`ui.ssh`, `ui.remotecmd`, `[sshenv]`) from `config`, with hg's
+/// defaults; timeouts and stderr as [`SshOptions::default`] says.
+pub fn ssh_options(config: &revfs_hg::config::Config) -> SshOptions {
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let d = SshOptions::default();
+    SshOptions {
+        ssh: config.get("ui", "ssh").map_or(d.ssh, text),
+        remotecmd: config.get("ui", "remotecmd").map_or(d.remotecmd, text),
+        env: config
+            .items("sshenv")
+            .into_iter()
+            .map(|(k, v)| (text(k), text(v)))
+            .collect(),
+        ..d
+    }
 }
 
 /// The settings of the shallow repository at `root` (`Repo::is_shallow`).
@@ -66,6 +86,7 @@ pub fn settings(root: &Path) -> Result<Settings, ShallowSetupError> {
         cachepath,
         reponame,
         cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
+        ssh: ssh_options(&config),
     })
 }
 
@@ -96,13 +117,19 @@ pub fn with_auth(
     url
 }
 
-/// The HTTP options of requests to a shallow repository's server, each bounded by
-/// `timeout`.
-pub fn http_options(settings: &Settings, timeout: Duration) -> HttpOptions {
-    HttpOptions {
-        connect_timeout: timeout,
-        request_timeout: Some(timeout),
-        cacerts: settings.cacerts.clone(),
+/// The options of requests to a shallow repository's server, each bounded by `timeout`.
+pub fn peer_options(settings: &Settings, timeout: Duration) -> PeerOptions {
+    PeerOptions {
+        http: HttpOptions {
+            connect_timeout: timeout,
+            request_timeout: Some(timeout),
+            cacerts: settings.cacerts.clone(),
+        },
+        ssh: SshOptions {
+            connect_timeout: timeout,
+            request_timeout: Some(timeout),
+            ..settings.ssh.clone()
+        },
     }
 }
 
@@ -111,17 +138,14 @@ pub fn http_options(settings: &Settings, timeout: Duration) -> HttpOptions {
 /// reads through it.
 pub fn attach(repo: &revfs_store::Repo, timeout: Duration) -> Result<(), ShallowSetupError> {
     let settings = settings(repo.root())?;
+    let opts = peer_options(&settings, timeout);
     let fetcher: Option<Arc<dyn Fetcher>> = match &settings.server {
         None => None,
         Some(url) => match url.scheme {
-            Scheme::Http | Scheme::Https => Some(Arc::new(HttpFetcher::new(
-                url.clone(),
-                http_options(&settings, timeout),
-            ))),
-            _ => {
-                tracing::warn!(server = %url, "file revisions are fetched over HTTP only: reads of files not in the cache will fail");
-                None
+            Scheme::Http | Scheme::Https => {
+                Some(Arc::new(HttpFetcher::new(url.clone(), opts.http)))
             }
+            Scheme::Ssh | Scheme::Local => Some(Arc::new(SshFetcher::new(url.clone(), opts.ssh))),
         },
     };
     let cache = SharedCache::new(&settings.cachepath, &settings.reponame);

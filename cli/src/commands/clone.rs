@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use revfs_remote::clone::{CloneError, CloneOptions};
 use revfs_remote::http::HttpOptions;
-use revfs_remote::{Peer, RemoteUrl};
+use revfs_remote::{Peer, PeerOptions, RemoteUrl, Scheme};
 use revfs_store::bundle::Progress;
 use sha1::{Digest, Sha1};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,13 @@ pub struct CloneArgs {
     /// Make the repository only; mount nothing
     #[arg(short = 'U', long = "noupdate")]
     noupdate: bool,
-    /// The server: http://, https://, or a local path
+    /// The ssh command to use (hg's ui.ssh)
+    #[arg(short = 'e', long = "ssh", value_name = "CMD")]
+    ssh: Option<String>,
+    /// The hg command to run on the server (hg's ui.remotecmd)
+    #[arg(long = "remotecmd", value_name = "CMD")]
+    remotecmd: Option<String>,
+    /// The server: http://, https://, ssh://, or a local path
     source: String,
     /// Where to mount the working copy (default: the last part of the URL's path)
     dest: Option<PathBuf>,
@@ -67,7 +73,15 @@ fn absolute(p: &Path) -> Result<PathBuf> {
 }
 
 pub fn clone(args: &CloneArgs) -> Result<u8> {
-    let url = RemoteUrl::parse(&args.source)?;
+    let mut url = RemoteUrl::parse(&args.source)?;
+    if url.scheme == Scheme::Local {
+        // A repository on this machine: recorded by its absolute path, as hg's clone does.
+        let path = absolute(Path::new(&url.path))?;
+        if !path.join(".hg").is_dir() {
+            bail!("repository {} not found", path.display());
+        }
+        url = RemoteUrl::parse(&path.to_string_lossy())?;
+    }
     let config = revfs_hg::config::Config::load(None)?;
     let dest = absolute(
         args.dest
@@ -97,17 +111,27 @@ pub fn clone(args: &CloneArgs) -> Result<u8> {
     // daemon's fetches find them there too).
     let env = revfs_hg::config::Env::from_process();
     let url = revfs_vfs::shallow::with_auth(&config, &env, url);
-    let http = HttpOptions {
-        cacerts: config.get("web", "cacerts").map(|c| {
-            use std::os::unix::ffi::OsStrExt;
-            let env = revfs_hg::config::Env::from_process();
-            PathBuf::from(std::ffi::OsStr::from_bytes(&revfs_hg::config::expand_path(
-                c, &env,
-            )))
-        }),
-        ..HttpOptions::default()
+    let mut ssh = revfs_vfs::shallow::ssh_options(&config);
+    ssh.forward_stderr = true;
+    if let Some(c) = &args.ssh {
+        ssh.ssh = c.clone();
+    }
+    if let Some(c) = &args.remotecmd {
+        ssh.remotecmd = c.clone();
+    }
+    let peer_opts = PeerOptions {
+        http: HttpOptions {
+            cacerts: config.get("web", "cacerts").map(|c| {
+                use std::os::unix::ffi::OsStrExt;
+                PathBuf::from(std::ffi::OsStr::from_bytes(&revfs_hg::config::expand_path(
+                    c, &env,
+                )))
+            }),
+            ..HttpOptions::default()
+        },
+        ssh,
     };
-    let peer = Peer::open(&url, &http).map_err(with_hint)?;
+    let peer = Peer::open(&url, &peer_opts).map_err(with_hint)?;
     println!("requesting all changes");
     let mut bar = crate::progress::Progress::new(crate::progress::wanted(false, None));
     revfs_vfs::client::Progress::start(&mut bar, "cloning");

@@ -142,7 +142,7 @@ fn check_server(r: &mut Report, root: &Path) {
     let timeout = revfs_vfs::config::Config::load()
         .map(|c| c.remote.timeout)
         .unwrap_or(revfs_vfs::config::DEFAULT_REMOTE_TIMEOUT);
-    let opts = revfs_vfs::shallow::http_options(&settings, timeout);
+    let opts = revfs_vfs::shallow::peer_options(&settings, timeout);
     match revfs_remote::Peer::open(url, &opts) {
         Ok(peer) if peer.caps().has("x_rfl_getfile") => r.note("the server answers"),
         Ok(_) => r.problem(
