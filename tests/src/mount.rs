@@ -165,6 +165,16 @@ impl Mount {
         }
     }
 
+    /// Replaces the revfs configuration of a mount made with one: the next daemon it starts
+    /// reads the new text.
+    pub fn set_config(&self, config: &str) {
+        assert!(
+            !self.config.as_os_str().is_empty(),
+            "a mount made without a configuration"
+        );
+        std::fs::write(&self.config, config).expect("config");
+    }
+
     /// `revfs mount [EXTRA] [-r REV] REPO DIR`, which must succeed.
     fn start(&self, repo: &Path, rev: Option<&str>, extra: &[&str]) {
         let mut args = vec!["mount".to_owned()];

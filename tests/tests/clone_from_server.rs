@@ -1154,3 +1154,120 @@ fn revfs_clone_over_ssh_and_of_a_local_path_reads_every_file_names_http_cannot_c
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// The bytes of the blobs in the shared cache under `state_root`.
+fn cached_bytes(state_root: &Path) -> u64 {
+    walk(&state_root.join("cache"))
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.len() == 40))
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Waits (10 s at most) until the cache under `state_root` holds at most `limit` bytes.
+fn cache_settles_under(state_root: &Path, limit: u64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cached_bytes(state_root) > limit {
+        assert!(
+            std::time::Instant::now() < until,
+            "the cache holds {} bytes, over its limit of {limit}",
+            cached_bytes(state_root)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_cache_stays_within_its_bound_least_recently_used_out_and_keeps_what_local_changes_need() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 2, 40);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let port = served.port;
+    let config = |size: &str| format!("[remote]\ntimeout = 2\ncache_size = \"{size}\"\n");
+    let (m, repo) = clone_mounted(&served.url(), t, &config("1 MiB"));
+    let dir = m.dir.display().to_string();
+    let revfs_ok = |args: &[&str]| {
+        let out = m.revfs_in(&m.dir, args);
+        assert!(out.status.success(), "revfs {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // A local commit (its revision is the repository's, never the cache's), then an
+    // uncommitted change whose parent revision status and diff need.
+    std::fs::write(m.dir.join("d0/f1"), "committed\n").unwrap();
+    revfs_ok(&["commit", "-u", "u", "-d", "30 0", "-m", "local"]);
+    assert_eq!(std::fs::read(m.dir.join("d0/f0")).unwrap(), b"0/0\n");
+    std::fs::write(m.dir.join("d0/f0"), "changed\n").unwrap();
+    // Mounted again with a bound smaller than what d0's fetch brought.
+    assert!(m.revfs(&["unmount", &dir]).status.success());
+    m.set_config(&config("3 KiB"));
+    let out = m.revfs(&["mount", repo.to_str().unwrap(), &dir]);
+    assert!(out.status.success(), "{out:?}");
+
+    // Reading both directories fetches more than the bound: the cache comes back under it.
+    for d in ["d0", "d1"] {
+        for f in 0..40 {
+            let p = format!("{d}/f{f}");
+            let want = if p == "d0/f1" {
+                b"committed\n".to_vec()
+            } else if p == "d0/f0" {
+                b"changed\n".to_vec()
+            } else {
+                format!("{}/{f}\n", &d[1..]).repeat(f + 1).into_bytes()
+            };
+            assert_eq!(std::fs::read(m.dir.join(&p)).unwrap(), want, "{p}");
+        }
+    }
+    cache_settles_under(&m.state_root, 3 << 10);
+    assert!(m.log().contains("cache over its limit"), "{}", m.log());
+    // The newest reads stay, the oldest went.
+    let blobs = cached_blobs(&m.state_root);
+    assert!(blobs > 3 && blobs < 79, "{blobs} blobs");
+    let last = m.dir.join("d1/f39");
+
+    // With the server gone: status and diff of the change read its kept parent, the local
+    // commit's revision reads, the newest read still reads, an evicted one fails with EIO.
+    served.stop();
+    assert_eq!(revfs_ok(&["status"]), "M d0/f0\n");
+    let diff = revfs_ok(&["diff", "d0/f0"]);
+    assert!(
+        diff.ends_with("@@ -1,1 +1,1 @@\n-0/0\n+changed\n"),
+        "{diff}"
+    );
+    let out = m.revfs_in(&m.dir, &["cat", "-r", ".", "d0/f1"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "committed\n",
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read(&last).unwrap(),
+        b"1/39\n".repeat(40),
+        "the newest read"
+    );
+    // d0/f2 was read before the 78 after it: evicted (d0/f0's parent, kept, was read first).
+    drop(std::fs::read(m.dir.join("d0/f2")));
+    let evicted = {
+        let out = m.revfs_in(&m.dir, &["cat", "-r", ".", "d0/f2"]);
+        !out.status.success()
+    };
+    assert!(evicted, "d0/f2 is still in a cache of {blobs} blobs");
+
+    // A remount with a smaller bound evicts at once, keeping the change's parent.
+    assert!(m.revfs(&["unmount", &dir]).status.success());
+    assert!(cached_bytes(&m.state_root) > 1 << 10);
+    m.set_config(&config("1 KiB"));
+    let out = m.revfs(&["mount", repo.to_str().unwrap(), &dir]);
+    assert!(out.status.success(), "{out:?}");
+    cache_settles_under(&m.state_root, 1 << 10);
+    assert_eq!(revfs_ok(&["status"]), "M d0/f0\n");
+    let diff = revfs_ok(&["diff", "d0/f0"]);
+    assert!(diff.ends_with("-0/0\n+changed\n"), "{diff}");
+    // And the server back: what was evicted is fetched again, right.
+    let _again = revfs_tests::served::Served::start_on(&src, t, port);
+    assert_eq!(
+        std::fs::read(m.dir.join("d0/f2")).unwrap(),
+        b"0/2\n".repeat(3)
+    );
+    assert_eq!(std::fs::read(&last).unwrap(), b"1/39\n".repeat(40));
+}

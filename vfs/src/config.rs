@@ -34,6 +34,10 @@
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
+//!
+//! [remote]
+//! timeout = 10                 # seconds a read waits for the server
+//! cache_size = "10 GiB"        # fetched file revisions kept in the shared cache
 //! ```
 //!
 //! Every value is checked when the file is read; an unknown key, a value of the wrong type
@@ -190,7 +194,14 @@ pub const DEFAULT_CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::fr
 pub struct RemoteConfig {
     /// How long a read waits for a file's contents from the server before it fails (EIO).
     pub timeout: std::time::Duration,
+    /// The most bytes of fetched file revisions the repository's part of the shared cache
+    /// holds before the least recently used go.
+    pub cache_size: u64,
 }
+
+/// The default of `remote.cache_size` (hg's `remotefilelog.cachelimit`, 1000 GB, bounds the
+/// cache only when `hg gc` runs).
+pub const DEFAULT_REMOTE_CACHE_SIZE: u64 = 10 << 30;
 
 /// The default of `remote.timeout`.
 pub const DEFAULT_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -239,6 +250,7 @@ impl Default for Config {
             },
             remote: RemoteConfig {
                 timeout: DEFAULT_REMOTE_TIMEOUT,
+                cache_size: DEFAULT_REMOTE_CACHE_SIZE,
             },
         }
     }
@@ -435,13 +447,17 @@ impl Config {
                     }
                     ("control", "timeout") => config.control.timeout = checker.seconds(&full, v)?,
                     ("remote", "timeout") => config.remote.timeout = checker.seconds(&full, v)?,
+                    ("remote", "cache_size") => {
+                        config.remote.cache_size = checker.size(&full, v)? as u64
+                    }
                     _ => {
                         let known = match section.as_str() {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size, size_cache_size"
                             }
                             "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring",
-                            "control" | "remote" => "timeout",
+                            "control" => "timeout",
+                            "remote" => "timeout, cache_size",
                             _ => "level",
                         };
                         return Err(

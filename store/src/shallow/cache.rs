@@ -8,6 +8,11 @@
 //! writes it whole (a temporary file renamed into place), so a cut download or a wrong
 //! byte leaves nothing behind. A blob read back is verified again before its text is used:
 //! hg's client checks only its name.
+//!
+//! The cache is bounded by [`SharedCache::evict`]: least recently used blobs out first, as
+//! hg's own `gc` orders them, by access time (which a read here sets, relatime or not),
+//! never one the caller keeps. Only blobs are removed: hg's temporary files and anything
+//! else stay.
 
 use super::blob::{Blob, ShallowError};
 use crate::node::Node;
@@ -57,18 +62,24 @@ impl SharedCache {
     /// not verify is an error naming it (it is not used, and not removed: hg's own check
     /// renames what it refuses).
     pub fn get(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, CacheError> {
+        use std::io::Read;
         let file = self.blob_path(path, node);
-        let bytes = match std::fs::read(&file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(CacheError::Io {
-                    path: file,
-                    source: e,
-                })
-            }
+        let io = |source| CacheError::Io {
+            path: file.clone(),
+            source,
         };
-        Ok(Some(Blob::parse_verified(path, node, &bytes)?))
+        let mut f = match std::fs::File::open(&file) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(e)),
+        };
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).map_err(io)?;
+        let blob = Blob::parse_verified(path, node, &bytes)?;
+        // Used now: its access time orders the eviction (relatime would leave it at its
+        // first read for a day). A blob hg wrote as another user keeps its time.
+        let _ = f.set_times(std::fs::FileTimes::new().set_accessed(std::time::SystemTime::now()));
+        Ok(Some(blob))
     }
 
     /// Verifies `bytes` (a decompressed blob fetched for `path` at `node`) and adds it to the
@@ -101,6 +112,111 @@ impl SharedCache {
         })?;
         Ok(blob)
     }
+
+    /// The cache's blobs with their sizes and access times (what [`SharedCache::evict`]
+    /// orders). A directory that cannot be read is skipped.
+    pub fn blobs(&self) -> Vec<CachedBlob> {
+        let mut out = Vec::new();
+        let level = |dir: &Path| -> Vec<std::fs::DirEntry> {
+            std::fs::read_dir(dir).map_or_else(|_| Vec::new(), |e| e.flatten().collect())
+        };
+        for a in level(&self.root) {
+            if !is_hex(&a.file_name(), 2) {
+                continue;
+            }
+            for b in level(&a.path()) {
+                if !is_hex(&b.file_name(), 38) {
+                    continue;
+                }
+                for f in level(&b.path()) {
+                    if !is_hex(&f.file_name(), 40) {
+                        continue;
+                    }
+                    let Ok(meta) = f.metadata() else { continue };
+                    if !meta.is_file() {
+                        continue;
+                    }
+                    use std::os::unix::fs::MetadataExt;
+                    out.push(CachedBlob {
+                        path: f.path(),
+                        size: meta.len(),
+                        atime: (meta.atime(), meta.atime_nsec()),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// When the cache holds more than `limit` bytes, removes the least recently used blobs
+    /// until it holds at most `target`, never one whose path `keep` holds. Returns what was
+    /// there and what was removed.
+    pub fn evict(
+        &self,
+        limit: u64,
+        target: u64,
+        keep: &std::collections::HashSet<PathBuf>,
+    ) -> Evicted {
+        let mut blobs = self.blobs();
+        let total: u64 = blobs.iter().map(|b| b.size).sum();
+        let mut out = Evicted {
+            blobs: blobs.len(),
+            bytes: total,
+            ..Evicted::default()
+        };
+        if total <= limit {
+            return out;
+        }
+        blobs.sort_by_key(|b| b.atime);
+        let mut left = total;
+        for b in blobs {
+            if left <= target {
+                break;
+            }
+            if keep.contains(&b.path) {
+                continue;
+            }
+            match std::fs::remove_file(&b.path) {
+                Ok(()) => {
+                    left -= b.size;
+                    out.removed += 1;
+                    out.removed_bytes += b.size;
+                    // The blob's directory goes with its last blob (hg's own gc leaves them;
+                    // an empty one costs a lookup for nothing).
+                    if let Some(dir) = b.path.parent() {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                }
+                // Gone already (hg's gc, another mount), or not ours to remove.
+                Err(_) => continue,
+            }
+        }
+        out
+    }
+}
+
+/// A blob in the cache, as [`SharedCache::blobs`] finds it.
+#[derive(Debug, Clone)]
+pub struct CachedBlob {
+    pub path: PathBuf,
+    pub size: u64,
+    /// Access time (seconds, nanoseconds).
+    pub atime: (i64, i64),
+}
+
+/// What [`SharedCache::evict`] found and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evicted {
+    pub blobs: usize,
+    pub bytes: u64,
+    pub removed: usize,
+    pub removed_bytes: u64,
+}
+
+/// Whether `name` is `len` lowercase hex digits (a part of a blob's path).
+fn is_hex(name: &std::ffi::OsStr, len: usize) -> bool {
+    let b = name.as_encoded_bytes();
+    b.len() == len && b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
@@ -140,5 +256,60 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o444);
+    }
+
+    #[test]
+    fn eviction_removes_the_least_recently_used_blobs_but_never_a_kept_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = SharedCache::new(dir.path(), "r");
+        let mut keys = Vec::new();
+        for i in 0..6u8 {
+            let text = vec![b'a' + i; 1000];
+            let node = Node::hash_revision(&Node::NULL, &Node::NULL, &text);
+            let mut bytes = format!("{}\0", text.len()).into_bytes();
+            bytes.extend_from_slice(&text);
+            bytes.extend_from_slice(&node.0);
+            bytes.extend_from_slice(&[0; 60]);
+            bytes.push(0);
+            let path = format!("f{i}").into_bytes();
+            c.insert(&path, &node, &bytes).unwrap();
+            // Used i hours ago, in reverse: f5 oldest.
+            let f = std::fs::File::open(c.blob_path(&path, &node)).unwrap();
+            let when = std::time::SystemTime::now()
+                - std::time::Duration::from_secs(3600 * (10 - i as u64));
+            f.set_times(std::fs::FileTimes::new().set_accessed(when))
+                .unwrap();
+            keys.push((path, node));
+        }
+        let size = std::fs::metadata(c.blob_path(&keys[0].0, &keys[0].1))
+            .unwrap()
+            .len();
+        // Reading f0 makes it the newest.
+        assert!(c.get(&keys[0].0, &keys[0].1).unwrap().is_some());
+        // Under the limit: nothing goes.
+        let none = c.evict(6 * size, 0, &Default::default());
+        assert_eq!((none.blobs, none.removed), (6, 0));
+        // Over it: down to 3 blobs, f1 kept although it is the oldest after f0's read.
+        let keep = [c.blob_path(&keys[1].0, &keys[1].1)].into_iter().collect();
+        let e = c.evict(5 * size, 3 * size, &keep);
+        assert_eq!(
+            (e.blobs, e.bytes, e.removed, e.removed_bytes),
+            (6, 6 * size, 3, 3 * size)
+        );
+        let left: Vec<bool> = keys
+            .iter()
+            .map(|(p, n)| c.blob_path(p, n).exists())
+            .collect();
+        assert_eq!(left, [true, true, false, false, false, true]);
+        // A removed blob's directory goes with it; what is not a blob stays.
+        assert!(!c
+            .blob_path(&keys[2].0, &keys[2].1)
+            .parent()
+            .unwrap()
+            .exists());
+        std::fs::write(dir.path().join("r/notes"), b"x").unwrap();
+        c.evict(0, 0, &Default::default());
+        assert!(dir.path().join("r/notes").exists());
+        assert!(c.blobs().is_empty());
     }
 }

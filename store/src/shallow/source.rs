@@ -8,6 +8,12 @@
 //!
 //! Concurrent readers of one missing revision wait for one fetch ([`ShallowSource::get`]
 //! keeps the fetches in flight by key).
+//!
+//! The cache is bounded once a process says how ([`ShallowSource::bound_cache`]): past the
+//! limit, a thread of its own removes the least recently used blobs down to nine tenths of
+//! it, never those the caller keeps (a working copy's changed files' parents: what status,
+//! diff, revert and commit read) and never the repository's own (a local commit's, which
+//! are not in the cache).
 
 use super::blob::Blob;
 use super::cache::{CacheError, SharedCache};
@@ -52,6 +58,98 @@ pub struct ShallowSource {
     /// Blobs read or fetched lately, verified: a file's size, text and copy source are
     /// asked one after the other, and each would read and hash the blob again.
     recent: Mutex<Recent>,
+    /// The cache's bound, once set.
+    bound: std::sync::OnceLock<Arc<Bound>>,
+}
+
+/// The blobs a bounded cache must keep, asked for at each eviction.
+pub type KeepFn = Box<dyn Fn() -> Vec<(Vec<u8>, Node)> + Send + Sync>;
+
+/// A bound on the cache and what the eviction knows of it.
+struct Bound {
+    cache: SharedCache,
+    limit: u64,
+    keep: KeepFn,
+    /// Bytes in the cache as last measured plus what was fetched since (`None` until the
+    /// first measure), and whether an eviction runs and must run again.
+    state: Mutex<BoundState>,
+}
+
+#[derive(Default)]
+struct BoundState {
+    usage: Option<u64>,
+    running: bool,
+    /// Blobs came in while an eviction ran: it measures again when it ends.
+    again: bool,
+}
+
+impl Bound {
+    fn state(&self) -> std::sync::MutexGuard<'_, BoundState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `bytes` more in the cache: an eviction starts when that may pass the limit (or runs
+    /// again after the one under way, which may have measured before they came).
+    fn added(self: &Arc<Self>, bytes: u64) {
+        {
+            let mut st = self.state();
+            let over = match st.usage.as_mut() {
+                Some(n) => {
+                    *n += bytes;
+                    *n > self.limit
+                }
+                None => true,
+            };
+            if !over {
+                return;
+            }
+            if st.running {
+                st.again = true;
+                return;
+            }
+            st.running = true;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("revfs-cache-evict".into())
+            .spawn(move || loop {
+                me.run();
+                let mut st = me.state();
+                if !std::mem::take(&mut st.again) {
+                    st.running = false;
+                    break;
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("the cache's eviction could not start: {e}");
+            self.state().running = false;
+        }
+    }
+
+    /// Measures the cache and, over the limit, removes down to nine tenths of it.
+    fn run(&self) {
+        let t0 = std::time::Instant::now();
+        let keep: std::collections::HashSet<PathBuf> = (self.keep)()
+            .iter()
+            .map(|(p, n)| self.cache.blob_path(p, n))
+            .collect();
+        let target = self.limit - self.limit / 10;
+        let e = self.cache.evict(self.limit, target, &keep);
+        let left = e.bytes - e.removed_bytes;
+        self.state().usage = Some(left);
+        if e.removed > 0 {
+            tracing::info!(
+                removed = e.removed,
+                removed_bytes = e.removed_bytes,
+                blobs_left = e.blobs - e.removed,
+                bytes_left = left,
+                limit = self.limit,
+                kept = keep.len(),
+                elapsed = ?t0.elapsed(),
+                "cache over its limit: least recently used blobs removed"
+            );
+        }
+    }
 }
 
 /// The verified blobs kept in memory, least recently used out first, within a byte budget.
@@ -128,6 +226,22 @@ impl ShallowSource {
                 blobs: lru::LruCache::unbounded(),
                 bytes: 0,
             }),
+            bound: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Bounds the cache to `limit` bytes, keeping the blobs `keep` names at each eviction;
+    /// measures the cache now (in the background) and evicts if it is over already. The
+    /// first call sets the bound.
+    pub fn bound_cache(&self, limit: u64, keep: KeepFn) {
+        let bound = Arc::new(Bound {
+            cache: self.cache.clone(),
+            limit,
+            keep,
+            state: Mutex::new(BoundState::default()),
+        });
+        if self.bound.set(bound.clone()).is_ok() {
+            bound.added(0);
         }
     }
 
@@ -334,10 +448,12 @@ impl ShallowSource {
         let answers = fetcher.fetch(&keys);
         let mut first_err = None;
         let mut got = 0;
+        let mut bytes = 0u64;
         for (i, (path, node)) in keys.iter().enumerate() {
             let outcome = match answers.get(i) {
-                Some(Ok(bytes)) => match self.cache.insert(path, node, bytes) {
+                Some(Ok(blob_bytes)) => match self.cache.insert(path, node, blob_bytes) {
                     Ok(blob) => {
+                        bytes += blob_bytes.len() as u64;
                         self.recent().put((path.to_vec(), *node), Arc::new(blob));
                         Ok(())
                     }
@@ -360,6 +476,9 @@ impl ShallowSource {
                     first_err.get_or_insert_with(|| unavailable(path, node, reason));
                 }
             }
+        }
+        if let Some(b) = self.bound.get() {
+            b.added(bytes);
         }
         match first_err {
             Some(e) => Err(e),

@@ -193,6 +193,16 @@ impl WorkingCopy {
         Ok(out)
     }
 
+    /// The paths a status looks at (every path with a change recorded, no content
+    /// compared) and the copy sources: what a bounded cache of file revisions keeps the
+    /// working-copy parent's revisions of, for status, diff, revert and commit.
+    pub fn changed_paths(&self) -> Result<Vec<Vec<u8>>> {
+        let mut inner = self.write();
+        let mut paths: Vec<Vec<u8>> = self.candidates(&mut inner, None)?.into_keys().collect();
+        paths.extend(inner.copies.values().cloned());
+        Ok(paths)
+    }
+
     /// Computes status.
     pub fn status(&self, req: StatusRequest) -> Result<Vec<StatusEntry>> {
         self.status_within(req, None)

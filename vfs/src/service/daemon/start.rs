@@ -71,7 +71,7 @@ pub(super) fn open_working_copy(
     // A repository cloned from a server reads file revisions through its cache and server.
     if repo.is_shallow() {
         crate::shallow::attach(&repo, req.config.remote.timeout)?;
-        tracing::info!(timeout = ?req.config.remote.timeout, "file revisions from the repository's server");
+        tracing::info!(timeout = ?req.config.remote.timeout, cache_size = req.config.remote.cache_size, "file revisions from the repository's server");
     }
     // The base manifest: mapped from the repository's manifest cache when an earlier mount
     // or commit at this revision wrote it there (a mount then reads only the pages it needs),
@@ -99,6 +99,9 @@ pub(super) fn open_working_copy(
         req.config.mount.open_files,
     )?);
     wc.set_root_path(req.mountpoint.clone());
+    if let Some(source) = revfs_store::shallow::source::registered(repo.store_path()) {
+        source.bound_cache(req.config.remote.cache_size, keep_for(&wc));
+    }
     wc.set_loaded_files(req.config.mount.loaded_files);
     wc.set_listed_files(req.config.mount.listed_files);
     wc.start_readahead(
@@ -157,4 +160,31 @@ pub(super) fn session_config(req: &MountRequest) -> (Config, Result<(), String>)
     config.io_uring = uring_prepared.is_ok();
     config.io_uring_threads = crate::fuse::uring::THREADS_PER_CPU;
     (config, uring_prepared)
+}
+
+/// What the bounded cache of a repository cloned from a server keeps for working copy `wc`:
+/// the parent's revisions of the paths it changed (and of copy sources), so that status,
+/// diff, revert and commit read them with the server gone.
+fn keep_for(wc: &Arc<WorkingCopy>) -> revfs_store::shallow::source::KeepFn {
+    let weak = Arc::downgrade(wc);
+    Box::new(move || {
+        let Some(wc) = weak.upgrade() else {
+            return Vec::new();
+        };
+        let paths = match wc.changed_paths() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("the cache keeps no changed file's parent: {e}");
+                return Vec::new();
+            }
+        };
+        let base = wc.base_manifest();
+        paths
+            .into_iter()
+            .filter_map(|p| {
+                let node = base.find(&p).ok().flatten()?.node;
+                Some((p, node))
+            })
+            .collect()
+    })
 }
