@@ -1271,3 +1271,112 @@ fn the_cache_stays_within_its_bound_least_recently_used_out_and_keeps_what_local
     );
     assert_eq!(std::fs::read(&last).unwrap(), b"1/39\n".repeat(40));
 }
+
+#[test]
+fn list_names_a_clones_server_and_discard_removes_its_repository_only_when_asked_and_safe() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 1, 2);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let url = served.url();
+    let m = revfs_tests::mount::Mount::empty("[remote]\ntimeout = 5\n");
+    let dir = m.dir.display().to_string();
+    let run = |args: &[&str]| {
+        let out = m.revfs(args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Cloned into revfs's state directory.
+    let (code, out, err) = run(&["clone", &url, &dir]);
+    assert_eq!(code, Some(0), "{err}");
+    let repo = out
+        .lines()
+        .find_map(|l| l.strip_prefix("repository in "))
+        .unwrap()
+        .to_owned();
+    assert!(
+        Path::new(&repo).starts_with(m.state_root.join("repos")),
+        "{repo}"
+    );
+    let node = hg_in(&src, &["log", "-r", "tip", "-T", "{node|short}"]);
+    assert_eq!(
+        run(&["list"]).1,
+        format!("{dir}  {repo} (from {url})  {node}\n")
+    );
+    let json: serde_json::Value = serde_json::from_str(&run(&["list", "-T", "json"]).1).unwrap();
+    assert_eq!(json[0]["server"], url.as_str());
+
+    // Discarded without --remove-repo: the repository stays, and a clone to the same place
+    // says where it is.
+    assert_eq!(run(&["unmount", &dir]).0, Some(0));
+    let (code, out, _) = run(&["discard", &dir]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.ends_with(&format!(
+            "the repository {repo} (cloned from {url}) stays (remove it with its last working \
+             copy: revfs discard --remove-repo)\n"
+        )),
+        "{out}"
+    );
+    assert!(Path::new(&repo).join(".hg").is_dir());
+    let (code, _, err) = run(&["clone", &url, &dir]);
+    assert_eq!(code, Some(255));
+    assert!(
+        err.starts_with(&format!(
+            "abort: the repository revfs cloned for {dir} is still in {repo}\n"
+        )),
+        "{err}"
+    );
+
+    // A local commit is only here: --remove-repo refuses, and loses nothing.
+    assert_eq!(run(&["mount", &repo, &dir]).0, Some(0));
+    std::fs::write(m.dir.join("d0/f0"), "local\n").unwrap();
+    let out = m.revfs_in(&m.dir, &["commit", "-u", "u", "-m", "local"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(run(&["unmount", &dir]).0, Some(0));
+    let (code, _, err) = run(&["discard", "--remove-repo", &dir]);
+    assert_eq!(code, Some(255));
+    assert_eq!(
+        err,
+        format!(
+            "abort: {repo} has 1 changeset that may not be on the server (draft or secret)\n\
+             (push them first, or remove them too: revfs discard --force --remove-repo)\n"
+        )
+    );
+    assert!(Path::new(&repo).join(".hg").is_dir());
+    assert!(run(&["list"])
+        .1
+        .contains("(not mounted; no uncommitted changes)"));
+    // Forced: the working copy and the repository go.
+    let (code, out, err) = run(&["discard", "--force", "--remove-repo", &dir]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.ends_with(&format!(
+            "removed the repository {repo} (cloned from {url})\n"
+        )),
+        "{out}"
+    );
+    assert!(!Path::new(&repo).exists());
+    assert_eq!(run(&["list"]).1, "");
+
+    // A repository of the user's own (--repo) is never removed.
+    let (code, _, err) = run(&[
+        "clone",
+        &url,
+        &dir,
+        "--repo",
+        t.join("mine").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(run(&["unmount", &dir]).0, Some(0));
+    let (code, _, err) = run(&["discard", "--remove-repo", &dir]);
+    assert_eq!(code, Some(255));
+    assert!(
+        err.contains("is not a repository revfs clone made in its state directory"),
+        "{err}"
+    );
+    assert!(t.join("mine/.hg").is_dir());
+}

@@ -154,3 +154,23 @@ pub fn attach(repo: &revfs_store::Repo, timeout: Duration) -> Result<(), Shallow
     revfs_store::shallow::source::register(store, Arc::new(source));
     Ok(())
 }
+
+/// Whether the repository at `root` was cloned from a server (its requirements name
+/// remotefilelog's), read from its requirement files alone.
+pub fn is_shallow_repo(root: &Path) -> bool {
+    ["requires", "store/requires"].iter().any(|f| {
+        std::fs::read_to_string(root.join(".hg").join(f)).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.trim() == revfs_store::shallow::REQUIREMENT)
+        })
+    })
+}
+
+/// The server the repository at `root` fetches file revisions from, when it was cloned
+/// from one and says which (`paths.default`).
+pub fn server_of(root: &Path) -> Option<RemoteUrl> {
+    if !is_shallow_repo(root) {
+        return None;
+    }
+    settings(root).ok()?.server
+}

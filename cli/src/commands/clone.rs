@@ -99,6 +99,17 @@ pub fn clone(args: &CloneArgs) -> Result<u8> {
                 .join(format!("{name}-{key}"))
         }
     };
+    if args.repo.is_none() && repo.exists() {
+        bail!(
+            "the repository revfs cloned for {} is still in {}\n(mount it: revfs mount {} {}; \
+             or remove it with its working copy: revfs discard --remove-repo {})",
+            dest.display(),
+            repo.display(),
+            repo.display(),
+            dest.display(),
+            dest.display()
+        );
+    }
     if !args.noupdate && dest.exists() && std::fs::read_dir(&dest)?.next().is_some() {
         bail!("destination '{}' is not empty", dest.display());
     }

@@ -2,6 +2,7 @@
 
 pub mod cat;
 pub mod clone;
+pub mod cloned;
 pub mod commit;
 pub mod copy;
 pub mod debug;

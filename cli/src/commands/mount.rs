@@ -55,6 +55,10 @@ pub struct DiscardArgs {
     /// Discard uncommitted changes and unknown files too
     #[arg(short = 'f', long)]
     force: bool,
+    /// Remove the repository too, when revfs clone made it in revfs's state directory and
+    /// no other working copy uses it (with --force, even if it has draft changesets)
+    #[arg(long = "remove-repo")]
+    remove_repo: bool,
     /// The mountpoint whose kept working copy goes (it must not be mounted)
     mountpoint: PathBuf,
 }
@@ -591,6 +595,13 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
             k.state.repo.display()
         );
     }
+    let repo = state_dir.load().ok().flatten().map(|s| s.repo);
+    if args.remove_repo {
+        match &repo {
+            Some(r) => super::cloned::check_removable(r, &state_dir, args.force)?,
+            None => bail!("the working copy kept for {mp} does not say its repository"),
+        }
+    }
     kept::discard(&state_dir)?;
     match kept {
         Some(k) => {
@@ -606,7 +617,31 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
         }
         None => println!("discarded the working copy kept for {mp}"),
     }
+    if let Some(r) = repo.filter(|r| super::cloned::is_revfs_clone(r)) {
+        let from = super::cloned::server(&r)
+            .map(|u| format!(" (cloned from {u})"))
+            .unwrap_or_default();
+        if args.remove_repo {
+            std::fs::remove_dir_all(&r)
+                .with_context(|| format!("removing the repository {}", r.display()))?;
+            println!("removed the repository {}{from}", r.display());
+        } else {
+            println!(
+                "the repository {}{from} stays (remove it with its last working copy: revfs \
+                 discard --remove-repo)",
+                r.display()
+            );
+        }
+    }
     Ok(0)
+}
+
+/// A repository as `revfs list` shows it: its path, and the server it was cloned from.
+fn from_server(repo: &Path) -> String {
+    match super::cloned::server(repo) {
+        Some(u) => format!("{} (from {u})", repo.display()),
+        None => repo.display().to_string(),
+    }
 }
 
 pub fn list(args: &ListArgs) -> Result<u8> {
@@ -641,6 +676,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                 serde_json::json!({
                     "mountpoint": m,
                     "repo": s.as_ref().map(|s| &s.repo),
+                    "server": s.as_ref().and_then(|s| super::cloned::server(&s.repo)),
                     "node": s.as_ref().map(|s| &s.node),
                     "mounted": true,
                     "running": !matches!(health, Health::Gone),
@@ -656,6 +692,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                 serde_json::json!({
                     "mountpoint": s.mountpoint,
                     "repo": s.repo,
+                    "server": super::cloned::server(&s.repo),
                     "node": node,
                     "mounted": false,
                     "changes": changes,
@@ -667,7 +704,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
     } else {
         for (m, s, health) in rows {
             let (repo, node) = match &s {
-                Some(s) => (s.repo.display().to_string(), s.node[..12].to_owned()),
+                Some(s) => (from_server(&s.repo), s.node[..12].to_owned()),
                 None => ("?".into(), "?".into()),
             };
             let note = match health {
@@ -699,7 +736,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
             println!(
                 "{}  {}  {node}  (not mounted; {note})",
                 s.mountpoint.display(),
-                s.repo.display()
+                from_server(&s.repo)
             );
         }
     }
