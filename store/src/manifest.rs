@@ -247,6 +247,28 @@ impl Manifest {
         }
     }
 
+    /// Where `path` is, or would be, in the manifest's text: the byte offset of the first
+    /// entry not less than it (the text's length past the last). Offsets order entries as
+    /// paths do, and their differences measure stretches of the manifest.
+    pub fn position_of(&self, path: &[u8]) -> usize {
+        self.lower_bound(path)
+    }
+
+    /// Iterates in path order from offset `pos` (a [`Manifest::position_of`] or a
+    /// [`ManifestIter::position`]) to the end.
+    pub fn iter_at(&self, pos: usize) -> ManifestIter<'_> {
+        let len = self.text.len();
+        ManifestIter {
+            manifest: self,
+            pos: if pos >= len {
+                len
+            } else {
+                self.line_start(pos)
+            },
+            end: len,
+        }
+    }
+
     /// Iterates over the entries whose path starts with `prefix` (e.g. `b"dir/"`).
     pub fn iter_prefix(&self, prefix: &[u8]) -> ManifestIter<'_> {
         let pos = self.lower_bound(prefix);
@@ -439,6 +461,13 @@ pub struct ManifestIter<'a> {
     end: usize,
 }
 
+impl ManifestIter<'_> {
+    /// The offset of the next entry (the text's length at the end).
+    pub fn position(&self) -> usize {
+        self.pos.min(self.end)
+    }
+}
+
 impl<'a> Iterator for ManifestIter<'a> {
     type Item = Result<ManifestEntry<'a>>;
 
@@ -462,6 +491,37 @@ impl<'a> Iterator for ManifestIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iterating_from_a_position_goes_on_in_path_order_from_there() {
+        let names = ["a/x", "a/y", "b", "c/d/e", "c/f"];
+        let pairs: Vec<(&str, &str)> = names.iter().map(|n| (*n, "")).collect();
+        let m = manifest(&pairs);
+        let from = |q: &[u8]| -> Vec<Vec<u8>> {
+            m.iter_at(m.position_of(q))
+                .map(|e| e.unwrap().path.to_vec())
+                .collect()
+        };
+        assert_eq!(from(b"a/y"), [&b"a/y"[..], b"b", b"c/d/e", b"c/f"]);
+        assert_eq!(from(b"bb"), [&b"c/d/e"[..], b"c/f"]);
+        assert!(from(b"z").is_empty());
+        // A position from an iterator resumes it; positions order as paths do.
+        let mut it = m.iter_at(0);
+        it.next();
+        it.next();
+        assert_eq!(it.position(), m.position_of(b"b"));
+        assert!(m.position_of(b"a/x") < m.position_of(b"c/f"));
+        assert_eq!(m.iter_at(it.position()).next().unwrap().unwrap().path, b"b");
+        // A position inside a line resumes at that line.
+        assert_eq!(
+            m.iter_at(m.position_of(b"b") + 1)
+                .next()
+                .unwrap()
+                .unwrap()
+                .path,
+            b"b"
+        );
+    }
 
     #[test]
     fn at_and_iter_prefix_agree_with_a_scan_of_every_line() {

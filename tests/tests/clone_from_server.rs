@@ -1380,3 +1380,49 @@ fn list_names_a_clones_server_and_discard_removes_its_repository_only_when_asked
     );
     assert!(t.join("mine/.hg").is_dir());
 }
+
+#[test]
+fn a_program_walking_the_tree_finds_the_files_ahead_of_it_fetched_before_it_gets_there() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 30, 20);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let (m, _) = clone_mounted(&served.url(), t, "");
+    let log = t.join("access.log");
+    let batches = || requests(&log, "batch");
+    let ls_l = |d: &str| {
+        for f in 0..20 {
+            std::fs::symlink_metadata(m.dir.join(format!("{d}/f{f}"))).unwrap();
+        }
+    };
+    // `ls -l` of two directories: their files, no more.
+    ls_l("d0");
+    ls_l("d1");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!((batches(), cached_blobs(&m.state_root)), (2, 40));
+    // A third directory in a row, as tar or grep -r go: the files after it in the tree's
+    // order come before the program looks at them (d10 .. d19, d2, d20 .. d29, d3 .. d9).
+    ls_l("d10");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cached_blobs(&m.state_root) < 600 {
+        assert!(
+            std::time::Instant::now() < until,
+            "{} of 600 fetched",
+            cached_blobs(&m.state_root)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // In requests of many files, not one per directory.
+    let walked = batches();
+    assert!(walked < 2 + 28, "{walked} requests");
+    // The program then asks for nothing: every file reads right.
+    for d in 0..30 {
+        for f in 0..20 {
+            assert_eq!(
+                std::fs::read(m.dir.join(format!("d{d}/f{f}"))).unwrap(),
+                format!("{d}/{f}\n").repeat(f + 1).into_bytes()
+            );
+        }
+    }
+    assert_eq!(batches(), walked);
+}

@@ -21,6 +21,7 @@
 mod ahead;
 pub mod children;
 pub mod content;
+mod fetch_ahead;
 mod inodes;
 pub mod journal;
 mod mapped_base;
@@ -143,6 +144,9 @@ pub struct WorkingCopy {
     pub(crate) readahead: OnceLock<crate::readahead::Readahead>,
     /// Where read-ahead's walk ahead of a program is (`ahead.rs`).
     walk_cursor: ahead::WalkCursor,
+    /// In a repository cloned from a server: fetching ahead of a program that walks the
+    /// tree (`fetch_ahead.rs`).
+    pub(crate) fetch_ahead: Option<fetch_ahead::FetchAhead>,
 }
 
 pub(crate) fn perm_of_flag(flag: FileFlag) -> u32 {
@@ -222,6 +226,9 @@ impl WorkingCopy {
             )),
         );
         let on_disk = overlay.ids()?;
+        let fetch_ahead = repo
+            .is_shallow()
+            .then(|| fetch_ahead::FetchAhead::new(repo.clone()));
         let wc = WorkingCopy {
             checkout_time,
             // SAFETY: getuid/getgid have no preconditions.
@@ -260,6 +267,7 @@ impl WorkingCopy {
             listed_files: std::sync::atomic::AtomicUsize::new(DEFAULT_LISTED_FILES),
             readahead: OnceLock::new(),
             walk_cursor: ahead::WalkCursor::default(),
+            fetch_ahead,
         };
         {
             let mut inner = wc.write();

@@ -155,7 +155,7 @@ impl WorkingCopy {
     /// other file of its directory this machine lacks, in one request. Whether it asked a
     /// server.
     fn size_ahead(&self, parent: u64, name: &[u8]) -> bool {
-        let (repo, path, node) = {
+        let (repo, target, walk) = {
             let inner = self.read();
             let Ok(Kind::Dir {
                 children: Some(c), ..
@@ -163,23 +163,37 @@ impl WorkingCopy {
             else {
                 return false;
             };
+            // In a repository cloned from a server, the walk ahead learns where the
+            // program is (wc/fetch_ahead.rs).
+            let walk = self
+                .fetch_ahead
+                .as_ref()
+                .and_then(|fa| Some((fa, c.store_path(name)?, inner.base.clone())));
             let known = |node: &Node| inner.repo.known_size(node).is_some();
-            let (path, node) = match c.get_full(name) {
-                Some((_, Some((node, _)))) if !known(&node) => match c.store_path(name) {
-                    Some(path) => (path, node),
-                    None => return false,
-                },
+            let target = match c.get_full(name) {
+                Some((_, Some((node, _)))) if !known(&node) => {
+                    c.store_path(name).map(|path| (path, node))
+                }
                 Some((ino, None)) => match inner.entries.get(&ino).map(|e| &e.kind) {
                     Some(Kind::File(FileData::Store { path, node, size }))
                         if size.get().is_none() && !known(node) =>
                     {
-                        (path.to_vec(), *node)
+                        Some((path.to_vec(), *node))
                     }
-                    _ => return false,
+                    _ => None,
                 },
-                _ => return false,
+                _ => None,
             };
-            (inner.repo.clone(), path, node)
+            (inner.repo.clone(), target, walk)
+        };
+        let seen = |fetched: bool| {
+            if let Some((fa, path, base)) = &walk {
+                fa.seen(parent, path, base, fetched);
+            }
+        };
+        let Some((path, node)) = target else {
+            seen(false);
+            return false;
         };
         // Whether it is here is asked of the disk under no lock; only the directory's
         // names are read under it.
@@ -188,11 +202,16 @@ impl WorkingCopy {
             let mut keys = vec![(path.clone(), node)];
             self.directory_files(parent, &(path.clone(), node), &mut keys);
             let keys: Vec<(&[u8], Node)> = keys.iter().map(|(p, n)| (p.as_slice(), *n)).collect();
-            if let Err(e) = repo.fetch_files(&keys) {
+            let fetched = repo.fetch_files(&keys);
+            // After the directory's own request: a walk that starts here finds it done.
+            seen(true);
+            if let Err(e) = fetched {
                 // Not asked again for the size: the lookup reports it, without waiting.
                 tracing::debug!("fetching a directory's files: {e}");
                 return true;
             }
+        } else {
+            seen(false);
         }
         // An error is the lookup's to report, as before.
         let _ = repo.file_size(&path, &node);
