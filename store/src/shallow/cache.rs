@@ -6,8 +6,9 @@
 //!
 //! Nothing enters the cache unverified: [`SharedCache::insert`] checks the blob's hash and
 //! writes it whole (a temporary file renamed into place), so a cut download or a wrong
-//! byte leaves nothing behind. A blob read back is verified again before its text is used:
-//! hg's client checks only its name.
+//! byte leaves nothing behind. A blob read back is verified again before its text is used
+//! (hg's client checks only its name), but for one the same process inserted
+//! ([`SharedCache::get_written`]).
 //!
 //! The cache is bounded by [`SharedCache::evict`]: least recently used blobs out first, as
 //! hg's own `gc` orders them, by access time (which a read here sets, relatime or not),
@@ -62,6 +63,16 @@ impl SharedCache {
     /// not verify is an error naming it (it is not used, and not removed: hg's own check
     /// renames what it refuses).
     pub fn get(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, CacheError> {
+        self.read(path, node, true)
+    }
+
+    /// [`SharedCache::get`] of a blob this process wrote with [`SharedCache::insert`],
+    /// which verified it then: parsed, not hashed again.
+    pub fn get_written(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, CacheError> {
+        self.read(path, node, false)
+    }
+
+    fn read(&self, path: &[u8], node: &Node, verify: bool) -> Result<Option<Blob>, CacheError> {
         use std::io::Read;
         let file = self.blob_path(path, node);
         let io = |source| CacheError::Io {
@@ -75,7 +86,11 @@ impl SharedCache {
         };
         let mut bytes = Vec::new();
         f.read_to_end(&mut bytes).map_err(io)?;
-        let blob = Blob::parse_verified(path, node, &bytes)?;
+        let blob = if verify {
+            Blob::parse_verified(path, node, &bytes)?
+        } else {
+            Blob::parse(path, node, &bytes)?
+        };
         // Used now: its access time orders the eviction (relatime would leave it at its
         // first read for a day). A blob hg wrote as another user keeps its time.
         let _ = f.set_times(std::fs::FileTimes::new().set_accessed(std::time::SystemTime::now()));

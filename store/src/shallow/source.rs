@@ -60,7 +60,15 @@ pub struct ShallowSource {
     recent: Mutex<Recent>,
     /// The cache's bound, once set.
     bound: std::sync::OnceLock<Arc<Bound>>,
+    /// Revisions known to be on this machine: `true` for those this process wrote to the
+    /// cache (verified then), `false` for those found there or in the repository. Spares a
+    /// lookup's, a fetch's and a walk's `stat`s, and the second hash of what was fetched
+    /// ahead and read later. An eviction empties it.
+    here: Arc<Mutex<lru::LruCache<Key, bool>>>,
 }
+
+/// The most revisions [`ShallowSource`] remembers as here (about 100 bytes each).
+const HERE: usize = 1 << 18;
 
 /// The blobs a bounded cache must keep, asked for at each eviction.
 pub type KeepFn = Box<dyn Fn() -> Vec<(Vec<u8>, Node)> + Send + Sync>;
@@ -68,6 +76,8 @@ pub type KeepFn = Box<dyn Fn() -> Vec<(Vec<u8>, Node)> + Send + Sync>;
 /// A bound on the cache and what the eviction knows of it.
 struct Bound {
     cache: SharedCache,
+    /// The source's revisions known here, emptied when blobs go.
+    here: Arc<Mutex<lru::LruCache<Key, bool>>>,
     limit: u64,
     keep: KeepFn,
     /// Bytes in the cache as last measured plus what was fetched since (`None` until the
@@ -135,6 +145,9 @@ impl Bound {
             .collect();
         let target = self.limit - self.limit / 10;
         let e = self.cache.evict(self.limit, target, &keep);
+        if e.removed > 0 {
+            self.here.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
         let left = e.bytes - e.removed_bytes;
         self.state().usage = Some(left);
         if e.removed > 0 {
@@ -227,7 +240,14 @@ impl ShallowSource {
                 bytes: 0,
             }),
             bound: std::sync::OnceLock::new(),
+            here: Arc::new(Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(HERE).unwrap_or(std::num::NonZeroUsize::MIN),
+            ))),
         }
+    }
+
+    fn here(&self) -> std::sync::MutexGuard<'_, lru::LruCache<Key, bool>> {
+        self.here.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bounds the cache to `limit` bytes, keeping the blobs `keep` names at each eviction;
@@ -236,6 +256,7 @@ impl ShallowSource {
     pub fn bound_cache(&self, limit: u64, keep: KeepFn) {
         let bound = Arc::new(Bound {
             cache: self.cache.clone(),
+            here: self.here.clone(),
             limit,
             keep,
             state: Mutex::new(BoundState::default()),
@@ -258,6 +279,12 @@ impl ShallowSource {
 
     /// The blob on this machine, if any (verified).
     fn local_blob(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, StoreError> {
+        let written = self.here().get(&(path.to_vec(), *node)) == Some(&true);
+        if written {
+            if let Some(b) = self.cache.get_written(path, node).map_err(cache_err)? {
+                return Ok(Some(b));
+            }
+        }
         let file = self.local_path(path, node);
         match std::fs::read(&file) {
             Ok(bytes) => Blob::parse_verified(path, node, &bytes)
@@ -279,6 +306,8 @@ impl ShallowSource {
         let blob = match self.local_blob(path, node)? {
             Some(b) => b,
             None => {
+                // Not on the disk after all (hg's gc, or another mount's eviction took it).
+                self.here().pop(&key);
                 self.fetch_many(&[(path, *node)])?;
                 if let Some(b) = self.recent().get(&key) {
                     return Ok(b);
@@ -388,7 +417,15 @@ impl ShallowSource {
 
     /// Whether `path` at `node` is on this machine (the repository's or the cache's).
     pub fn is_local(&self, path: &[u8], node: &Node) -> bool {
-        self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists()
+        let key = (path.to_vec(), *node);
+        if self.here().get(&key).is_some() {
+            return true;
+        }
+        let here = self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists();
+        if here {
+            self.here().put(key, false);
+        }
+        here
     }
 
     /// Fetches those of `keys` this machine lacks, in one request, into the cache; waits
@@ -454,6 +491,7 @@ impl ShallowSource {
                 Some(Ok(blob_bytes)) => match self.cache.insert(path, node, blob_bytes) {
                     Ok(blob) => {
                         bytes += blob_bytes.len() as u64;
+                        self.here().put((path.to_vec(), *node), true);
                         self.recent().put((path.to_vec(), *node), Arc::new(blob));
                         Ok(())
                     }
