@@ -4,12 +4,17 @@ corpus served by `hg serve` on loopback (Mercurial's bundled remotefilelog in se
 side by side with what a user does without it, `hg clone` + `revfs mount`, in the same run,
 taken in turns (A B A B).
 
-Usage: tests/bench/clone_bench.py CORPUS [--runs N] [--delay-ms MS] [--out FILE]
+Usage: tests/bench/clone_bench.py CORPUS [--runs N] [--delay-ms MS] [--ssh] [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh. With --delay-ms, every byte
 between the clients and the server arrives that much later each way (a round trip: twice
 it), through a proxy of this script's own: the kernels here have no netem (sch_netem), so
 the delay is added in user space, as latency only (each chunk is sent when its time comes,
 not after the one before: no cap on throughput).
+
+With --ssh, the lazy clones go over ssh:// instead (a fake ssh of this script's own that
+runs the command here, as Mercurial's tests do: `hg -R CORPUS serve --stdio` with
+remotefilelog's server mode and the same server cache; file revisions come with
+`x_rfl_getfiles`); the full clone stays `hg clone` over HTTP.
 
 First, one lazy clone and tar fills the server's remotefilelog cache, which a server keeps
 for its later clients: its tar is reported as the first client's (the server builds every
@@ -162,6 +167,7 @@ def main():
     ap.add_argument('corpus')
     ap.add_argument('--runs', type=int, default=5)
     ap.add_argument('--delay-ms', type=int, default=0)
+    ap.add_argument('--ssh', action='store_true')
     ap.add_argument('--out')
     a = ap.parse_args()
     benchdeps.install()
@@ -176,13 +182,28 @@ def main():
         if a.delay_ms:
             proxy = DelayProxy(int(server.url.rsplit(':', 1)[1].strip('/')), a.delay_ms / 1000)
             server.url = 'http://127.0.0.1:%d/' % proxy.port
+        lazy_url, lazy_env = server.url, {}
+        if a.ssh:
+            ssh, hgrc = os.path.join(work, 'dummyssh'), os.path.join(work, 'hgrc')
+            remote = os.path.join(work, 'hg-server')
+            with open(ssh, 'w') as f:
+                f.write('#!/bin/sh\nwhile [ $# -gt 1 ]; do case $1 in -p) shift 2;; *) break;; esac; done\n'
+                        'shift\nexec /bin/sh -c "$*"\n')
+            with open(remote, 'w') as f:
+                f.write('#!/bin/sh\nexec hg --config extensions.remotefilelog= --config remotefilelog.server=True '
+                        '--config remotefilelog.servercachepath=%s "$@"\n' % os.path.join(work, 'srvcache'))
+            for x in (ssh, remote):
+                os.chmod(x, 0o755)
+            with open(hgrc, 'w') as f:
+                f.write('[ui]\nssh = %s\nremotecmd = %s\n' % (ssh, remote))
+            lazy_url, lazy_env = 'ssh://bench@localhost/%s' % corpus, {'HGRCPATH': hgrc}
         dirs = int(subprocess.run('hg -R %s files -r tip | sed "s,/[^/]*$,," | sort -u | wc -l' % corpus,
                                   shell=True, capture_output=True, text=True, env=ENV).stdout)
         # The first client: the server builds every blob (its cache is warm afterwards).
         d = os.path.join(work, 'first')
         os.makedirs(os.path.join(d, 'lmnt'))
-        sh('%s clone %s %s --repo %s' % (REVFS, server.url, os.path.join(d, 'lmnt'), os.path.join(d, 'lazy')),
-           env=mount_env(os.path.join(d, 'lstate')), stdout=subprocess.DEVNULL)
+        sh('%s clone %s %s --repo %s' % (REVFS, lazy_url, os.path.join(d, 'lmnt'), os.path.join(d, 'lazy')),
+           env=dict(mount_env(os.path.join(d, 'lstate')), **lazy_env), stdout=subprocess.DEVNULL)
         mounts.append((os.path.join(d, 'lmnt'), os.path.join(d, 'lstate')))
         drop_caches()
         raw['tar_first_client'] = [timed('cd %s && tar cf - . | wc -c' % os.path.join(d, 'lmnt'))]
@@ -208,8 +229,8 @@ def main():
             drop_caches()
             before = server.requests('batch')
             t = time.perf_counter()
-            sh('%s clone %s %s --repo %s' % (REVFS, server.url, lmnt, lazy), env=mount_env(lstate),
-               stdout=subprocess.DEVNULL)
+            sh('%s clone %s %s --repo %s' % (REVFS, lazy_url, lmnt, lazy),
+               env=dict(mount_env(lstate), **lazy_env), stdout=subprocess.DEVNULL)
             raw['lazy_time'].append(time.perf_counter() - t)
             mounts.append((lmnt, lstate))
             raw['lazy_bytes'].append(du(lazy, lstate))
@@ -242,8 +263,9 @@ def main():
             else:
                 shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in raw.items() if v}
-    print('| %s, %s | hg clone + revfs mount | revfs clone | ratio |' % (
-        os.path.basename(corpus), 'loopback' if not a.delay_ms else '+%d ms each way' % a.delay_ms))
+    print('| %s, %s%s | hg clone + revfs mount | revfs clone | ratio |' % (
+        os.path.basename(corpus), 'loopback' if not a.delay_ms else '+%d ms each way' % a.delay_ms,
+        ', lazy over ssh' if a.ssh else ''))
     print('|---|---|---|---|')
     print('| time to a readable working copy | %.2f s | %.2f s | %.3f |' % (
         med['full_time'], med['lazy_time'], med['lazy_time'] / med['full_time']))

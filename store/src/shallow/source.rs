@@ -421,7 +421,8 @@ impl ShallowSource {
         if self.here().get(&key).is_some() {
             return true;
         }
-        let here = self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists();
+        let here =
+            self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists();
         if here {
             self.here().put(key, false);
         }
