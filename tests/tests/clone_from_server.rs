@@ -572,21 +572,29 @@ fn a_daemon_killed_while_it_fetches_leaves_only_whole_verified_blobs_and_a_remou
     let served = revfs_tests::served::Served::start(&src, t);
     let (m, repo) = clone_mounted(&served.url(), t, "");
     // A tar of the tree fetches directory after directory; the daemon is killed while it
-    // does, at several moments.
-    for (round, delay_ms) in [(0, 150u64), (1, 400), (2, 50)] {
+    // does, at several moments: as the first blobs land (a fixed delay raced with the
+    // server under load: a suite run once found none yet after 150 ms), then later.
+    for (round, delay_ms) in [(0, 0u64), (1, 400), (2, 50)] {
         let mut tar = std::process::Command::new("tar")
             .args(["cf", "/dev/null", "."])
             .current_dir(&m.dir)
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        if round == 0 {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while cached_blobs(&m.state_root) == 0 {
+                assert!(std::time::Instant::now() < until, "no blob fetched in 20 s");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         m.kill_daemon();
         let _ = tar.wait();
         m.unmount();
         let have = cached_blobs(&m.state_root);
-        // The first kill comes while the tree is being fetched (a directory is one
-        // request to a Python server, tens of milliseconds each).
+        // The first kill comes while the tree is being fetched (the server builds each
+        // blob the first time in about a millisecond: 900 take a second).
         assert!(
             round > 0 || (have > 0 && have < 900),
             "round {round}: {have} blobs"
