@@ -189,9 +189,14 @@ def main():
             with open(ssh, 'w') as f:
                 f.write('#!/bin/sh\nwhile [ $# -gt 1 ]; do case $1 in -p) shift 2;; *) break;; esac; done\n'
                         'shift\nexec /bin/sh -c "$*"\n')
+            # hg refuses `serve --stdio` with any argument but `-R PATH`: the server's
+            # settings come from a configuration file of its own.
+            server_rc = os.path.join(work, 'server-hgrc')
+            with open(server_rc, 'w') as f:
+                f.write('[extensions]\nremotefilelog =\n[remotefilelog]\nserver = True\n'
+                        'servercachepath = %s\n' % os.path.join(work, 'srvcache'))
             with open(remote, 'w') as f:
-                f.write('#!/bin/sh\nexec hg --config extensions.remotefilelog= --config remotefilelog.server=True '
-                        '--config remotefilelog.servercachepath=%s "$@"\n' % os.path.join(work, 'srvcache'))
+                f.write('#!/bin/sh\nHGRCPATH=%s exec hg "$@"\n' % server_rc)
             for x in (ssh, remote):
                 os.chmod(x, 0o755)
             with open(hgrc, 'w') as f:

@@ -243,6 +243,36 @@ fn hg_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Each of `files` (lines) read through the mount at `mnt` equals the full clone's at
+/// `full`: kind, link target, exec bit, size and bytes (`what` names the case).
+fn assert_same_files(mnt: &Path, full: &Path, files: &str, what: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    for f in files.lines() {
+        let (ours, theirs) = (mnt.join(f), full.join(f));
+        let (mo, mt) = (
+            std::fs::symlink_metadata(&ours).unwrap(),
+            std::fs::symlink_metadata(&theirs).unwrap(),
+        );
+        let kind = |m: &std::fs::Metadata| m.file_type().is_symlink();
+        assert_eq!(kind(&mo), kind(&mt), "{what} {f}");
+        if kind(&mt) {
+            assert_eq!(
+                std::fs::read_link(&ours).unwrap(),
+                std::fs::read_link(&theirs).unwrap(),
+                "{what} {f}"
+            );
+            continue;
+        }
+        let exec = |m: &std::fs::Metadata| m.permissions().mode() & 0o111;
+        assert_eq!(exec(&mo), exec(&mt), "{what} {f}");
+        assert_eq!(mo.len(), mt.len(), "{what} {f}");
+        assert!(
+            std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
+            "{what} {f}"
+        );
+    }
+}
+
 #[test]
 fn revfs_clone_of_hg_serve_mounts_at_once_fetches_on_first_read_and_hg_works_in_it() {
     let tmp = revfs_tests::scratch_dir();
@@ -292,36 +322,7 @@ fn revfs_clone_of_hg_serve_mounts_at_once_fetches_on_first_read_and_hg_works_in_
 
     // Every file read through the mount equals the full clone's, mode and link included.
     let files = hg_in(&full, &["files", "-r", "tip"]);
-    for f in files.lines() {
-        let (ours, theirs) = (m.dir.join(f), full.join(f));
-        let (mo, mt) = (
-            std::fs::symlink_metadata(&ours).unwrap(),
-            std::fs::symlink_metadata(&theirs).unwrap(),
-        );
-        assert_eq!(
-            mo.file_type().is_symlink(),
-            mt.file_type().is_symlink(),
-            "{f}"
-        );
-        if mt.file_type().is_symlink() {
-            assert_eq!(
-                std::fs::read_link(&ours).unwrap(),
-                std::fs::read_link(&theirs).unwrap()
-            );
-            continue;
-        }
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            mo.permissions().mode() & 0o111,
-            mt.permissions().mode() & 0o111,
-            "{f}"
-        );
-        assert_eq!(mo.len(), mt.len(), "{f}");
-        assert!(
-            std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
-            "{f}"
-        );
-    }
+    assert_same_files(&m.dir, &full, &files, "http");
     // One blob for each file of tip but .hgtags (a filelog), in hg's cache layout.
     assert_eq!(cached_blobs(&m.state_root), files.lines().count() - 1);
 
@@ -1111,26 +1112,7 @@ fn revfs_clone_over_ssh_and_of_a_local_path_reads_every_file_names_http_cannot_c
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         // Every file read through the mount equals the full clone's.
-        for f in files.lines() {
-            let (ours, theirs) = (m.dir.join(f), full.join(f));
-            let mt = std::fs::symlink_metadata(&theirs).unwrap();
-            if mt.file_type().is_symlink() {
-                assert_eq!(
-                    std::fs::read_link(&ours).unwrap(),
-                    std::fs::read_link(&theirs).unwrap()
-                );
-                continue;
-            }
-            assert_eq!(
-                std::fs::symlink_metadata(&ours).unwrap().len(),
-                mt.len(),
-                "{url} {f}"
-            );
-            assert!(
-                std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
-                "{url} {f}"
-            );
-        }
+        assert_same_files(&m.dir, &full, &files, url);
         assert_eq!(
             cached_blobs(&m.state_root),
             files.lines().count() - 1,
