@@ -177,6 +177,7 @@ def main():
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
                            'st_hg_full', 'st_hg_lazy']}
     mounts = []
+    server = None
     try:
         server = Server(corpus, work)
         if a.delay_ms:
@@ -252,8 +253,9 @@ def main():
             unmount_all(mounts)
             mounts = []
             shutil.rmtree(d, ignore_errors=True)
-        server.stop()
     finally:
+        if server:
+            server.stop()  # also when a step failed: no server outlives the benchmark
         for mnt, state in mounts:
             subprocess.run(['fusermount3', '-uz', mnt])
         # Nothing is removed through a mount: rmtree would walk into one left behind.
