@@ -347,13 +347,10 @@ impl Conn {
                 message: self.remote_lines().trim_start().to_owned(),
             });
         }
-        let len: u64 = std::str::from_utf8(&line[..line.len() - 1])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| RemoteError::Protocol {
-                url: self.url.clone(),
-                reason: format!("unexpected response: {:?}", String::from_utf8_lossy(&line)),
-            })?;
+        let len = length_of(&line).ok_or_else(|| RemoteError::Protocol {
+            url: self.url.clone(),
+            reason: format!("unexpected response: {:?}", String::from_utf8_lossy(&line)),
+        })?;
         if len > limit {
             return Err(RemoteError::Protocol {
                 url: self.url.clone(),
@@ -427,15 +424,21 @@ impl Conn {
     }
 }
 
-/// `procutil`'s `_serverquote`: quoted for the server's shell when not plain.
+/// `sshpeer._serverquote`: [`shellquote`], but the empty string stays empty.
 fn server_quote(s: &str) -> String {
-    if s.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"@%_+=:,./-".contains(&b))
-    {
-        s.to_owned()
+    if s.is_empty() {
+        String::new()
     } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+        shellquote(s)
     }
+}
+
+/// The length of a `LEN\n` line (its newline included).
+fn length_of(line: &[u8]) -> Option<u64> {
+    std::str::from_utf8(line.strip_suffix(b"\n")?)
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// One answer of an `x_rfl_getfiles` stream: `LEN\n<zlib blob>` (`0\n` for the null node).
@@ -452,15 +455,12 @@ fn read_blob(
             "the server ended the stream",
         ));
     }
-    let len: u64 = std::str::from_utf8(&line[..line.len() - 1])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("unexpected response: {:?}", String::from_utf8_lossy(&line)),
-            )
-        })?;
+    let len = length_of(&line).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("unexpected response: {:?}", String::from_utf8_lossy(&line)),
+        )
+    })?;
     // A zlib stream is at most a little larger than what it holds.
     if len > max_blob.saturating_add(max_blob / 100 + 1024) {
         return Err(std::io::Error::new(
@@ -669,6 +669,9 @@ mod tests {
         assert_eq!(super::shellquote("it's"), "'it'\\''s'");
         assert_eq!(super::server_quote(""), "");
         assert_eq!(super::server_quote("/srv/repo"), "/srv/repo");
+        assert_eq!(super::shellquote(""), "''");
+        assert_eq!(super::length_of(b"12\n"), Some(12));
+        assert_eq!(super::length_of(b"x\n"), None);
     }
 
     #[test]

@@ -278,8 +278,9 @@ impl ShallowSource {
     }
 
     /// The blob on this machine, if any (verified).
-    fn local_blob(&self, path: &[u8], node: &Node) -> Result<Option<Blob>, StoreError> {
-        let written = self.here().get(&(path.to_vec(), *node)) == Some(&true);
+    fn local_blob(&self, key: &Key) -> Result<Option<Blob>, StoreError> {
+        let (path, node) = (&key.0[..], &key.1);
+        let written = self.here().get(key) == Some(&true);
         if written {
             if let Some(b) = self.cache.get_written(path, node).map_err(cache_err)? {
                 return Ok(Some(b));
@@ -303,7 +304,7 @@ impl ShallowSource {
         if let Some(b) = self.recent().get(&key) {
             return Ok(b);
         }
-        let blob = match self.local_blob(path, node)? {
+        let blob = match self.local_blob(&key)? {
             Some(b) => b,
             None => {
                 // Not on the disk after all (hg's gc, or another mount's eviction took it).
@@ -312,7 +313,7 @@ impl ShallowSource {
                 if let Some(b) = self.recent().get(&key) {
                     return Ok(b);
                 }
-                self.local_blob(path, node)?.ok_or_else(|| {
+                self.local_blob(&key)?.ok_or_else(|| {
                     unavailable(
                         path,
                         node,

@@ -84,15 +84,23 @@ impl FetchAhead {
         }
     }
 
-    /// A program looks up `path` (a file of directory `parent`) in `manifest`; `fetched`:
-    /// the lookup had to fetch its directory's files.
+    /// A program looks up a file of directory `parent`: true when it is the directory the
+    /// walk last saw it in (noted as a sign of life; nothing more to tell the walk).
+    pub(crate) fn same_dir(&self, parent: u64) -> bool {
+        let mut st = self.shared.lock();
+        if st.last_parent != parent {
+            return false;
+        }
+        st.reader_seen = Some(Instant::now());
+        true
+    }
+
+    /// A program looks up `path`, a file of directory `parent` ([`FetchAhead::same_dir`]
+    /// false), in `manifest`; `fetched`: the lookup had to fetch its directory's files.
     pub(crate) fn seen(&self, parent: u64, path: &[u8], manifest: &Arc<Manifest>, fetched: bool) {
         let now = Instant::now();
         let mut st = self.shared.lock();
         st.reader_seen = Some(now);
-        if parent == st.last_parent && !fetched {
-            return;
-        }
         st.last_parent = parent;
         if !st
             .manifest

@@ -168,6 +168,7 @@ impl WorkingCopy {
             let walk = self
                 .fetch_ahead
                 .as_ref()
+                .filter(|fa| !fa.same_dir(parent))
                 .and_then(|fa| Some((fa, c.store_path(name)?, inner.base.clone())));
             let known = |node: &Node| inner.repo.known_size(node).is_some();
             let target = match c.get_full(name) {
