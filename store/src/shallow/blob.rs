@@ -196,6 +196,24 @@ impl Blob {
         }
     }
 
+    /// The blob's bytes as a loose file holds them (what [`Blob::parse`] reads).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = if self.flags == 0 {
+            format!("{}\0", self.text.len()).into_bytes()
+        } else {
+            format!("v1\ns{}\nf{}\0", self.text.len(), self.flags).into_bytes()
+        };
+        out.extend_from_slice(&self.text);
+        for a in &self.ancestors {
+            for n in [&a.node, &a.p1, &a.p2, &a.linknode] {
+                out.extend_from_slice(&n.0);
+            }
+            out.extend_from_slice(a.copy_from.as_deref().unwrap_or(b""));
+            out.push(0);
+        }
+        out
+    }
+
     /// [`Blob::parse`] then [`Blob::verify`]: the only way a fetched blob's text is used.
     pub fn parse_verified(path: &[u8], node: &Node, bytes: &[u8]) -> Result<Blob, ShallowError> {
         let blob = Blob::parse(path, node, bytes)?;

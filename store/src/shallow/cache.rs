@@ -1,8 +1,10 @@
 //! The shared cache of remotefilelog blobs, as Mercurial's remotefilelog client keeps it
 //! (`remotefilelog.cachepath`, then `remotefilelog.reponame`): one loose file per file
 //! revision, `<cache>/<sha1hex(path)[:2]>/<sha1hex(path)[2:]>/<hex filenode>`, holding the
-//! decompressed blob (blob.rs), mode 0444 in directories 0775. What hg fetched, revfs reads;
-//! what revfs fetched, hg reads. Packs (`packs/`, written by `hg repack`) are not read yet.
+//! decompressed blob (blob.rs), mode 0444 in directories 0775, and packs in `packs/`
+//! (pack/): revfs writes a batch of [`PACK_MIN`] or more blobs as one data pack and one
+//! history pack, and reads those and `hg repack`'s; hg's client reads packs first, then
+//! loose blobs, and so does revfs. What hg fetched, revfs reads; what revfs fetched, hg reads.
 //!
 //! Nothing enters the cache unverified: [`SharedCache::insert`] checks the blob's hash and
 //! writes it whole (a temporary file renamed into place), so a cut download or a wrong
@@ -10,12 +12,13 @@
 //! (hg's client checks only its name), but for one the same process inserted
 //! ([`SharedCache::get_written`]).
 //!
-//! The cache is bounded by [`SharedCache::evict`]: least recently used blobs out first, as
-//! hg's own `gc` orders them, by access time (which a read here sets, relatime or not),
-//! never one the caller keeps. Only blobs are removed: hg's temporary files and anything
-//! else stay.
+//! The cache is bounded by [`SharedCache::evict`]: least recently used blobs and packs out
+//! first, as hg's own `gc` orders them, by access time (which a read here sets, relatime or
+//! not), never a blob the caller keeps (a kept one in a pack is written loose before its pack
+//! goes). Only blobs and packs are removed: hg's temporary files and anything else stay.
 
 use super::blob::{Blob, ShallowError};
+use super::pack::{set::PackFile, PackError, PackSet};
 use crate::node::Node;
 use sha1::{Digest, Sha1};
 use std::io::Write;
@@ -26,7 +29,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct SharedCache {
     root: PathBuf,
+    /// `<root>/packs`, shared by every clone of this cache.
+    packs: std::sync::Arc<PackSet>,
 }
+
+/// The fewest blobs [`SharedCache::insert_many`] writes as a pack (fewer go loose: a pack
+/// per small batch would leave hg, which looks through its packs one by one, many to look
+/// through).
+pub const PACK_MIN: usize = 64;
 
 /// Why the cache could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -39,15 +49,29 @@ pub enum CacheError {
     },
     #[error(transparent)]
     Blob(#[from] ShallowError),
+    #[error(transparent)]
+    Pack(#[from] PackError),
 }
 
 impl SharedCache {
     /// The cache of repository `reponame` under `cachepath` (an empty name: the cache's
     /// root, as hg's default).
     pub fn new(cachepath: &Path, reponame: &str) -> SharedCache {
+        let root = cachepath.join(reponame);
         SharedCache {
-            root: cachepath.join(reponame),
+            packs: std::sync::Arc::new(PackSet::new(root.join("packs"))),
+            root,
         }
+    }
+
+    /// The cache's packs.
+    pub fn packs(&self) -> &PackSet {
+        &self.packs
+    }
+
+    /// Whether the cache holds `path` at `node`, in a pack or loose.
+    pub fn contains(&self, path: &[u8], node: &Node) -> bool {
+        self.blob_path(path, node).exists() || self.packs.contains(path, node)
     }
 
     /// Where the blob of `path` at `node` lives.
@@ -74,6 +98,12 @@ impl SharedCache {
 
     fn read(&self, path: &[u8], node: &Node, verify: bool) -> Result<Option<Blob>, CacheError> {
         use std::io::Read;
+        if let Some(blob) = self.packs.blob(path, node)? {
+            if verify {
+                blob.verify(path, node)?;
+            }
+            return Ok(Some(blob));
+        }
         let file = self.blob_path(path, node);
         let io = |source| CacheError::Io {
             path: file.clone(),
@@ -102,6 +132,12 @@ impl SharedCache {
     /// and renamed into place. Returns the parsed blob.
     pub fn insert(&self, path: &[u8], node: &Node, bytes: &[u8]) -> Result<Blob, CacheError> {
         let blob = Blob::parse_verified(path, node, bytes)?;
+        self.write_loose(path, node, bytes)?;
+        Ok(blob)
+    }
+
+    /// Writes verified `bytes` as the loose blob of `path` at `node`.
+    fn write_loose(&self, path: &[u8], node: &Node, bytes: &[u8]) -> Result<(), CacheError> {
         let file = self.blob_path(path, node);
         let dir = file.parent().unwrap_or(&self.root);
         let io = |p: &Path| {
@@ -125,7 +161,39 @@ impl SharedCache {
             path: file.clone(),
             source: e.error,
         })?;
-        Ok(blob)
+        Ok(())
+    }
+
+    /// [`SharedCache::insert`] of a batch: each blob verified, then, for [`PACK_MIN`] or
+    /// more, one data pack and one history pack instead of a file each (loose if the packs
+    /// cannot be written). Answers in the batch's order.
+    pub fn insert_many(&self, batch: &[(&[u8], Node, &[u8])]) -> Vec<Result<Blob, CacheError>> {
+        let parsed: Vec<Result<Blob, CacheError>> = batch
+            .iter()
+            .map(|(path, node, bytes)| Ok(Blob::parse_verified(path, node, bytes)?))
+            .collect();
+        let good: Vec<usize> = (0..batch.len()).filter(|&i| parsed[i].is_ok()).collect();
+        let mut loose: Vec<usize> = good.clone();
+        if good.len() >= PACK_MIN {
+            let items: Vec<(&[u8], Node, &Blob)> = good
+                .iter()
+                .filter_map(|&i| Some((batch[i].0, batch[i].1, parsed[i].as_ref().ok()?)))
+                .collect();
+            match self.packs.write(&items) {
+                Ok(left_out) => loose = left_out.into_iter().map(|k| good[k]).collect(),
+                Err(e) => {
+                    tracing::warn!("fetched revisions go loose: a pack could not be written: {e}")
+                }
+            }
+        }
+        let mut out = parsed;
+        for i in loose {
+            let (path, node, bytes) = batch[i];
+            if let Err(e) = self.write_loose(path, &node, bytes) {
+                out[i] = Err(e);
+            }
+        }
+        out
     }
 
     /// The cache's blobs with their sizes and access times (what [`SharedCache::evict`]
@@ -164,49 +232,86 @@ impl SharedCache {
     }
 
     /// When the cache holds more than `limit` bytes, removes the least recently used blobs
-    /// until it holds at most `target`, never one whose path `keep` holds. Returns what was
-    /// there and what was removed.
-    pub fn evict(
-        &self,
-        limit: u64,
-        target: u64,
-        keep: &std::collections::HashSet<PathBuf>,
-    ) -> Evicted {
-        let mut blobs = self.blobs();
-        let total: u64 = blobs.iter().map(|b| b.size).sum();
+    /// and packs until it holds at most `target`, never a blob `keep` names: one in a pack
+    /// is written loose before the first pack goes. Returns what was there (blobs and packs
+    /// counted alike) and what was removed.
+    pub fn evict(&self, limit: u64, target: u64, keep: &[(Vec<u8>, Node)]) -> Evicted {
+        enum Unit {
+            Loose(CachedBlob),
+            Pack(PackFile),
+        }
+        let mut units: Vec<(u64, (i64, i64), Unit)> = self
+            .blobs()
+            .into_iter()
+            .map(|b| (b.size, b.atime, Unit::Loose(b)))
+            .collect();
+        units.extend(
+            self.packs
+                .files()
+                .into_iter()
+                .map(|p| (p.size, p.atime, Unit::Pack(p))),
+        );
+        let total: u64 = units.iter().map(|u| u.0).sum();
         let mut out = Evicted {
-            blobs: blobs.len(),
+            blobs: units.len(),
             bytes: total,
             ..Evicted::default()
         };
         if total <= limit {
             return out;
         }
-        blobs.sort_by_key(|b| b.atime);
+        let kept: std::collections::HashSet<PathBuf> =
+            keep.iter().map(|(p, n)| self.blob_path(p, n)).collect();
+        let mut rescued = false;
+        units.sort_by_key(|u| u.1);
         let mut left = total;
-        for b in blobs {
+        for (size, _, unit) in units {
             if left <= target {
                 break;
             }
-            if keep.contains(&b.path) {
-                continue;
-            }
-            match std::fs::remove_file(&b.path) {
-                Ok(()) => {
-                    left -= b.size;
-                    out.removed += 1;
-                    out.removed_bytes += b.size;
+            let removed = match unit {
+                Unit::Loose(b) if !kept.contains(&b.path) => {
+                    let gone = std::fs::remove_file(&b.path).is_ok();
                     // The blob's directory goes with its last blob (hg's own gc leaves them;
                     // an empty one costs a lookup for nothing).
-                    if let Some(dir) = b.path.parent() {
+                    if let (true, Some(dir)) = (gone, b.path.parent()) {
                         let _ = std::fs::remove_dir(dir);
                     }
+                    gone
                 }
-                // Gone already (hg's gc, another mount), or not ours to remove.
-                Err(_) => continue,
+                Unit::Loose(_) => false,
+                Unit::Pack(p) => {
+                    if !std::mem::replace(&mut rescued, true) {
+                        self.rescue(keep);
+                    }
+                    self.packs.remove(&p).is_ok()
+                }
+            };
+            // Not removed: kept, gone already (hg's gc, another mount), or not ours.
+            if removed {
+                left -= size;
+                out.removed += 1;
+                out.removed_bytes += size;
             }
         }
         out
+    }
+
+    /// Writes loose each of `keep` that only a pack holds, so that removing packs keeps it.
+    fn rescue(&self, keep: &[(Vec<u8>, Node)]) {
+        for (path, node) in keep {
+            if self.blob_path(path, node).exists() {
+                continue;
+            }
+            match self.packs.blob(path, node) {
+                Ok(Some(blob)) if blob.verify(path, node).is_ok() => {
+                    if let Err(e) = self.write_loose(path, node, &blob.to_bytes()) {
+                        tracing::warn!("a kept revision could not be written out of its pack: {e}");
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -302,11 +407,10 @@ mod tests {
         // Reading f0 makes it the newest.
         assert!(c.get(&keys[0].0, &keys[0].1).unwrap().is_some());
         // Under the limit: nothing goes.
-        let none = c.evict(6 * size, 0, &Default::default());
+        let none = c.evict(6 * size, 0, &[]);
         assert_eq!((none.blobs, none.removed), (6, 0));
         // Over it: down to 3 blobs, f1 kept although it is the oldest after f0's read.
-        let keep = [c.blob_path(&keys[1].0, &keys[1].1)].into_iter().collect();
-        let e = c.evict(5 * size, 3 * size, &keep);
+        let e = c.evict(5 * size, 3 * size, &[keys[1].clone()]);
         assert_eq!(
             (e.blobs, e.bytes, e.removed, e.removed_bytes),
             (6, 6 * size, 3, 3 * size)
@@ -323,8 +427,94 @@ mod tests {
             .unwrap()
             .exists());
         std::fs::write(dir.path().join("r/notes"), b"x").unwrap();
-        c.evict(0, 0, &Default::default());
+        c.evict(0, 0, &[]);
         assert!(dir.path().join("r/notes").exists());
         assert!(c.blobs().is_empty());
+    }
+
+    /// The loose bytes of `text` at `path`, with `parent` as p1 (null for none), `copy` as
+    /// its copy source, and `more` records after its own.
+    fn blob_bytes(
+        text: &[u8],
+        parent: Node,
+        copy: &[u8],
+        more: &[(Node, Node)],
+    ) -> (Node, Vec<u8>) {
+        let b = Blob {
+            text: text.to_vec(),
+            flags: 0,
+            ancestors: vec![crate::shallow::Ancestor {
+                node: Node::NULL,
+                p1: parent,
+                p2: Node::NULL,
+                linknode: Node([0xaa; 20]),
+                copy_from: (!copy.is_empty()).then(|| copy.to_vec()),
+            }],
+        };
+        let (p1, p2) = b.revlog_parents();
+        let node = Node::hash_revision(&p1, &p2, &b.raw_text());
+        let mut b = b;
+        b.ancestors[0].node = node;
+        for (n, p) in more {
+            b.ancestors.push(crate::shallow::Ancestor {
+                node: *n,
+                p1: *p,
+                p2: Node::NULL,
+                linknode: Node([0xaa; 20]),
+                copy_from: None,
+            });
+        }
+        (node, b.to_bytes())
+    }
+
+    #[test]
+    fn a_big_batch_goes_into_packs_reads_back_verified_and_its_kept_blob_outlives_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = SharedCache::new(dir.path(), "r");
+        // src@s0 is copied to copy@c (its ancestry names src's record); the rest plain,
+        // one of them starting like a metadata block.
+        let (s0, src) = blob_bytes(b"source\n", Node::NULL, b"", &[]);
+        let (cn, copy) = blob_bytes(b"copied\n", s0, b"src", &[(s0, Node::NULL)]);
+        let mut batch: Vec<(Vec<u8>, Node, Vec<u8>)> =
+            vec![(b"src".to_vec(), s0, src), (b"dir/copy".to_vec(), cn, copy)];
+        for i in 0..PACK_MIN {
+            let text = if i == 0 {
+                b"\x01\nodd\n".to_vec()
+            } else {
+                format!("file {i}\n").into_bytes()
+            };
+            let (n, bytes) = blob_bytes(&text, Node::NULL, b"", &[]);
+            batch.push((format!("d/f{i}").into_bytes(), n, bytes));
+        }
+        // One flipped byte: refused, the others stored.
+        let mut bad = batch[5].2.clone();
+        bad[3] ^= 1;
+        batch.push((b"bad".to_vec(), batch[5].1, bad));
+        let items: Vec<(&[u8], Node, &[u8])> =
+            batch.iter().map(|(p, n, b)| (&p[..], *n, &b[..])).collect();
+        let out = c.insert_many(&items);
+        assert_eq!(out.iter().filter(|r| r.is_ok()).count(), batch.len() - 1);
+        assert!(matches!(out.last(), Some(Err(CacheError::Blob(_)))));
+        // Two packs (data, history), no loose blob.
+        assert!(c.blobs().is_empty());
+        let files = c.packs().files();
+        assert_eq!(files.len(), 2);
+        // A fresh cache on the same directory reads them all back, verified.
+        let c2 = SharedCache::new(dir.path(), "r");
+        for (p, n, bytes) in &batch[..batch.len() - 1] {
+            let want = Blob::parse(p, n, bytes).unwrap();
+            let got = c2.get(p, n).unwrap().unwrap();
+            assert_eq!(got.text, want.text, "{}", String::from_utf8_lossy(p));
+            assert_eq!(got.ancestors, want.ancestors);
+            assert!(c2.contains(p, n));
+        }
+        assert!(c2.get(b"bad", &Node([1; 20])).unwrap().is_none());
+        // Evicting everything but the copy: the packs go, the copy stays, loose.
+        let e = c2.evict(0, 0, &[(b"dir/copy".to_vec(), cn)]);
+        assert_eq!(e.removed, 2);
+        assert!(c2.packs().files().is_empty());
+        assert!(c2.blob_path(b"dir/copy", &cn).exists());
+        assert_eq!(c2.get(b"dir/copy", &cn).unwrap().unwrap().text, b"copied\n");
+        assert!(c2.get(b"src", &s0).unwrap().is_none());
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod blob;
 pub mod cache;
+pub mod pack;
 pub mod source;
 
 /// The requirement of a shallow repository (remotefilelog's `SHALLOWREPO_REQUIREMENT`).

@@ -139,10 +139,7 @@ impl Bound {
     /// Measures the cache and, over the limit, removes down to nine tenths of it.
     fn run(&self) {
         let t0 = std::time::Instant::now();
-        let keep: std::collections::HashSet<PathBuf> = (self.keep)()
-            .iter()
-            .map(|(p, n)| self.cache.blob_path(p, n))
-            .collect();
+        let keep = (self.keep)();
         let target = self.limit - self.limit / 10;
         let e = self.cache.evict(self.limit, target, &keep);
         if e.removed > 0 {
@@ -224,6 +221,10 @@ fn cache_err(e: CacheError) -> StoreError {
     match e {
         CacheError::Io { path, source } => StoreError::io(path, source),
         CacheError::Blob(b) => StoreError::Other(b.to_string()),
+        CacheError::Pack(super::pack::PackError::Io { path, source }) => {
+            StoreError::io(path, source)
+        }
+        CacheError::Pack(p) => StoreError::Other(p.to_string()),
     }
 }
 
@@ -422,8 +423,7 @@ impl ShallowSource {
         if self.here().get(&key).is_some() {
             return true;
         }
-        let here =
-            self.local_path(path, node).exists() || self.cache.blob_path(path, node).exists();
+        let here = self.local_path(path, node).exists() || self.cache.contains(path, node);
         if here {
             self.here().put(key, false);
         }
@@ -485,22 +485,31 @@ impl ShallowSource {
         };
         let keys: Vec<(&[u8], Node)> = mine.iter().map(|(p, n, _)| (*p, *n)).collect();
         let answers = fetcher.fetch(&keys);
+        // The answers that came, stored in one batch (a pack when it is big enough).
+        let came: Vec<(&[u8], Node, &[u8])> = keys
+            .iter()
+            .zip(&answers)
+            .filter_map(|((p, n), a)| Some((*p, *n, a.as_ref().ok()?.as_slice())))
+            .collect();
+        let mut stored = self.cache.insert_many(&came).into_iter();
         let mut first_err = None;
         let mut got = 0;
         let mut bytes = 0u64;
         for (i, (path, node)) in keys.iter().enumerate() {
             let outcome = match answers.get(i) {
-                Some(Ok(blob_bytes)) => match self.cache.insert(path, node, blob_bytes) {
-                    Ok(blob) => {
+                Some(Ok(blob_bytes)) => match stored.next() {
+                    Some(Ok(blob)) => {
                         bytes += blob_bytes.len() as u64;
                         self.here().put((path.to_vec(), *node), true);
                         self.recent().put((path.to_vec(), *node), Arc::new(blob));
                         Ok(())
                     }
-                    Err(e) => Err(format!(
+                    Some(Err(e @ CacheError::Blob(_))) => Err(format!(
                         "{} sent a revision that was refused: {e}",
                         fetcher.describe()
                     )),
+                    Some(Err(e)) => Err(format!("the fetched revision could not be stored: {e}")),
+                    None => Err("the cache lost count of the batch".into()),
                 },
                 Some(Err(e)) => Err(e.clone()),
                 None => Err(format!("{} gave no answer for it", fetcher.describe())),

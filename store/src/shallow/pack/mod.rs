@@ -1,0 +1,140 @@
+//! remotefilelog's packs (version 2, the same from hg 4.7 to 7.2), in the shared cache's
+//! `packs/` directory, where hg's client looks before its loose blobs:
+//!
+//! - a data pack (`<sha1>.datapack` + `<sha1>.dataidx`, [`data`]) holds file texts, each a
+//!   zlib stream of a fulltext or of a delta against another revision;
+//! - a history pack (`<sha1>.histpack` + `<sha1>.histidx`, [`hist`]) holds each file's
+//!   revisions with their parents, linknodes and copy sources.
+//!
+//! Each pair's index is a fanout table then entries sorted by a 20-byte key ([`index`]).
+//! revfs writes one data pack and one history pack for each large batch it fetches (one
+//! file each instead of a directory and a file per revision), and reads those and the ones
+//! `hg repack` writes ([`set`]). docs/FORMATS.md describes the layout.
+//!
+//! Everything read from a pack is bounds-checked: a short or garbled pack is an error naming
+//! it, never a panic. The texts are verified against their nodes by the caller.
+
+pub mod data;
+pub mod hist;
+pub mod index;
+pub mod set;
+
+pub use set::PackSet;
+
+use std::path::PathBuf;
+
+/// The pack version revfs reads and writes (hg's `SUPPORTED_VERSIONS = [2]`).
+pub const VERSION: u8 = 2;
+
+/// Why a pack could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: malformed pack: {reason}", path.display())]
+    Malformed { path: PathBuf, reason: String },
+}
+
+impl PackError {
+    pub(crate) fn malformed(path: &std::path::Path, reason: impl Into<String>) -> PackError {
+        PackError::Malformed {
+            path: path.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Big-endian reads that fail instead of panicking past the end.
+pub(crate) trait Be {
+    fn be_u16(&self, at: usize) -> Option<u16>;
+    fn be_u32(&self, at: usize) -> Option<u32>;
+    fn be_u64(&self, at: usize) -> Option<u64>;
+    fn slice(&self, at: usize, len: usize) -> Option<&[u8]>;
+}
+
+impl Be for [u8] {
+    fn be_u16(&self, at: usize) -> Option<u16> {
+        Some(u16::from_be_bytes(self.slice(at, 2)?.try_into().ok()?))
+    }
+    fn be_u32(&self, at: usize) -> Option<u32> {
+        Some(u32::from_be_bytes(self.slice(at, 4)?.try_into().ok()?))
+    }
+    fn be_u64(&self, at: usize) -> Option<u64> {
+        Some(u64::from_be_bytes(self.slice(at, 8)?.try_into().ok()?))
+    }
+    fn slice(&self, at: usize, len: usize) -> Option<&[u8]> {
+        self.get(at..at.checked_add(len)?)
+    }
+}
+
+/// A pack file mapped read-only. Packs are written once, renamed into place and never
+/// changed (hg and revfs both make them 0444); a removed one stays mapped until dropped.
+pub(crate) fn map(path: &std::path::Path) -> Result<memmap2::Mmap, PackError> {
+    let io = |source| PackError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: pack files are immutable once in place (written whole, renamed, mode 0444);
+    // nothing of ours or hg's truncates or rewrites one.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(map)
+}
+
+/// Writes `bytes` to a temporary file in `dir`, mode 0444, and returns it unrenamed.
+pub(crate) fn write_temp(
+    dir: &std::path::Path,
+    suffix: &str,
+    bytes: &[u8],
+) -> Result<tempfile::TempPath, PackError> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let io = |p: &std::path::Path| {
+        let p = p.to_owned();
+        move |source| PackError::Io { path: p, source }
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".revfs-")
+        .suffix(suffix)
+        .tempfile_in(dir)
+        .map_err(io(dir))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o444))
+        .map_err(io(tmp.path()))?;
+    Ok(tmp.into_temp_path())
+}
+
+/// Puts a pack in place: its two files written whole to temporaries, then renamed, the
+/// pack before its index (hg lists a pack only when it sees both). Returns the pack's path
+/// without its suffix.
+pub(crate) fn install(
+    dir: &std::path::Path,
+    pack: &[u8],
+    index: &[u8],
+    suffixes: (&str, &str),
+) -> Result<PathBuf, PackError> {
+    use sha1::{Digest, Sha1};
+    let name = hex::encode(Sha1::digest(pack));
+    let base = dir.join(&name);
+    let pack_tmp = write_temp(dir, "-tmp", pack)?;
+    let index_tmp = write_temp(dir, "-tmp", index)?;
+    let to = |suffix: &str| dir.join(format!("{name}{suffix}"));
+    let (pack_to, index_to) = (to(suffixes.0), to(suffixes.1));
+    pack_tmp.persist(&pack_to).map_err(|e| PackError::Io {
+        path: pack_to.clone(),
+        source: e.error,
+    })?;
+    if let Err(e) = index_tmp.persist(&index_to) {
+        let _ = std::fs::remove_file(&pack_to);
+        return Err(PackError::Io {
+            path: index_to,
+            source: e.error,
+        });
+    }
+    Ok(base)
+}
