@@ -1460,3 +1460,58 @@ fn a_program_walking_the_tree_finds_the_files_ahead_of_it_fetched_before_it_gets
     }
     assert_eq!(batches(), walked);
 }
+
+#[test]
+fn revfs_reads_the_packs_hg_repack_wrote_delta_chains_included_with_the_server_gone() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = build_history(t);
+    serve_files(&src);
+    let served = revfs_tests::served::Served::start(&src, t);
+    hg_ok(t, &["clone", "-q", &served.url(), "full"]);
+    let full = t.join("full");
+    let (m, repo) = clone_mounted(&served.url(), t, "");
+    // hg fetches every revision of every file itself (loose blobs), then repacks them all.
+    hg_in(&m.dir, &["log", "-p"]);
+    assert!(cached_blobs(&m.state_root) > 0);
+    assert!(data_packs(&m.state_root).is_empty());
+    hg_in(&m.dir, &["repack"]);
+    let packs = data_packs(&m.state_root);
+    assert!(!packs.is_empty());
+    // Some revision in them is a delta on another (an index entry's base is not -1: the
+    // entries of 40 bytes after the header and its 2^8 slots, base at 20).
+    let deltas: usize = packs
+        .iter()
+        .map(|p| {
+            let idx = std::fs::read(p.with_extension("dataidx")).unwrap();
+            assert_eq!(
+                idx[1] & 0x80,
+                0,
+                "a small test's index has the small fanout"
+            );
+            idx[2 + 256 * 4 + 8..]
+                .chunks(40)
+                .filter(|e| i32::from_be_bytes(e[20..24].try_into().unwrap()) != -1)
+                .count()
+        })
+        .sum();
+    assert!(deltas > 0, "no delta chain in {packs:?}");
+    // A new daemon, no server: every file at every revision comes from hg's packs.
+    drop(served);
+    m.unmount();
+    m.remount(&repo, None);
+    for rev in 0..=5 {
+        let rev = rev.to_string();
+        for f in hg_in(&full, &["files", "-r", &rev]).lines() {
+            let want = hg_in(&full, &["cat", "-r", &rev, f]);
+            let out = m.revfs_in(&m.dir, &["cat", "-r", &rev, f]);
+            assert!(out.status.success(), "r{rev} {f}: {out:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stdout) == want,
+                "r{rev} {f} differs"
+            );
+        }
+    }
+    let files = hg_in(&full, &["files", "-r", "tip"]);
+    assert_same_files(&m.dir, &full, &files, "after hg repack");
+}
