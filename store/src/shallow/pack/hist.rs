@@ -39,20 +39,7 @@ pub struct HistPack {
 impl HistPack {
     /// Opens the pack at `base` (its path without suffix): both files, version checked.
     pub fn open(base: &Path) -> Result<HistPack, PackError> {
-        let with = |s: &str| PathBuf::from(format!("{}{s}", base.display()));
-        let (pack_path, idx_path) = (with(PACK_SUFFIX), with(INDEX_SUFFIX));
-        let pack = super::map(&pack_path)?;
-        let idx = super::map(&idx_path)?;
-        match pack.first() {
-            Some(&VERSION) => {}
-            Some(v) => {
-                return Err(PackError::malformed(
-                    &pack_path,
-                    format!("pack version {v} (revfs reads {VERSION})"),
-                ))
-            }
-            None => return Err(PackError::malformed(&pack_path, "empty")),
-        }
+        let (pack, idx, idx_path) = super::open_pair(base, (PACK_SUFFIX, INDEX_SUFFIX))?;
         let index = Index::parse(&idx, FILE_ENTRY, &idx_path)?;
         Ok(HistPack {
             base: base.to_owned(),

@@ -85,6 +85,26 @@ pub(crate) fn map(path: &std::path::Path) -> Result<memmap2::Mmap, PackError> {
     Ok(map)
 }
 
+/// Maps the pack at `base` (its path without suffix) and its index, the pack's version
+/// checked: (pack, index, the index's path).
+pub(crate) fn open_pair(
+    base: &std::path::Path,
+    (pack_suffix, index_suffix): (&str, &str),
+) -> Result<(memmap2::Mmap, memmap2::Mmap, PathBuf), PackError> {
+    let with = |s: &str| PathBuf::from(format!("{}{s}", base.display()));
+    let (pack_path, idx_path) = (with(pack_suffix), with(index_suffix));
+    let pack = map(&pack_path)?;
+    let idx = map(&idx_path)?;
+    match pack.first() {
+        Some(&VERSION) => Ok((pack, idx, idx_path)),
+        Some(v) => Err(PackError::malformed(
+            &pack_path,
+            format!("pack version {v} (revfs reads {VERSION})"),
+        )),
+        None => Err(PackError::malformed(&pack_path, "empty")),
+    }
+}
+
 /// Writes `bytes` to a temporary file in `dir`, mode 0444, and returns it unrenamed.
 pub(crate) fn write_temp(
     dir: &std::path::Path,
