@@ -21,8 +21,7 @@ use super::blob::{Blob, ShallowError};
 use super::pack::{set::PackFile, PackError, PackSet};
 use crate::node::Node;
 use sha1::{Digest, Sha1};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// One repository's part of the shared cache: `<cachepath>/<reponame>`.
@@ -149,14 +148,8 @@ impl SharedCache {
             .mode(0o775)
             .create(dir)
             .map_err(io(dir))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".revfs-")
-            .tempfile_in(dir)
-            .map_err(io(dir))?;
-        tmp.write_all(bytes).map_err(io(tmp.path()))?;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o444))
-            .map_err(io(tmp.path()))?;
+        let tmp = super::write_read_only_temp(dir, "", bytes)
+            .map_err(|(path, source)| CacheError::Io { path, source })?;
         tmp.persist(&file).map_err(|e| CacheError::Io {
             path: file.clone(),
             source: e.error,
@@ -173,19 +166,21 @@ impl SharedCache {
             .map(|(path, node, bytes)| Ok(Blob::parse_verified(path, node, bytes)?))
             .collect();
         let good: Vec<usize> = (0..batch.len()).filter(|&i| parsed[i].is_ok()).collect();
-        let mut loose: Vec<usize> = good.clone();
-        if good.len() >= PACK_MIN {
+        let loose = if good.len() < PACK_MIN {
+            good
+        } else {
             let items: Vec<(&[u8], Node, &Blob)> = good
                 .iter()
                 .filter_map(|&i| Some((batch[i].0, batch[i].1, parsed[i].as_ref().ok()?)))
                 .collect();
             match self.packs.write(&items) {
-                Ok(left_out) => loose = left_out.into_iter().map(|k| good[k]).collect(),
+                Ok(left_out) => left_out.into_iter().map(|k| good[k]).collect(),
                 Err(e) => {
-                    tracing::warn!("fetched revisions go loose: a pack could not be written: {e}")
+                    tracing::warn!("fetched revisions go loose: a pack could not be written: {e}");
+                    good
                 }
             }
-        }
+        };
         let mut out = parsed;
         for i in loose {
             let (path, node, bytes) = batch[i];
@@ -342,6 +337,7 @@ fn is_hex(name: &std::ffi::OsStr, len: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_blob_path_is_hgs_cache_key() {

@@ -337,7 +337,6 @@ impl ShallowSource {
     /// of its ancestors from its parents' blobs (the copy source's for a copy), breadth
     /// first. A temporary file renamed into place, read-only, checked before it is.
     pub fn write_local(&self, blob: &LocalBlob, linknode: &Node) -> Result<(), StoreError> {
-        use std::io::Write;
         let (real_p1, copy_from) = match &blob.copy {
             Some((src, rev)) => (*rev, src.clone()),
             None => (blob.p1, Vec::new()),
@@ -403,15 +402,8 @@ impl ShallowSource {
             move |e| StoreError::io(p, e)
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".revfs-")
-            .tempfile_in(dir)
-            .map_err(io(dir))?;
-        tmp.write_all(&data).map_err(io(tmp.path()))?;
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o444))
-            .map_err(io(tmp.path()))?;
+        let tmp = super::write_read_only_temp(dir, "", &data)
+            .map_err(|(path, e)| StoreError::io(path, e))?;
         tmp.persist(&file)
             .map_err(|e| StoreError::io(&file, e.error))?;
         Ok(())

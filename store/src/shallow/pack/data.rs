@@ -16,7 +16,7 @@
 use super::index::{self, Index};
 use super::{Be, PackError, VERSION};
 use crate::node::Node;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const PACK_SUFFIX: &str = ".datapack";
 pub const INDEX_SUFFIX: &str = ".dataidx";
@@ -49,38 +49,23 @@ impl DataEntry<'_> {
 
 /// A data pack and its index, mapped.
 pub struct DataPack {
-    base: PathBuf,
-    pack: memmap2::Mmap,
-    idx: memmap2::Mmap,
+    files: super::Mapped,
     index: Index,
+}
+
+impl std::ops::Deref for DataPack {
+    type Target = super::Mapped;
+    fn deref(&self) -> &super::Mapped {
+        &self.files
+    }
 }
 
 impl DataPack {
     /// Opens the pack at `base` (its path without suffix): both files, version checked.
     pub fn open(base: &Path) -> Result<DataPack, PackError> {
-        let (pack, idx, idx_path) = super::open_pair(base, (PACK_SUFFIX, INDEX_SUFFIX))?;
-        let index = Index::parse(&idx, ENTRY, &idx_path)?;
-        Ok(DataPack {
-            base: base.to_owned(),
-            pack,
-            idx,
-            index,
-        })
-    }
-
-    /// The pack's path without its suffix.
-    pub fn base(&self) -> &Path {
-        &self.base
-    }
-
-    /// The `.datapack` file's path.
-    pub fn pack_path(&self) -> PathBuf {
-        PathBuf::from(format!("{}{PACK_SUFFIX}", self.base.display()))
-    }
-
-    /// Bytes on disk, both files.
-    pub fn disk_size(&self) -> u64 {
-        (self.pack.len() + self.idx.len()) as u64
+        let files = super::Mapped::open(base, (PACK_SUFFIX, INDEX_SUFFIX))?;
+        let index = Index::parse(&files.idx, ENTRY, &files.index_path())?;
+        Ok(DataPack { files, index })
     }
 
     pub fn len(&self) -> usize {
@@ -101,14 +86,6 @@ impl DataPack {
             return Ok(None);
         };
         self.parse_entry(e).map(Some)
-    }
-
-    /// Entry `i` of the index, in node order.
-    pub fn entry_at(&self, i: usize) -> Result<Option<DataEntry<'_>>, PackError> {
-        match self.index.entry(&self.idx, i) {
-            Some(e) => self.parse_entry(e).map(Some),
-            None => Ok(None),
-        }
     }
 
     fn parse_entry(&self, e: &[u8]) -> Result<DataEntry<'_>, PackError> {

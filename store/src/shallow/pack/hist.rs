@@ -20,7 +20,7 @@ use crate::node::Node;
 use crate::shallow::blob::{Ancestor, Blob};
 use sha1::{Digest, Sha1};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const PACK_SUFFIX: &str = ".histpack";
 pub const INDEX_SUFFIX: &str = ".histidx";
@@ -30,47 +30,32 @@ const RECORD: usize = 82;
 
 /// A history pack and its index, mapped.
 pub struct HistPack {
-    base: PathBuf,
-    pack: memmap2::Mmap,
-    idx: memmap2::Mmap,
+    files: super::Mapped,
     index: Index,
+}
+
+impl std::ops::Deref for HistPack {
+    type Target = super::Mapped;
+    fn deref(&self) -> &super::Mapped {
+        &self.files
+    }
 }
 
 impl HistPack {
     /// Opens the pack at `base` (its path without suffix): both files, version checked.
     pub fn open(base: &Path) -> Result<HistPack, PackError> {
-        let (pack, idx, idx_path) = super::open_pair(base, (PACK_SUFFIX, INDEX_SUFFIX))?;
-        let index = Index::parse(&idx, FILE_ENTRY, &idx_path)?;
-        Ok(HistPack {
-            base: base.to_owned(),
-            pack,
-            idx,
-            index,
-        })
-    }
-
-    pub fn base(&self) -> &Path {
-        &self.base
-    }
-
-    /// The `.histpack` file's path.
-    pub fn pack_path(&self) -> PathBuf {
-        PathBuf::from(format!("{}{PACK_SUFFIX}", self.base.display()))
-    }
-
-    /// Bytes on disk, both files.
-    pub fn disk_size(&self) -> u64 {
-        (self.pack.len() + self.idx.len()) as u64
+        let files = super::Mapped::open(base, (PACK_SUFFIX, INDEX_SUFFIX))?;
+        let index = Index::parse(&files.idx, FILE_ENTRY, &files.index_path())?;
+        Ok(HistPack { files, index })
     }
 
     /// The record of `name` at `node`, if this pack has it.
     pub fn record(&self, name: &[u8], node: &Node) -> Result<Option<Ancestor>, PackError> {
-        let idx_path = || PathBuf::from(format!("{}{INDEX_SUFFIX}", self.base.display()));
         let key: [u8; 20] = Sha1::digest(name).into();
         let Some(e) = self.index.find(&self.idx, &key) else {
             return Ok(None);
         };
-        let bad = |r: &str| PackError::malformed(&idx_path(), r);
+        let bad = |r: &str| PackError::malformed(&self.index_path(), r);
         let (at, len) = match (e.be_u32(36), e.be_u32(40)) {
             (Some(a), Some(l)) => (a as usize, l as usize),
             _ => return Err(bad("short file entry")),
@@ -166,10 +151,6 @@ pub struct HistPackBuilder {
 impl HistPackBuilder {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
     }
 
     /// Adds every record of `blob`'s ancestry to its file's section. Names longer than

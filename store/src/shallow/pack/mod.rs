@@ -85,48 +85,72 @@ pub(crate) fn map(path: &std::path::Path) -> Result<memmap2::Mmap, PackError> {
     Ok(map)
 }
 
-/// Maps the pack at `base` (its path without suffix) and its index, the pack's version
-/// checked: (pack, index, the index's path).
-pub(crate) fn open_pair(
-    base: &std::path::Path,
-    (pack_suffix, index_suffix): (&str, &str),
-) -> Result<(memmap2::Mmap, memmap2::Mmap, PathBuf), PackError> {
-    let with = |s: &str| PathBuf::from(format!("{}{s}", base.display()));
-    let (pack_path, idx_path) = (with(pack_suffix), with(index_suffix));
-    let pack = map(&pack_path)?;
-    let idx = map(&idx_path)?;
-    match pack.first() {
-        Some(&VERSION) => Ok((pack, idx, idx_path)),
-        Some(v) => Err(PackError::malformed(
-            &pack_path,
-            format!("pack version {v} (revfs reads {VERSION})"),
-        )),
-        None => Err(PackError::malformed(&pack_path, "empty")),
+/// A pack file and its index, mapped read-only, the pack's version checked: what data and
+/// history packs share (each derefs to it).
+pub struct Mapped {
+    base: PathBuf,
+    suffixes: (&'static str, &'static str),
+    pack: memmap2::Mmap,
+    idx: memmap2::Mmap,
+}
+
+impl Mapped {
+    /// Maps the pack at `base` (its path without suffix) and its index.
+    fn open(
+        base: &std::path::Path,
+        suffixes: (&'static str, &'static str),
+    ) -> Result<Mapped, PackError> {
+        let m = Mapped {
+            base: base.to_owned(),
+            suffixes,
+            pack: map(&with_suffix(base, suffixes.0))?,
+            idx: map(&with_suffix(base, suffixes.1))?,
+        };
+        match m.pack.first() {
+            Some(&VERSION) => Ok(m),
+            Some(v) => Err(PackError::malformed(
+                &m.pack_path(),
+                format!("pack version {v} (revfs reads {VERSION})"),
+            )),
+            None => Err(PackError::malformed(&m.pack_path(), "empty")),
+        }
+    }
+
+    /// The pack's path without its suffix.
+    pub fn base(&self) -> &std::path::Path {
+        &self.base
+    }
+
+    /// The pack file's path.
+    pub fn pack_path(&self) -> PathBuf {
+        with_suffix(&self.base, self.suffixes.0)
+    }
+
+    /// The index file's path.
+    pub fn index_path(&self) -> PathBuf {
+        with_suffix(&self.base, self.suffixes.1)
+    }
+
+    /// Bytes on disk, both files.
+    pub fn disk_size(&self) -> u64 {
+        (self.pack.len() + self.idx.len()) as u64
     }
 }
 
-/// Writes `bytes` to a temporary file in `dir`, mode 0444, and returns it unrenamed.
-pub(crate) fn write_temp(
+fn with_suffix(base: &std::path::Path, suffix: &str) -> PathBuf {
+    let mut s = base.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// [`crate::shallow::write_read_only_temp`], its error a pack's.
+fn write_temp(
     dir: &std::path::Path,
     suffix: &str,
     bytes: &[u8],
 ) -> Result<tempfile::TempPath, PackError> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let io = |p: &std::path::Path| {
-        let p = p.to_owned();
-        move |source| PackError::Io { path: p, source }
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".revfs-")
-        .suffix(suffix)
-        .tempfile_in(dir)
-        .map_err(io(dir))?;
-    tmp.write_all(bytes).map_err(io(tmp.path()))?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o444))
-        .map_err(io(tmp.path()))?;
-    Ok(tmp.into_temp_path())
+    crate::shallow::write_read_only_temp(dir, suffix, bytes)
+        .map_err(|(path, source)| PackError::Io { path, source })
 }
 
 /// Puts a pack in place: its two files written whole to temporaries, then renamed, the

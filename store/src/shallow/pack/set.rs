@@ -97,10 +97,6 @@ impl PackSet {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Packs> {
         self.packs.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -126,7 +122,6 @@ impl PackSet {
             let p = self.read();
             (p.data.clone(), p.hist.clone())
         };
-        let before = (data.len(), hist.len());
         data.retain(|l| data_ids.contains(l.pack.base()));
         hist.retain(|l| hist_ids.contains(l.pack.base()));
         let kept = (data.len(), hist.len());
@@ -146,10 +141,8 @@ impl PackSet {
         }
         let added = data.len() > kept.0 || hist.len() > kept.1;
         let mut p = self.write_lock();
-        if added || (data.len(), hist.len()) != before {
-            p.data = data;
-            p.hist = hist;
-        }
+        p.data = data;
+        p.hist = hist;
         p.listed = Some(Instant::now());
         added
     }
@@ -216,14 +209,21 @@ impl PackSet {
 
     /// The record of `path` at `node` in any history pack.
     fn record(&self, path: &[u8], node: &Node) -> Result<Option<Ancestor>, PackError> {
-        let packs = self.read().hist.clone();
-        for l in &packs {
-            if let Some(r) = l.pack.record(path, node)? {
-                touch(l, &l.pack.pack_path());
-                return Ok(Some(r));
+        let found = {
+            let p = self.read();
+            let mut found = None;
+            for l in &p.hist {
+                if let Some(r) = l.pack.record(path, node)? {
+                    found = Some((r, l.clone()));
+                    break;
+                }
             }
-        }
-        Ok(None)
+            found
+        };
+        Ok(found.map(|(r, l)| {
+            touch(&l, &l.pack.pack_path());
+            r
+        }))
     }
 
     /// The blob of `path` at `node`, unverified, if the packs hold it whole: its text and
@@ -233,11 +233,7 @@ impl PackSet {
             return Ok(None);
         };
         touch(&loaded, &loaded.pack.pack_path());
-        let Some(entry) = loaded.pack.entry(node)? else {
-            return Ok(None);
-        };
-        let flags = entry.flags;
-        let Some(fulltext) = self.fulltext(&loaded, path, node)? else {
+        let Some((fulltext, flags)) = self.fulltext(&loaded, path, node)? else {
             return Ok(None);
         };
         // The ancestry: each record in its file's section, copies followed to the source.
@@ -260,9 +256,11 @@ impl PackSet {
             }
             ancestors.push(rec);
         }
-        let text = match strip_metadata(&fulltext) {
-            Some(start) => fulltext[start..].to_vec(),
-            None => fulltext,
+        // An unterminated block is left in the text: the hash check refuses it.
+        let start = crate::filelog::content_start(&fulltext).unwrap_or(0);
+        let text = match start {
+            0 => fulltext,
+            start => fulltext[start..].to_vec(),
         };
         Ok(Some(Blob {
             text,
@@ -272,19 +270,22 @@ impl PackSet {
     }
 
     /// The fulltext of `path` at `node` from `first` (which holds it), following deltas
-    /// through the packs. `None` when a base is in none.
+    /// through the packs, and its revision flags. `None` when a base is in none.
     fn fulltext(
         &self,
         first: &Arc<Loaded<DataPack>>,
         path: &[u8],
         node: &Node,
-    ) -> Result<Option<Vec<u8>>, PackError> {
+    ) -> Result<Option<(Vec<u8>, u16)>, PackError> {
         let mut deltas: Vec<Vec<u8>> = Vec::new();
         let (mut pack, mut n) = (first.clone(), *node);
+        // The flags are the asked revision's (the chain's first entry).
+        let mut own_flags = None;
         loop {
             let Some(e) = pack.pack.entry(&n)? else {
                 return Ok(None);
             };
+            own_flags.get_or_insert(e.flags);
             let delta = e.delta(pack.pack.base())?;
             if e.delta_base.is_null() {
                 let mut text = delta;
@@ -296,7 +297,7 @@ impl PackSet {
                         )
                     })?;
                 }
-                return Ok(Some(text));
+                return Ok(Some((text, own_flags.unwrap_or(0))));
             }
             deltas.push(delta);
             if deltas.len() > MAX_CHAIN {
@@ -347,6 +348,9 @@ impl PackSet {
         if d.is_empty() {
             return Ok(left_out);
         }
+        // Under the listing's lock: a listing that began before these packs were in place
+        // would otherwise drop them from memory when it ends.
+        let _one = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -433,14 +437,6 @@ fn touch<P>(l: &Loaded<P>, pack: &Path) {
     if let Ok(f) = std::fs::File::open(pack) {
         let _ = f.set_times(std::fs::FileTimes::new().set_accessed(now));
     }
-}
-
-/// Where the text starts after the filelog's metadata block (`\1\n...\1\n`), if the text
-/// has one; `None` if it has none.
-fn strip_metadata(raw: &[u8]) -> Option<usize> {
-    let rest = raw.strip_prefix(b"\x01\n")?;
-    let end = rest.windows(2).position(|w| w == b"\x01\n")?;
-    Some(2 + end + 2)
 }
 
 impl std::fmt::Debug for PackSet {
