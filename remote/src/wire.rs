@@ -5,8 +5,6 @@
 //! `;`, their answers split and unescaped; an `x_rfl_getfile` answer (`<code>\0<payload>`,
 //! the payload a zlib-compressed blob) decoded. No I/O: the transport is the caller's.
 
-use std::io::Read;
-
 /// Why an answer of the server is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -179,15 +177,14 @@ pub fn inflate(what: &str, payload: &[u8], limit: u64) -> Result<Vec<u8>, WireEr
         what: what.to_owned(),
         reason: reason.to_owned(),
     };
-    let mut out = Vec::new();
-    flate2::read::ZlibDecoder::new(payload)
-        .take(limit + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| malformed(&format!("zlib: {e}")))?;
-    if out.len() as u64 > limit {
-        return Err(malformed("the blob is larger than the limit"));
+    use revfs_store::zlib::{inflate, InflateError};
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    // Text compresses about four times: room for that first.
+    match inflate(payload, payload.len().saturating_mul(4), limit) {
+        Ok(out) => Ok(out),
+        Err(InflateError::TooLarge(_)) => Err(malformed("the blob is larger than the limit")),
+        Err(e) => Err(malformed(&e.to_string())),
     }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ pub mod shallow;
 pub mod size_cache;
 pub mod text;
 pub mod transaction;
+pub mod zlib;
 
 pub use error::{Result, StoreError};
 pub use node::{Node, Rev, NULL_REV};

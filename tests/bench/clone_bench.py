@@ -52,6 +52,31 @@ def drop_caches():
         f.write('3\n')
 
 
+def cpu_seconds(pid):
+    """User and system CPU of process `pid` so far (0 when it is gone)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def daemon_of(mnt):
+    """The pid of the revfs daemon serving mount point `mnt` (its command line names it)."""
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % d, 'rb') as f:
+                argv = f.read().split(b'\0')
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b'revfs' and mnt.encode() in argv:
+            return int(d)
+    return None
+
+
 def du(*paths):
     total = 0
     for p in paths:
@@ -175,7 +200,8 @@ def main():
     work = tempfile.mkdtemp(prefix='revfs-clone-bench-', dir='/var/tmp')
     raw = {k: [] for k in ['full_time', 'full_bytes', 'lazy_time', 'lazy_bytes', 'tar_full',
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
-                           'st_hg_full', 'st_hg_lazy']}
+                           'st_hg_full', 'st_hg_lazy', 'cpu_daemon_full', 'cpu_daemon_lazy',
+                           'cpu_server_lazy']}
     mounts = []
     server = None
     try:
@@ -241,10 +267,16 @@ def main():
             mounts.append((lmnt, lstate))
             raw['lazy_bytes'].append(du(lazy, lstate))
             # First tar: the full clone's mount, then the lazy one.
+            fpid, lpid = daemon_of(fmnt), daemon_of(lmnt)
             drop_caches()
+            c = cpu_seconds(fpid) if fpid else 0.0
             raw['tar_full'].append(timed('cd %s && tar cf - . | wc -c' % fmnt))
+            raw['cpu_daemon_full'].append((cpu_seconds(fpid) - c) if fpid else 0.0)
             drop_caches()
+            c, cs = (cpu_seconds(lpid) if lpid else 0.0), cpu_seconds(server.proc.pid)
             raw['tar_lazy'].append(timed('cd %s && tar cf - . | wc -c' % lmnt))
+            raw['cpu_daemon_lazy'].append((cpu_seconds(lpid) - c) if lpid else 0.0)
+            raw['cpu_server_lazy'].append(cpu_seconds(server.proc.pid) - cs)
             raw['batches'].append(server.requests('batch') - before)
             raw['dirs'].append(dirs)
             for name, mnt in [('full', fmnt), ('lazy', lmnt)]:
@@ -282,6 +314,8 @@ def main():
         med['tar_full'], med['tar_lazy'], med['tar_lazy'] / med['tar_full']))
     print('| first tar, the server\'s first client (one run) | %.2f s | %.2f s | %.2f |' % (
         med['tar_full'], med['tar_first_client'], med['tar_first_client'] / med['tar_full']))
+    print('| CPU of the daemon during the tar (of the server) | %.1f s | %.1f s (%.1f s) | |' % (
+        med['cpu_daemon_full'], med['cpu_daemon_lazy'], med['cpu_server_lazy']))
     print('| requests of the lazy tar (directories) | | %d (%d) | |' % (med['batches'], med['dirs']))
     print('| revfs status after the tar | %.1f ms | %.1f ms | %.2f |' % (
         med['st_revfs_full'] * 1e3, med['st_revfs_lazy'] * 1e3, med['st_revfs_lazy'] / med['st_revfs_full']))

@@ -24,11 +24,10 @@ pub fn decompress(chunk: &[u8], hint: usize) -> Result<Cow<'_, [u8]>, String> {
         b'\0' => Ok(Cow::Borrowed(chunk)),
         b'u' => Ok(Cow::Borrowed(&chunk[1..])),
         b'x' => {
-            let mut out = Vec::with_capacity(hint.min(max_output(chunk, ZLIB_MAX_RATIO)));
-            flate2::read::ZlibDecoder::new(chunk)
-                .read_to_end(&mut out)
-                .map_err(|e| format!("revlog decompress error: {e}"))?;
-            Ok(Cow::Owned(out))
+            let max = max_output(chunk, ZLIB_MAX_RATIO);
+            crate::zlib::inflate(chunk, hint.min(max), max)
+                .map(Cow::Owned)
+                .map_err(|e| format!("revlog decompress error: {e}"))
         }
         b'(' => zstd_decompress(chunk, hint).map(Cow::Owned),
         other => Err(format!("unknown compression type {other:#04x}")),

@@ -428,13 +428,19 @@ impl ShallowSource {
     pub fn fetch_many(&self, keys: &[(&[u8], Node)]) -> Result<usize, StoreError> {
         let mut mine = Vec::new();
         let mut theirs = Vec::new();
+        // What is here is asked of the disk first, under no lock; under the lock, only of
+        // memory (a fetch that ended meanwhile noted its keys there before it let go).
+        let missing: Vec<&(&[u8], Node)> = keys
+            .iter()
+            .filter(|(path, node)| !self.is_local(path, node))
+            .collect();
         {
             let mut fl = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            for (path, node) in keys {
-                if self.is_local(path, node) {
+            for (path, node) in missing {
+                let key = (path.to_vec(), *node);
+                if self.here().contains(&key) {
                     continue;
                 }
-                let key = (path.to_vec(), *node);
                 match fl.get(&key) {
                     Some(f) => theirs.push(f.clone()),
                     None => {

@@ -38,12 +38,10 @@ pub struct DataEntry<'a> {
 impl DataEntry<'_> {
     /// The delta (or fulltext), decompressed.
     pub fn delta(&self, pack: &Path) -> Result<Vec<u8>, PackError> {
-        use std::io::Read;
-        let mut out = Vec::with_capacity(self.zdelta.len());
-        flate2::read::ZlibDecoder::new(self.zdelta)
-            .read_to_end(&mut out)
-            .map_err(|e| PackError::malformed(pack, format!("a revision's zlib stream: {e}")))?;
-        Ok(out)
+        // Deflate expands at most 1,032 times; the stored streams revfs writes, not at all.
+        let max = self.zdelta.len().saturating_mul(1032);
+        crate::zlib::inflate(self.zdelta, self.zdelta.len(), max)
+            .map_err(|e| PackError::malformed(pack, format!("a revision's {e}")))
     }
 }
 
@@ -160,8 +158,16 @@ pub struct DataPackBuilder {
 
 impl DataPackBuilder {
     pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// A builder whose pack has room for `texts` bytes of fulltexts (and their entries'
+    /// fields) before it grows.
+    pub fn with_capacity(texts: usize) -> Self {
+        let mut pack = Vec::with_capacity(1 + texts + texts / 0xffff * 5 + 4096);
+        pack.push(VERSION);
         DataPackBuilder {
-            pack: vec![VERSION],
+            pack,
             ..Default::default()
         }
     }

@@ -103,10 +103,52 @@ impl Index {
         bytes.slice(self.first + i * self.entry_len, self.entry_len)
     }
 
-    /// The entry whose key is `key`, by bisection.
+    /// The entry whose key is `key`: a bisection of the entries the fanout says may hold
+    /// it (all of them when the fanout's bounds are out of order or out of range; a fanout
+    /// that lies otherwise only makes a lookup miss, and the caller fetches the revision).
     pub fn find<'a>(&self, bytes: &'a [u8], key: &[u8; 20]) -> Option<&'a [u8]> {
         let entries = bytes.slice(self.first, self.count * self.entry_len)?;
-        bisect(entries, self.entry_len, key)
+        let (lo, hi) = self.fanout_range(bytes, key).unwrap_or((0, self.count));
+        bisect(
+            entries.get(lo * self.entry_len..hi * self.entry_len)?,
+            self.entry_len,
+            key,
+        )
+    }
+
+    /// The entries, as indices `lo..hi`, whose keys share `key`'s fanout prefix, as hg's
+    /// `_findnode` reads the fanout: the slot's offset, up to the next slot's that differs
+    /// (an empty slot repeats the one before it). `None` when the fanout is inconsistent.
+    fn fanout_range(&self, bytes: &[u8], key: &[u8; 20]) -> Option<(usize, usize)> {
+        let slots = (self.first - 10) / 4;
+        let slot = if slots == 1 << 16 {
+            usize::from(u16::from_be_bytes([key[0], key[1]]))
+        } else {
+            usize::from(key[0])
+        };
+        let at = |i: usize| bytes.be_u32(2 + i * 4).map(|v| v as usize);
+        let start = at(slot)?;
+        let mut end = self.count * self.entry_len;
+        for i in slot + 1..slots {
+            let v = at(i)?;
+            if v != start {
+                end = v;
+                break;
+            }
+        }
+        let (lo, hi) = (start / self.entry_len, end / self.entry_len);
+        let aligned = start.is_multiple_of(self.entry_len) && end.is_multiple_of(self.entry_len);
+        (aligned && lo <= hi && hi <= self.count).then_some((lo, hi))
+    }
+}
+
+/// `a` against `b`, the first 20 bytes of each: the leading eight as a number first (most
+/// keys differ there), without a call to `memcmp`.
+fn cmp_key(a: &[u8], b: &[u8; 20]) -> std::cmp::Ordering {
+    let head = |x: &[u8]| x.first_chunk::<8>().map(|h| u64::from_be_bytes(*h));
+    match (head(a), head(b)) {
+        (Some(x), Some(y)) if x != y => x.cmp(&y),
+        _ => a[..20.min(a.len())].cmp(&b[..]),
     }
 }
 
@@ -117,7 +159,7 @@ pub fn bisect<'a>(entries: &'a [u8], entry_len: usize, key: &[u8; 20]) -> Option
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let entry = entries.slice(mid * entry_len, entry_len)?;
-        match entry[..20].cmp(&key[..]) {
+        match cmp_key(entry, key) {
             std::cmp::Ordering::Equal => return Some(entry),
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
@@ -156,6 +198,20 @@ mod tests {
                 assert_eq!(e.be_u32(20), Some(i as u32));
             }
             assert!(index.find(&bytes, &[0xff; 20]).is_none());
+            // A fanout whose bounds are out of range: every entry is searched.
+            if n > 0 {
+                let mut liar = bytes.clone();
+                let first = keys[0];
+                let slot = if n > SMALL_FANOUT_CUTOFF {
+                    usize::from(u16::from_be_bytes([first[0], first[1]]))
+                } else {
+                    usize::from(first[0])
+                };
+                let past = ((n + 1) * 24) as u32;
+                liar[2 + slot * 4..6 + slot * 4].copy_from_slice(&past.to_be_bytes());
+                let i = Index::parse(&liar, 24, Path::new("x")).unwrap();
+                assert_eq!(i.find(&liar, &first).and_then(|e| e.be_u32(20)), Some(0));
+            }
             // Cut anywhere: an error, not a panic.
             for cut in [0, 1, 2, bytes.len() - 1] {
                 assert!(Index::parse(&bytes[..cut], 24, Path::new("x")).is_err());

@@ -162,8 +162,11 @@ pub(crate) fn install(
     index: &[u8],
     suffixes: (&str, &str),
 ) -> Result<PathBuf, PackError> {
+    // Named for its index, which holds every key and where it is: as unique as hg's name
+    // (the SHA-1 of the pack's bytes), at a fraction of the hashing (hg reads no meaning
+    // into the name).
     use sha1::{Digest, Sha1};
-    let name = hex::encode(Sha1::digest(pack));
+    let name = hex::encode(Sha1::digest(index));
     let base = dir.join(&name);
     let pack_tmp = write_temp(dir, "-tmp", pack)?;
     let index_tmp = write_temp(dir, "-tmp", index)?;

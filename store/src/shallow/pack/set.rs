@@ -323,7 +323,12 @@ impl PackSet {
     /// paths) and loads them. Returns the blobs that could not go in (names past hg's
     /// limit), for the caller to store another way.
     pub fn write(&self, blobs: &[(&[u8], Node, &Blob)]) -> Result<Vec<usize>, PackError> {
-        let mut d = data::DataPackBuilder::new();
+        // Each entry: its text, name, two nodes and sizes, a zlib frame, the metadata.
+        let room = blobs
+            .iter()
+            .map(|(path, _, b)| b.raw_len() + path.len() + 80)
+            .sum();
+        let mut d = data::DataPackBuilder::with_capacity(room);
         let mut h = hist::HistPackBuilder::new();
         let mut left_out = Vec::new();
         for (i, (path, node, blob)) in blobs.iter().enumerate() {
