@@ -74,6 +74,11 @@ impl DataPack {
         self.index.count == 0
     }
 
+    /// The nodes of the revisions in this pack.
+    pub fn nodes(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.index.keys(&self.idx)
+    }
+
     pub fn contains(&self, node: &Node) -> bool {
         self.index.find(&self.idx, &node.0).is_some()
     }

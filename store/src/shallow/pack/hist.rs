@@ -49,10 +49,40 @@ impl HistPack {
         Ok(HistPack { files, index })
     }
 
+    /// The nodes of the records in this pack, file after file (a file whose node index
+    /// does not parse gives none).
+    pub fn nodes(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.index
+            .keys(&self.idx)
+            .enumerate()
+            .flat_map(move |(i, _)| {
+                let nodes = self
+                    .index
+                    .entry(&self.idx, i)
+                    .and_then(|e| Some((e.be_u32(36)? as usize, e.be_u32(40)? as usize)))
+                    .and_then(|(at, len)| {
+                        let name_len = usize::from(self.idx.be_u16(at)?);
+                        self.idx.slice(at + 2 + name_len, len)
+                    })
+                    .unwrap_or(&[]);
+                nodes.chunks_exact(NODE_ENTRY).map(|n| &n[..20])
+            })
+    }
+
     /// The record of `name` at `node`, if this pack has it.
     pub fn record(&self, name: &[u8], node: &Node) -> Result<Option<Ancestor>, PackError> {
-        let key: [u8; 20] = Sha1::digest(name).into();
-        let Some(e) = self.index.find(&self.idx, &key) else {
+        self.record_of(name, &Sha1::digest(name).into(), node)
+    }
+
+    /// [`HistPack::record`] with `key`, the SHA-1 of `name`, computed by the caller (once for
+    /// every pack it asks).
+    pub fn record_of(
+        &self,
+        name: &[u8],
+        key: &[u8; 20],
+        node: &Node,
+    ) -> Result<Option<Ancestor>, PackError> {
+        let Some(e) = self.index.find(&self.idx, key) else {
             return Ok(None);
         };
         let bad = |r: &str| PackError::malformed(&self.index_path(), r);

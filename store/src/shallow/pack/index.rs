@@ -142,6 +142,14 @@ impl Index {
     }
 }
 
+impl Index {
+    /// The keys of the entries, in order.
+    pub fn keys<'a>(&self, bytes: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let (first, len) = (self.first, self.entry_len);
+        (0..self.count).filter_map(move |i| bytes.slice(first + i * len, 20))
+    }
+}
+
 /// `a` against `b`, the first 20 bytes of each: the leading eight as a number first (most
 /// keys differ there), without a call to `memcmp`.
 fn cmp_key(a: &[u8], b: &[u8; 20]) -> std::cmp::Ordering {

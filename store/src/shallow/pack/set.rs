@@ -15,7 +15,7 @@ use crate::node::Node;
 use crate::shallow::blob::{Ancestor, Blob};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -46,8 +46,62 @@ impl<P> Loaded<P> {
 struct Packs {
     data: Vec<Arc<Loaded<DataPack>>>,
     hist: Vec<Arc<Loaded<HistPack>>>,
+    /// Which pack to ask first for a node: its first four bytes to a position in `data` and
+    /// in `hist` of a pack holding a node that starts so. A prefix in neither map is in no
+    /// pack loaded, so that a miss costs one probe, not a bisection of every pack (a walk
+    /// asks for each file before it is fetched, with hundreds of packs loaded).
+    data_at: PrefixMap,
+    hist_at: PrefixMap,
     /// When the directory was last listed.
     listed: Option<Instant>,
+}
+
+type PrefixMap = HashMap<u32, u32, std::hash::BuildHasherDefault<PrefixHasher>>;
+
+/// Hashes a node's prefix, already uniform (a SHA-1's bytes) by one multiplication.
+#[derive(Default)]
+struct PrefixHasher(u64);
+
+impl std::hash::Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+fn prefix(node: &[u8]) -> u32 {
+    node.first_chunk::<4>()
+        .map_or(0, |p| u32::from_be_bytes(*p))
+}
+
+impl Packs {
+    /// Adds the nodes of the packs from positions `data_from` and `hist_from` on to the maps.
+    fn map_from(&mut self, data_from: usize, hist_from: usize) {
+        for (i, l) in self.data.iter().enumerate().skip(data_from) {
+            for n in l.pack.nodes() {
+                self.data_at.entry(prefix(n)).or_insert(i as u32);
+            }
+        }
+        for (i, l) in self.hist.iter().enumerate().skip(hist_from) {
+            for n in l.pack.nodes() {
+                self.hist_at.entry(prefix(n)).or_insert(i as u32);
+            }
+        }
+    }
+
+    /// Maps every pack's nodes anew (packs went, and positions moved).
+    fn remap(&mut self) {
+        self.data_at.clear();
+        self.hist_at.clear();
+        self.map_from(0, 0);
+    }
 }
 
 /// One pack on disk, for the eviction.
@@ -82,8 +136,6 @@ pub struct PackSet {
     packs: RwLock<Packs>,
     /// Serializes listings, so that two misses do not open the same new packs twice.
     listing: Mutex<()>,
-    /// The data pack that answered last, tried first.
-    last_data: AtomicUsize,
 }
 
 impl PackSet {
@@ -93,7 +145,6 @@ impl PackSet {
             dir,
             packs: RwLock::new(Packs::default()),
             listing: Mutex::new(()),
-            last_data: AtomicUsize::new(0),
         }
     }
 
@@ -140,9 +191,33 @@ impl PackSet {
             }
         }
         let added = data.len() > kept.0 || hist.len() > kept.1;
+        // The maps are made before the lock is taken: anew when packs went (their
+        // positions moved), else with the new packs added.
+        let mut next = Packs {
+            data,
+            hist,
+            ..Packs::default()
+        };
+        let gone = {
+            let p = self.read();
+            kept.0 < p.data.len() || kept.1 < p.hist.len()
+        };
+        if gone {
+            next.remap();
+        } else if added {
+            let p = self.read();
+            next.data_at = p.data_at.clone();
+            next.hist_at = p.hist_at.clone();
+            drop(p);
+            next.map_from(kept.0, kept.1);
+        }
         let mut p = self.write_lock();
-        p.data = data;
-        p.hist = hist;
+        if gone || added {
+            p.data_at = next.data_at;
+            p.hist_at = next.hist_at;
+        }
+        p.data = next.data;
+        p.hist = next.hist;
         p.listed = Some(Instant::now());
         added
     }
@@ -188,18 +263,14 @@ impl PackSet {
 
     fn data_pack_loaded(&self, path: &[u8], node: &Node) -> Option<Arc<Loaded<DataPack>>> {
         let p = self.read();
-        let n = p.data.len();
-        let first = self.last_data.load(Ordering::Relaxed);
-        for i in (0..n).map(|k| (first + k) % n.max(1)) {
-            let l = &p.data[i];
-            if let Ok(Some(e)) = l.pack.entry(node) {
-                if e.name == path {
-                    self.last_data.store(i, Ordering::Relaxed);
-                    return Some(l.clone());
-                }
-            }
+        let holds =
+            |l: &Loaded<DataPack>| matches!(l.pack.entry(node), Ok(Some(e)) if e.name == path);
+        let first = p.data.get(*p.data_at.get(&prefix(&node.0))? as usize)?;
+        if holds(first) {
+            return Some(first.clone());
         }
-        None
+        // Another node with the same prefix, or the same node for another path: every pack.
+        p.data.iter().find(|l| holds(l)).cloned()
     }
 
     /// Whether a data pack holds `path` at `node`.
@@ -211,9 +282,16 @@ impl PackSet {
     fn record(&self, path: &[u8], node: &Node) -> Result<Option<Ancestor>, PackError> {
         let found = {
             let p = self.read();
+            let Some(&first) = p.hist_at.get(&prefix(&node.0)) else {
+                return Ok(None);
+            };
+            let key: [u8; 20] = <sha1::Sha1 as sha1::Digest>::digest(path).into();
             let mut found = None;
-            for l in &p.hist {
-                if let Some(r) = l.pack.record(path, node)? {
+            // The pack the map names, then (another node with the prefix, the node in
+            // another file) every pack.
+            let order = p.hist.get(first as usize).into_iter().chain(p.hist.iter());
+            for l in order {
+                if let Some(r) = l.pack.record_of(path, &key, node)? {
                     found = Some((r, l.clone()));
                     break;
                 }
@@ -372,12 +450,14 @@ impl PackSet {
         let hist_pack = HistPack::open(&hist_base)?;
         let data_pack = DataPack::open(&data_base)?;
         let mut p = self.write_lock();
+        let from = (p.data.len(), p.hist.len());
         if !p.hist.iter().any(|l| l.pack.base() == hist_base) {
             p.hist.push(Loaded::new(hist_pack));
         }
         if !p.data.iter().any(|l| l.pack.base() == data_base) {
             p.data.push(Loaded::new(data_pack));
         }
+        p.map_from(from.0, from.1);
         Ok(left_out)
     }
 
@@ -413,11 +493,13 @@ impl PackSet {
         let with = |s: &str| PathBuf::from(format!("{}{s}", file.base.display()));
         std::fs::remove_file(with(i))?;
         let _ = std::fs::remove_file(with(p));
+        let _one = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         let mut packs = self.write_lock();
         match file.kind {
             PackKind::Data => packs.data.retain(|l| l.pack.base() != file.base),
             PackKind::Hist => packs.hist.retain(|l| l.pack.base() != file.base),
         }
+        packs.remap();
         Ok(())
     }
 }
@@ -449,5 +531,90 @@ impl std::fmt::Debug for PackSet {
         f.debug_struct("PackSet")
             .field("dir", &self.dir)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob(node: Node, text: &[u8]) -> Blob {
+        Blob {
+            text: text.to_vec(),
+            flags: 0,
+            ancestors: vec![Ancestor {
+                node,
+                p1: Node::NULL,
+                p2: Node::NULL,
+                linknode: Node([7; 20]),
+                copy_from: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn every_packs_blobs_are_found_and_nothing_else_nodes_sharing_a_prefix_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = PackSet::new(dir.path().join("packs"));
+        // Three packs; `a` and `b` share their first four bytes and sit in different
+        // packs, as do `b` and `c` (the same node under two paths).
+        let node = |first: u8, last: u8| {
+            let mut n = [first; 20];
+            n[19] = last;
+            Node(n)
+        };
+        let (a, b, c) = (node(1, 1), node(1, 2), node(9, 9));
+        let batches: [&[(&[u8], Node)]; 3] = [
+            &[(b"x/a", a), (b"y", node(2, 2))],
+            &[(b"x/b", b), (b"z", node(3, 3))],
+            &[(b"x/c", c), (b"x/c2", b)],
+        ];
+        for batch in batches {
+            let blobs: Vec<Blob> = batch.iter().map(|(p, n)| blob(*n, p)).collect();
+            let refs: Vec<(&[u8], Node, &Blob)> = batch
+                .iter()
+                .zip(&blobs)
+                .map(|((p, n), b)| (*p, *n, b))
+                .collect();
+            assert!(set.write(&refs).unwrap().is_empty());
+        }
+        let check = |set: &PackSet| {
+            for batch in batches {
+                for (p, n) in batch {
+                    let got = set.blob(p, n).unwrap().expect("in a pack");
+                    assert_eq!(got.text, *p, "{}", String::from_utf8_lossy(p));
+                    assert_eq!(got.ancestors[0].node, *n);
+                }
+            }
+            assert!(!set.contains(b"x/a", &b));
+            assert!(!set.contains(b"nowhere", &node(4, 4)));
+            assert!(!set.contains(b"x/a", &node(1, 3)));
+        };
+        check(&set);
+        // A new set lists the directory: the same answers from the maps it builds.
+        let listed = PackSet::new(dir.path().join("packs"));
+        check(&listed);
+        // A pack removed: the maps are made again, the other packs' blobs still found.
+        let gone = listed
+            .files()
+            .into_iter()
+            .find(|f| {
+                f.kind == PackKind::Data && {
+                    let d = DataPack::open(&f.base).unwrap();
+                    d.contains(&node(2, 2))
+                }
+            })
+            .unwrap();
+        listed.remove(&gone).unwrap();
+        assert!(!listed.contains(b"y", &node(2, 2)));
+        assert!(!listed.contains(b"x/a", &a));
+        for (p, n) in [
+            (&b"x/b"[..], b),
+            (b"z", node(3, 3)),
+            (b"x/c", c),
+            (b"x/c2", b),
+        ] {
+            assert!(listed.blob(p, &n).unwrap().is_some());
+        }
     }
 }
