@@ -8,8 +8,8 @@
 //! by name: the order those programs go), the missing ones of [`BATCH`] files a request,
 //! no further than [`AHEAD`] bytes of manifest past the directory the program was last
 //! seen in. Three requests in flight keep the server busy while the answers of the others
-//! are checked and written. The walk moves with the program (a directory it looks into behind
-//! the walk or past it), and ends when the program looks up nothing for [`LIVE`], or at
+//! are checked and written. The walk moves with the program (a directory it looks into
+//! behind the walk or past it), and ends when the program looks up nothing for [`LIVE`], or at
 //! the first failed request (no walk starts for [`BACK_OFF`] after one: a server that is
 //! down is not asked again and again; the program's own lookups still are).
 //!
@@ -35,7 +35,7 @@ const AHEAD: usize = 2 << 20;
 /// are one request).
 const BATCH: usize = 512;
 /// Threads fetching at once: one request at the server, one answer being checked and
-/// written, one on the way (fewer left the server idle a third of a linux tar).
+/// written, one on the way (two left the server idle about half of a linux tar).
 const THREADS: usize = 3;
 
 /// The walk of one working copy of a repository cloned from a server.

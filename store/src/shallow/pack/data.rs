@@ -166,10 +166,10 @@ impl DataPackBuilder {
         Self::with_capacity(0)
     }
 
-    /// A builder whose pack has room for `texts` bytes of fulltexts (and their entries'
-    /// fields) before it grows.
-    pub fn with_capacity(texts: usize) -> Self {
-        let mut pack = Vec::with_capacity(1 + texts + texts / 0xffff * 5 + 4096);
+    /// A builder whose pack has room for `bytes` of entries before it grows (see
+    /// [`DataPackBuilder::entry_len`]).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut pack = Vec::with_capacity(1 + bytes);
         pack.push(VERSION);
         DataPackBuilder {
             pack,
@@ -183,6 +183,13 @@ impl DataPackBuilder {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The bytes [`DataPackBuilder::add`] writes for a fulltext of `text_len` bytes named
+    /// `name_len` bytes: the entry's fields, the stored zlib stream (2 header bytes, 5 a
+    /// block of 65,535, 4 of Adler-32) and metadata of at most 25 bytes.
+    pub fn entry_len(name_len: usize, text_len: usize) -> usize {
+        2 + name_len + 40 + 8 + 2 + (text_len / 0xffff + 1) * 5 + text_len + 4 + 4 + 25
     }
 
     /// Adds the fulltext of `name` at `node` (the filelog's text, copy metadata included),

@@ -52,21 +52,18 @@ impl HistPack {
     /// The nodes of the records in this pack, file after file (a file whose node index
     /// does not parse gives none).
     pub fn nodes(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.index
-            .keys(&self.idx)
-            .enumerate()
-            .flat_map(move |(i, _)| {
-                let nodes = self
-                    .index
-                    .entry(&self.idx, i)
-                    .and_then(|e| Some((e.be_u32(36)? as usize, e.be_u32(40)? as usize)))
-                    .and_then(|(at, len)| {
-                        let name_len = usize::from(self.idx.be_u16(at)?);
-                        self.idx.slice(at + 2 + name_len, len)
-                    })
-                    .unwrap_or(&[]);
-                nodes.chunks_exact(NODE_ENTRY).map(|n| &n[..20])
-            })
+        (0..self.index.count).flat_map(move |i| {
+            let nodes = self
+                .index
+                .entry(&self.idx, i)
+                .and_then(|e| Some((e.be_u32(36)? as usize, e.be_u32(40)? as usize)))
+                .and_then(|(at, len)| {
+                    let name_len = usize::from(self.idx.be_u16(at)?);
+                    self.idx.slice(at + 2 + name_len, len)
+                })
+                .unwrap_or(&[]);
+            nodes.chunks_exact(NODE_ENTRY).map(|n| &n[..20])
+        })
     }
 
     /// The record of `name` at `node`, if this pack has it.

@@ -140,9 +140,7 @@ impl Index {
         let aligned = start.is_multiple_of(self.entry_len) && end.is_multiple_of(self.entry_len);
         (aligned && lo <= hi && hi <= self.count).then_some((lo, hi))
     }
-}
 
-impl Index {
     /// The keys of the entries, in order.
     pub fn keys<'a>(&self, bytes: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
         let (first, len) = (self.first, self.entry_len);

@@ -173,6 +173,7 @@ impl PackSet {
             let p = self.read();
             (p.data.clone(), p.hist.clone())
         };
+        let before = (data.len(), hist.len());
         data.retain(|l| data_ids.contains(l.pack.base()));
         hist.retain(|l| hist_ids.contains(l.pack.base()));
         let kept = (data.len(), hist.len());
@@ -191,33 +192,27 @@ impl PackSet {
             }
         }
         let added = data.len() > kept.0 || hist.len() > kept.1;
-        // The maps are made before the lock is taken: anew when packs went (their
-        // positions moved), else with the new packs added.
+        let gone = kept != before;
         let mut next = Packs {
             data,
             hist,
             ..Packs::default()
         };
-        let gone = {
-            let p = self.read();
-            kept.0 < p.data.len() || kept.1 < p.hist.len()
-        };
+        // Packs went (positions moved): the maps are made anew, before the lock is taken.
         if gone {
             next.remap();
-        } else if added {
-            let p = self.read();
-            next.data_at = p.data_at.clone();
-            next.hist_at = p.hist_at.clone();
-            drop(p);
-            next.map_from(kept.0, kept.1);
         }
         let mut p = self.write_lock();
-        if gone || added {
-            p.data_at = next.data_at;
-            p.hist_at = next.hist_at;
+        if gone {
+            p.data_at = std::mem::take(&mut next.data_at);
+            p.hist_at = std::mem::take(&mut next.hist_at);
         }
         p.data = next.data;
         p.hist = next.hist;
+        if added && !gone {
+            // Only packs added, after those kept: their nodes join the maps.
+            p.map_from(kept.0, kept.1);
+        }
         p.listed = Some(Instant::now());
         added
     }
@@ -401,10 +396,9 @@ impl PackSet {
     /// paths) and loads them. Returns the blobs that could not go in (names past hg's
     /// limit), for the caller to store another way.
     pub fn write(&self, blobs: &[(&[u8], Node, &Blob)]) -> Result<Vec<usize>, PackError> {
-        // Each entry: its text, name, two nodes and sizes, a zlib frame, the metadata.
         let room = blobs
             .iter()
-            .map(|(path, _, b)| b.raw_len() + path.len() + 80)
+            .map(|(path, _, b)| data::DataPackBuilder::entry_len(path.len(), b.raw_len()))
             .sum();
         let mut d = data::DataPackBuilder::with_capacity(room);
         let mut h = hist::HistPackBuilder::new();
