@@ -25,7 +25,10 @@ blob). Then, medians of --runs, in turns:
   `revfs clone URL` (repository, cache and state directory counted);
   the first `tar cf - . | wc -c` of the tree through a mount of the full clone and through
   the lazy mount (page cache dropped first), and the requests the lazy one made;
-  `revfs status` and `hg status` in each mount, after the tar.
+  `revfs status` and `hg status` in each mount, after the tar;
+  `hg cat` of every 100th file (at most 2,000) in each mount, after the tar: hg's own reads
+  from revlogs against its reads from the packs the lazy tar left (their number reported),
+  with hg's peak memory.
 Prints a markdown table; raw numbers to --out as JSON.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
@@ -62,6 +65,18 @@ def cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def hg_cat(mnt, listfile):
+    """Seconds and peak RSS (MB) of `hg cat` of the files listed in `listfile`, in `mnt`."""
+    t = time.perf_counter()
+    p = subprocess.Popen(['hg', 'cat', '-r', '.', 'listfile:' + listfile], cwd=mnt, env=ENV,
+                         stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit('hg cat in %s exited %d' % (mnt, p.returncode))
+    return time.perf_counter() - t, usage.ru_maxrss / 1024
 
 
 def daemon_of(mnt):
@@ -205,7 +220,8 @@ def main():
     raw = {k: [] for k in ['full_time', 'full_bytes', 'lazy_time', 'lazy_bytes', 'tar_full',
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
                            'st_hg_full', 'st_hg_lazy', 'cpu_daemon_full', 'cpu_daemon_lazy',
-                           'cpu_server_lazy']}
+                           'cpu_server_lazy', 'cat_full', 'cat_lazy', 'cat_rss_full',
+                           'cat_rss_lazy', 'packs']}
     mounts = []
     server = None
     try:
@@ -235,6 +251,12 @@ def main():
             lazy_url, lazy_env = 'ssh://bench@localhost/%s' % corpus, {'HGRCPATH': hgrc}
         dirs = int(subprocess.run('hg -R %s files -r tip | sed "s,/[^/]*$,," | sort -u | wc -l' % corpus,
                                   shell=True, capture_output=True, text=True, env=ENV).stdout)
+        files = subprocess.run(['hg', 'files', '-r', 'tip'], cwd=corpus, capture_output=True,
+                               env=ENV, check=True).stdout.splitlines()
+        sample = os.path.join(work, 'cat-files')
+        with open(sample, 'wb') as f:
+            f.write(b''.join(b'path:' + x + b'\n' for x in files[::100][:2000]))
+        raw['cat_n'] = len(files[::100][:2000])
         # The first client: the server builds every blob (its cache is warm afterwards).
         d = os.path.join(work, 'first')
         if not a.no_tar:
@@ -292,6 +314,11 @@ def main():
             for name, mnt in [('full', fmnt), ('lazy', lmnt)]:
                 raw['st_revfs_' + name].append(timed('cd %s && %s status' % (mnt, REVFS)))
                 raw['st_hg_' + name].append(timed('cd %s && hg status' % mnt))
+                secs, rss = hg_cat(mnt, sample)
+                raw['cat_' + name].append(secs)
+                raw['cat_rss_' + name].append(rss)
+            raw['packs'].append(sum(1 for _, _, names in os.walk(lstate) for n in names
+                                    if n.endswith('.datapack')))
             unmount_all(mounts)
             mounts = []
             shutil.rmtree(d, ignore_errors=True)
@@ -311,7 +338,7 @@ def main():
                 print('mounts left under %s: not removed' % work, file=sys.stderr)
             else:
                 shutil.rmtree(work, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in raw.items() if v}
+    med = {k: statistics.median(v) for k, v in raw.items() if isinstance(v, list) and v}
     print('| %s, %s%s | hg clone + revfs mount | revfs clone | ratio |' % (
         os.path.basename(corpus), 'loopback' if not a.delay_ms else '+%d ms each way' % a.delay_ms,
         ', lazy over ssh' if a.ssh else ''))
@@ -336,6 +363,11 @@ def main():
         med['st_revfs_full'] * 1e3, med['st_revfs_lazy'] * 1e3, med['st_revfs_lazy'] / med['st_revfs_full']))
     print('| hg status after the tar | %.1f ms | %.1f ms | %.2f |' % (
         med['st_hg_full'] * 1e3, med['st_hg_lazy'] * 1e3, med['st_hg_lazy'] / med['st_hg_full']))
+    print('| hg cat of %d files after the tar (data packs) | %.2f s | %.2f s (%d) | %.2f |' % (
+        raw['cat_n'],
+        med['cat_full'], med['cat_lazy'], med['packs'], med['cat_lazy'] / med['cat_full']))
+    print('| hg\'s peak memory in that cat | %.0f MB | %.0f MB | %.2f |' % (
+        med['cat_rss_full'], med['cat_rss_lazy'], med['cat_rss_lazy'] / med['cat_rss_full']))
     if a.out:
         with open(a.out, 'w') as f:
             json.dump(raw, f, indent=1)
