@@ -15,6 +15,7 @@
 //! * [`template`]: the part of hg's template language `log -T` takes;
 //! * [`color`]: hg's colour settings and labels (`--color`, `[color]`, `HGPLAIN`).
 //! * [`mergestate`]: the unresolved files of `.hg/merge`.
+//! * [`newrepo`]: the format of a repository hg creates (its revlog compression).
 //!
 //! No dependency on the other revfs crates: `cli -> hg` and `vfs -> hg` (status asks the
 //! ignore matcher).
@@ -26,6 +27,7 @@ pub mod diff;
 pub mod ignore;
 pub mod matcher;
 pub mod mergestate;
+pub mod newrepo;
 #[cfg(test)]
 mod oracle;
 pub mod paths;

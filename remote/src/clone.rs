@@ -25,6 +25,9 @@ pub struct CloneOptions {
     /// What the repository's `paths.default` says (the address as given, without its
     /// password); `None`: the peer's address.
     pub default_path: Option<String>,
+    /// The engine of the repository's revlogs (hg's `format.revlog-compression`, as the hg
+    /// that works in the mount can read).
+    pub compression: revfs_store::revlog_writer::Compression,
 }
 
 /// What a clone received.
@@ -153,7 +156,7 @@ fn clone_into(
     opts: &CloneOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Cloned, CloneError> {
-    revfs_store::commit::init(dest)?;
+    revfs_store::commit::init_with(dest, opts.compression)?;
     let store_requires = dest.join(".hg/store/requires");
     let mut reqs = std::fs::read_to_string(&store_requires).map_err(io(&store_requires))?;
     let mut lines: Vec<&str> = reqs.lines().collect();

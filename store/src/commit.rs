@@ -816,8 +816,10 @@ pub fn init_with(dir: &Path, compression: Compression) -> Result<()> {
         "sparserevlog",
         "store",
     ];
-    if compression == Compression::Zstd {
-        reqs.push("revlog-compression-zstd");
+    match compression {
+        Compression::Zstd => reqs.push("revlog-compression-zstd"),
+        Compression::None => reqs.push("exp-compression-none"),
+        Compression::Zlib => {}
     }
     reqs.sort_unstable();
     let store_requires: String = reqs.iter().map(|r| format!("{r}\n")).collect();

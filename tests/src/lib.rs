@@ -4,6 +4,7 @@
 
 pub mod doc;
 pub mod hg;
+pub mod lazy;
 pub mod mount;
 pub mod served;
 pub mod watchdog;

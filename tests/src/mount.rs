@@ -207,6 +207,18 @@ impl Mount {
             .expect("spawn revfs")
     }
 
+    /// Runs `revfs ARGS` with this mount's state directory and `dir` first in `PATH` (the
+    /// hg a user has there).
+    pub fn revfs_with_path_first(&self, dir: &Path, args: &[&str]) -> Output {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![dir.to_path_buf()];
+        dirs.extend(std::env::split_paths(&path));
+        self.command(self.dir.parent().unwrap_or(Path::new("/")), args)
+            .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+            .output()
+            .expect("spawn revfs")
+    }
+
     /// Runs `revfs ARGS` from `cwd` (file arguments are relative to it, as in hg).
     pub fn revfs_in(&self, cwd: &Path, args: &[&str]) -> Output {
         self.command(cwd, args).output().expect("spawn revfs")

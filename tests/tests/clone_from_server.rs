@@ -3,54 +3,13 @@
 //! changed is refused and leaves nothing behind.
 
 use revfs_tests::hg_cmd;
+use revfs_tests::lazy::{build_history, clone_mounted, serve_files, two_servers};
 use std::path::Path;
 
 fn hg_ok(dir: &Path, args: &[&str]) -> String {
     let out = hg_cmd(dir, args);
     assert!(out.status.success(), "hg {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A history with what a bundle must carry: edits, a rename, a merge, a named branch, a
-/// binary file, a text that starts like copy metadata, a file over 128 KiB (a split
-/// revlog), an exec bit, a symlink, a tag.
-fn build_history(t: &Path) -> std::path::PathBuf {
-    hg_ok(t, &["init", "src"]);
-    let src = t.join("src");
-    let w = |p: &str, c: &[u8]| {
-        let p = src.join(p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, c).unwrap();
-    };
-    w("a", b"a1\n");
-    w("dir/b", b"b1\n");
-    w("dir/sub/c", b"c1\n");
-    hg_ok(&src, &["commit", "-qA", "-m", "one", "-d", "0 0"]);
-    w("a", b"a1\na2\n");
-    hg_ok(&src, &["mv", "dir/b", "renamed"]);
-    w("meta", b"\x01\nnot metadata\n\x01\nbody\n");
-    w("bin", &[0, 1, 2, 255, 0, 10]);
-    let big: Vec<u8> = (0..40_000u32)
-        .flat_map(|i| format!("{i}\n").into_bytes())
-        .collect();
-    w("big", &big);
-    hg_ok(&src, &["commit", "-qA", "-m", "two", "-d", "1 0"]);
-    hg_ok(&src, &["branch", "-q", "stable"]);
-    w("dir/sub/c", b"c1\nc-stable\n");
-    std::os::unix::fs::symlink("a", src.join("link")).unwrap();
-    hg_ok(&src, &["commit", "-qA", "-m", "stable", "-d", "2 0"]);
-    hg_ok(&src, &["update", "-q", "default"]);
-    w("a", b"a0\na1\na2\n");
-    let mut big2 = big.clone();
-    big2.extend_from_slice(b"more\n");
-    w("big", &big2);
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(src.join("meta"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    hg_ok(&src, &["commit", "-q", "-m", "three", "-d", "3 0"]);
-    hg_ok(&src, &["merge", "-q", "stable"]);
-    hg_ok(&src, &["commit", "-q", "-m", "merge", "-d", "4 0"]);
-    hg_ok(&src, &["tag", "-d", "5 0", "v1"]);
-    src
 }
 
 /// Everything hg shows of a repository's history, for a byte-for-byte comparison.
@@ -181,34 +140,6 @@ fn a_bundle_with_a_changed_byte_or_cut_short_is_refused_and_leaves_the_repositor
         .collect();
     files.sort();
     assert!(!files.iter().any(|f| f.starts_with("journal")), "{files:?}");
-}
-
-/// The server's hgrc: Mercurial's bundled remotefilelog in server mode, nothing of revfs.
-fn serve_files(src: &Path) {
-    let rc = src.join(".hg/hgrc");
-    let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
-    text.push_str("[extensions]\nremotefilelog =\n[remotefilelog]\nserver = True\n");
-    std::fs::write(rc, text).unwrap();
-}
-
-/// `revfs clone URL` of a server onto a fresh mount (with this revfs configuration), the
-/// repository at `t/shallow`.
-fn clone_mounted(
-    url: &str,
-    t: &Path,
-    config: &str,
-) -> (revfs_tests::mount::Mount, std::path::PathBuf) {
-    let m = revfs_tests::mount::Mount::empty(config);
-    let repo = t.join("shallow");
-    let out = m.revfs(&[
-        "clone",
-        url,
-        &m.dir.display().to_string(),
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    (m, repo)
 }
 
 /// Blobs in the shared cache under `state_root` (revfs's default cache): loose files, and
@@ -683,120 +614,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// The history of [`build_history`] in two servers that take pushes over HTTP: `src`, which
-/// `hg serve` serves with remotefilelog, and its clone `theirs`, which a full clone works
-/// against. Returns `src`.
-fn two_servers(t: &Path) -> std::path::PathBuf {
-    let src = build_history(t);
-    serve_files(&src);
-    hg_ok(t, &["clone", "-q", "-U", src.to_str().unwrap(), "theirs"]);
-    for s in [&src, &t.join("theirs")] {
-        let rc = s.join(".hg/hgrc");
-        let mut text = std::fs::read_to_string(&rc).unwrap_or_default();
-        text.push_str("\n[web]\npush_ssl = False\nallow-push = *\n");
-        std::fs::write(rc, text).unwrap();
-    }
-    src
-}
-
 #[test]
 fn hg_commits_pulls_rebases_and_pushes_in_the_mount_as_in_a_full_clone() {
-    let tmp = revfs_tests::scratch_dir();
-    let t = tmp.path();
-    // Two identical servers: one revfs works against, one a full clone works against.
-    let src = two_servers(t);
-    hg_ok(&t.join("theirs"), &["update", "-q", "tip"]);
-    let served = revfs_tests::served::Served::start(&src, t);
-    hg_ok(
-        t,
-        &["clone", "-q", t.join("theirs").to_str().unwrap(), "full"],
-    );
-    let full = t.join("full");
-    let (m, _) = clone_mounted(&served.url(), t, "");
-    let rebase = "extensions.rebase=";
-
-    // The same day of work in both.
-    for wc in [&m.dir, &full] {
-        let w = |p: &str, c: &str| std::fs::write(wc.join(p), c).unwrap();
-        w("a", "a0\na1\na2\nlocal\n");
-        w("new", "new file\n");
-        hg_in(wc, &["mv", "renamed", "dir/moved"]);
-        hg_in(
-            wc,
-            &[
-                "commit",
-                "-q",
-                "-A",
-                "-u",
-                "u",
-                "-d",
-                "10 0",
-                "-m",
-                "local one",
-            ],
-        );
-        hg_in(wc, &["push", "-q"]);
-        w("dir/sub/c", "c1\nlocal two\n");
-        hg_in(
-            wc,
-            &["commit", "-q", "-u", "u", "-d", "11 0", "-m", "local two"],
-        );
-    }
-    // Someone else pushes to each server meanwhile (the same change).
-    for s in [&src, &t.join("theirs")] {
-        hg_ok(s, &["update", "-q", "tip"]);
-        std::fs::write(s.join("bin"), [9u8, 9, 0, 9]).unwrap();
-        hg_ok(
-            s,
-            &["commit", "-q", "-u", "o", "-d", "12 0", "-m", "theirs"],
-        );
-    }
-    for wc in [&m.dir, &full] {
-        hg_in(wc, &["pull", "-q"]);
-        hg_in(
-            wc,
-            &["--config", rebase, "rebase", "-q", "-s", ".", "-d", "tip"],
-        );
-        hg_in(wc, &["push", "-q"]);
-    }
-    for args in [
-        &[
-            "log",
-            "-G",
-            "-p",
-            "--git",
-            "-T",
-            "{rev}:{node|short} {phase} {desc}\n",
-        ][..],
-        &["annotate", "-c", "a", "dir/sub/c", "new", "bin"],
-        &["status", "--all"],
-        &["files"],
-    ] {
-        assert_eq!(hg_in(&m.dir, args), hg_in(&full, args), "hg {args:?}");
-    }
-    // The servers hold the same history, and both verify.
-    let all = ["log", "--debug", "-p", "--git", "-r", "all()"];
-    assert_eq!(hg_ok(&src, &all), hg_ok(&t.join("theirs"), &all));
-    hg_ok(&src, &["verify", "-q"]);
-    // The tree through the mount is the full clone's, and revfs agrees with hg.
-    for f in hg_in(&full, &["files"]).lines() {
-        assert_eq!(
-            std::fs::read(m.dir.join(f)).unwrap(),
-            std::fs::read(full.join(f)).unwrap(),
-            "{f}"
-        );
-    }
-    let st = m.revfs_in(&m.dir, &["status"]);
-    assert_eq!(String::from_utf8_lossy(&st.stdout), "", "{st:?}");
-    // revfs itself moves the working copy to revisions made by hg here, and back.
-    for rev in ["0", "tip"] {
-        let out = m.revfs_in(&m.dir, &["update", "-r", rev]);
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(hg_in(&m.dir, &["status", "--all"]), {
-            hg_in(&full, &["update", "-q", "-r", rev]);
-            hg_in(&full, &["status", "--all"])
-        });
-    }
-    drop(served);
+    revfs_tests::lazy::a_day_of_hg_in_a_clones_mount(Path::new("hg"));
 }
 
 #[test]
@@ -1519,4 +1339,57 @@ fn revfs_reads_the_packs_hg_repack_wrote_delta_chains_included_with_the_server_g
     }
     let files = hg_in(&full, &["files", "-r", "tip"]);
     assert_same_files(&m.dir, &full, &files, "after hg repack");
+}
+
+#[test]
+fn a_clone_takes_the_revlog_compression_hg_would_and_the_hg_on_the_path_can_read() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 2, 2);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let m = revfs_tests::mount::Mount::empty("");
+    let requires = |repo: &Path| std::fs::read_to_string(repo.join(".hg/store/requires")).unwrap();
+    let clone = |name: &str, hgrc: &str, path_first: Option<&Path>| {
+        let rc = t.join(format!("{name}.hgrc"));
+        std::fs::write(&rc, hgrc).unwrap();
+        let repo = t.join(name);
+        let args = ["clone", "-U", &served.url(), "--repo", repo.to_str().unwrap()];
+        let out = match path_first {
+            Some(dir) => m.revfs_with_path_first(dir, &args),
+            None => m.revfs_with_hgrc(&rc, &args),
+        };
+        (repo, out)
+    };
+    let tip = |hg: &Path, repo: &Path| {
+        revfs_tests::lazy::hg_with(hg, repo, &["log", "-r", "tip", "-T", "{node} {files}\n"])
+    };
+    // Debian's hg has zstd, hg's default first choice.
+    let (zstd, out) = clone("zstd", "", None);
+    assert!(out.status.success(), "{out:?}");
+    assert!(requires(&zstd).contains("revlog-compression-zstd\n"));
+    let debian = Path::new("hg");
+    let expected = tip(debian, &src);
+    assert_eq!(tip(debian, &zstd), expected);
+    // The user's format.revlog-compression.
+    let (zlib, out) = clone("zlib", "[format]\nrevlog-compression = zlib\n", None);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!requires(&zlib).contains("compression"), "{}", requires(&zlib));
+    assert_eq!(tip(debian, &zlib), expected);
+    // A pure-Python hg on the PATH (6.2.3, installed for hg_versions.rs) has no zstd: the
+    // repository is zlib, which it reads.
+    let pure = revfs_tests::workspace().join("target/hg-versions/6.2.3/bin");
+    assert!(pure.join("hg").exists(), "run tests/run.sh first");
+    let (by_pure, out) = clone("pure", "", Some(&pure));
+    assert!(out.status.success(), "{out:?}");
+    assert!(!requires(&by_pure).contains("compression"), "{}", requires(&by_pure));
+    assert_eq!(tip(&pure.join("hg"), &by_pure), expected);
+    // An engine hg does not have: hg's abort and hint, nothing left.
+    let (none, out) = clone("bad", "[format]\nrevlog-compression = bz2, lzma\n", None);
+    assert_eq!(out.status.code(), Some(255));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "abort: compression engines \"bz2\", \"lzma\" defined by format.revlog-compression not \
+         available\n(run \"hg debuginstall\" to list available compression engines)\n"
+    );
+    assert!(!none.exists());
 }

@@ -436,6 +436,39 @@ releases! {
     mercurial_7_2_does_in_a_mount_what_it_does_in_a_clone "7.2.4"
 }
 
+/// A working copy of a server's repository (`revfs clone` of Debian's `hg serve` with
+/// remotefilelog), worked on by `version`'s hg: its own bundled remotefilelog client reads
+/// and fills the cache revfs shares, and the day's output, history and tree are a full
+/// clone's (tests/src/lazy.rs).
+fn a_lazy_day_with(version: &str) {
+    if !selected(version) {
+        eprintln!("SKIPPED: Mercurial {version} (REVFS_HG_VERSIONS; tests/long.sh runs it)");
+        return;
+    }
+    revfs_tests::lazy::a_day_of_hg_in_a_clones_mount(&installed(version));
+}
+
+macro_rules! lazy_releases {
+    ($($name:ident $version:literal)*) => {$(
+        #[test]
+        fn $name() {
+            a_lazy_day_with($version);
+        }
+    )*};
+}
+
+lazy_releases! {
+    mercurial_6_4_works_in_a_mount_of_a_servers_repository "6.4.5"
+    mercurial_6_5_works_in_a_mount_of_a_servers_repository "6.5.3"
+    mercurial_6_6_works_in_a_mount_of_a_servers_repository "6.6.3"
+    mercurial_6_7_works_in_a_mount_of_a_servers_repository "6.7.4"
+    mercurial_6_8_works_in_a_mount_of_a_servers_repository "6.8.2"
+    mercurial_6_9_works_in_a_mount_of_a_servers_repository "6.9.5"
+    mercurial_7_0_works_in_a_mount_of_a_servers_repository "7.0.3"
+    mercurial_7_1_works_in_a_mount_of_a_servers_repository "7.1.2"
+    mercurial_7_2_works_in_a_mount_of_a_servers_repository "7.2.4"
+}
+
 /// One working copy, two releases on one machine: Debian's hg (6.3, the first dirstate
 /// protocol: parentchange and backups) and 7.2 (change scopes, no backups) take turns on
 /// the same mount and the same clone, each step by the other release than the last.

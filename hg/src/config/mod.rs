@@ -47,6 +47,35 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use thiserror::Error;
 
+/// The items of a list value (see [`Config::get_list`]).
+fn split_list(v: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = v;
+    loop {
+        let skip = rest
+            .iter()
+            .position(|&b| !(b == b',' || b.is_ascii_whitespace()))
+            .unwrap_or(rest.len());
+        rest = &rest[skip..];
+        if rest.is_empty() {
+            return out;
+        }
+        let quoted = rest[0] == b'"' && rest[1..].contains(&b'"');
+        let (item, next) = if quoted {
+            let end = 1 + rest[1..].iter().position(|&b| b == b'"').unwrap_or(0);
+            (&rest[1..end], &rest[end + 1..])
+        } else {
+            let end = rest
+                .iter()
+                .position(|&b| b == b',' || b.is_ascii_whitespace())
+                .unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        };
+        out.push(item.to_vec());
+        rest = next;
+    }
+}
+
 /// A configuration error, printed by hg without `abort:` (exit status 255).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -222,6 +251,13 @@ impl Config {
     /// The value of `section.key`, if set.
     pub fn get(&self, section: &str, key: &str) -> Option<&[u8]> {
         lookup(&self.data, section.as_bytes(), key.as_bytes()).map(|i| i.value.as_slice())
+    }
+
+    /// `ui.configlist`: the items of `section.key`, separated by commas and whitespace, a
+    /// double-quoted item kept whole (hg's parser also takes quotes inside an item and
+    /// backslash escapes, which no setting revfs reads needs); `None` when unset.
+    pub fn get_list(&self, section: &str, key: &str) -> Option<Vec<Vec<u8>>> {
+        self.get(section, key).map(split_list)
     }
 
     /// The value of the first of `keys` with the highest level (hg's aliases).
