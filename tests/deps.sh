@@ -36,6 +36,7 @@ DEPS_TEST=(
   git:git                   # hard_links: a local git clone in a mount
   rsync:rsync               # hard_links: rsync --link-dest in a mount
   gdb:gdb                   # the watchdog's stacks of a hung daemon
+  openssl:openssl           # clone_from_server: a test authority and certificate for https
 )
 # What the benchmarks (tests/bench/) need beyond DEPS_TEST.
 DEPS_BENCH=(

@@ -37,7 +37,10 @@ pub fn revlog_compression(
         .or_else(|| config.get_list("experimental", "format.compression"))
         .unwrap_or_else(|| vec![b"zstd".to_vec(), b"zlib".to_vec()]);
     for name in &configured {
-        if let Some(engine) = REVLOG_ENGINES.iter().find(|e| e.as_bytes() == name.as_slice()) {
+        if let Some(engine) = REVLOG_ENGINES
+            .iter()
+            .find(|e| e.as_bytes() == name.as_slice())
+        {
             if available(engine) {
                 return Ok(engine);
             }
@@ -61,7 +64,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rc = dir.path().join("hgrc");
         std::fs::write(&rc, text).unwrap();
-        let env = Env::from_vars([("HGRCPATH", rc.as_os_str()), ("HOME", dir.path().as_os_str())]);
+        let env = Env::from_vars([
+            ("HGRCPATH", rc.as_os_str()),
+            ("HOME", dir.path().as_os_str()),
+        ]);
         Config::load_env(&env, None).unwrap()
     }
 

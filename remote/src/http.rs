@@ -4,16 +4,17 @@
 //! (`application/hg-error`) and HTTP failures become [`RemoteError`]s in hg's words; the
 //! credentials go in an `Authorization` header and appear in no message.
 //!
-//! TLS: the roots are `web.cacerts` when the configuration names a file, else the system's
-//! (`/etc/ssl/certs/ca-certificates.crt`), else the built-in Mozilla roots.
+//! TLS: hg's checks (crate::tls): the pins or authorities of `[hostsecurity]` and
+//! `web.cacerts` for the server's host, else the system's authorities.
 
 use crate::url::{RemoteUrl, Scheme};
 use crate::wire;
 use crate::RemoteError;
+use revfs_hg::config::HostSecurity;
 use std::io::Read;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 
 /// How to reach a server over HTTP.
 #[derive(Debug, Clone)]
@@ -23,8 +24,9 @@ pub struct HttpOptions {
     /// Bound on a whole request (sending, waiting and reading the answer), or none: a clone's
     /// bundle may take minutes, a daemon's fetch must not.
     pub request_timeout: Option<Duration>,
-    /// A PEM file of the authorities to trust (hg's `web.cacerts`).
-    pub cacerts: Option<PathBuf>,
+    /// hg's TLS settings for the server's host (`revfs_hg::config::host_security`);
+    /// `None`: the system's authorities.
+    pub tls: Option<HostSecurity>,
 }
 
 impl Default for HttpOptions {
@@ -32,7 +34,7 @@ impl Default for HttpOptions {
         HttpOptions {
             connect_timeout: Duration::from_secs(30),
             request_timeout: None,
-            cacerts: None,
+            tls: None,
         }
     }
 }
@@ -44,33 +46,6 @@ pub struct HttpPeer {
     base: String,
     auth: Option<String>,
     caps: crate::Caps,
-}
-
-const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-fn roots(opts: &HttpOptions) -> Result<ureq::tls::RootCerts, RemoteError> {
-    let file = match &opts.cacerts {
-        Some(f) => Some(f.clone()),
-        None => Some(PathBuf::from(SYSTEM_ROOTS)).filter(|p| p.exists()),
-    };
-    let Some(file) = file else {
-        return Ok(ureq::tls::RootCerts::WebPki);
-    };
-    let pem = std::fs::read(&file).map_err(|e| RemoteError::Config {
-        what: format!("could not read certificates {}: {e}", file.display()),
-    })?;
-    let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    if certs.is_empty() {
-        return Err(RemoteError::Config {
-            what: format!("no certificates in {}", file.display()),
-        });
-    }
-    Ok(ureq::tls::RootCerts::Specific(Arc::new(certs)))
 }
 
 /// RFC 4648 base64 of `data`, for HTTP basic authentication.
@@ -101,11 +76,9 @@ impl HttpPeer {
     /// Connects to `url` and reads its capabilities.
     pub fn open(url: &RemoteUrl, opts: &HttpOptions) -> Result<HttpPeer, RemoteError> {
         debug_assert!(matches!(url.scheme, Scheme::Http | Scheme::Https));
-        let tls = ureq::tls::TlsConfig::builder()
-            .root_certs(roots(opts)?)
-            .build();
+        let tls = crate::tls::connector(&url.host, opts.tls.as_ref())
+            .map_err(|what| RemoteError::Config { what })?;
         let config = ureq::Agent::config_builder()
-            .tls_config(tls)
             .http_status_as_error(false)
             .timeout_connect(Some(opts.connect_timeout))
             .timeout_global(opts.request_timeout)
@@ -115,8 +88,13 @@ impl HttpPeer {
             .user
             .as_ref()
             .map(|u| basic_auth(u, url.password().unwrap_or("")));
+        // ureq's TCP connection (through a CONNECT proxy if one is set), then TLS here.
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(TcpConnector::default())
+                .chain(tls);
         let mut peer = HttpPeer {
-            agent: config.into(),
+            agent: ureq::Agent::with_parts(config, connector, DefaultResolver::default()),
             url: url.clone(),
             base: url.without_auth(),
             auth,
@@ -166,11 +144,17 @@ impl HttpPeer {
                 req = req.header(name, value);
             }
         }
-        let resp = req.call().map_err(|e| RemoteError::Transport {
-            url: self.url.to_string(),
-            reason: match e {
-                ureq::Error::Io(io) => io.to_string(),
-                other => other.to_string(),
+        let resp = req.call().map_err(|e| match crate::tls::refusal(&e) {
+            Some(r) => RemoteError::Security {
+                message: r.message.clone(),
+                hint: r.hint.clone(),
+            },
+            None => RemoteError::Transport {
+                url: self.url.to_string(),
+                reason: match e {
+                    ureq::Error::Io(io) => io.to_string(),
+                    other => other.to_string(),
+                },
             },
         })?;
         let status = resp.status();

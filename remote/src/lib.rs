@@ -10,6 +10,7 @@ pub mod clone;
 pub mod fetch;
 pub mod http;
 pub mod ssh;
+pub mod tls;
 pub mod url;
 pub mod wire;
 
@@ -44,13 +45,18 @@ pub enum RemoteError {
     Url(#[from] UrlError),
     #[error("{what}")]
     Config { what: String },
+    /// A server certificate refused (hg's `SecurityError`), with hg's hint.
+    #[error("{message}")]
+    Security { message: String, hint: String },
 }
 
 impl RemoteError {
     /// hg's hint line for this error, if it has one.
     pub fn hint(&self) -> Option<&str> {
         match self {
-            RemoteError::Unsupported { hint, .. } => Some(hint),
+            RemoteError::Unsupported { hint, .. } | RemoteError::Security { hint, .. } => {
+                Some(hint)
+            }
             _ => None,
         }
     }

@@ -13,10 +13,16 @@ pub struct Served {
 
 impl Served {
     pub fn start(repo: &Path, logs: &Path) -> Served {
-        Served::spawn(repo, logs, "0")
+        Served::spawn(repo, logs, "0", &[])
     }
 
-    fn spawn(repo: &Path, logs: &Path, port: &str) -> Served {
+    /// `hg serve --certificate PEM` of `repo`: HTTPS with the key and certificate of `pem`
+    /// (its address: [`Served::https_url`]).
+    pub fn start_tls(repo: &Path, logs: &Path, pem: &Path) -> Served {
+        Served::spawn(repo, logs, "0", &["--certificate", pem.to_str().unwrap()])
+    }
+
+    fn spawn(repo: &Path, logs: &Path, port: &str, extra: &[&str]) -> Served {
         use std::io::BufRead;
         let access = logs.join("access.log");
         let errors = logs.join("error.log");
@@ -25,6 +31,7 @@ impl Served {
             .arg(&access)
             .arg("-E")
             .arg(&errors)
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -105,12 +112,18 @@ impl Drop for Served {
 impl Served {
     /// `hg serve` of `repo` on `port` (one a stopped server had: a restart).
     pub fn start_on(repo: &Path, logs: &Path, port: u16) -> Served {
-        Served::spawn(repo, logs, &port.to_string())
+        Served::spawn(repo, logs, &port.to_string(), &[])
     }
 
     /// The server's address.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// The address of a server [`Served::start_tls`] started, by the name its test
+    /// certificate is for.
+    pub fn https_url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
     }
 
     /// The server process's id (to stop it with SIGSTOP).

@@ -1353,7 +1353,13 @@ fn a_clone_takes_the_revlog_compression_hg_would_and_the_hg_on_the_path_can_read
         let rc = t.join(format!("{name}.hgrc"));
         std::fs::write(&rc, hgrc).unwrap();
         let repo = t.join(name);
-        let args = ["clone", "-U", &served.url(), "--repo", repo.to_str().unwrap()];
+        let args = [
+            "clone",
+            "-U",
+            &served.url(),
+            "--repo",
+            repo.to_str().unwrap(),
+        ];
         let out = match path_first {
             Some(dir) => m.revfs_with_path_first(dir, &args),
             None => m.revfs_with_hgrc(&rc, &args),
@@ -1373,7 +1379,11 @@ fn a_clone_takes_the_revlog_compression_hg_would_and_the_hg_on_the_path_can_read
     // The user's format.revlog-compression.
     let (zlib, out) = clone("zlib", "[format]\nrevlog-compression = zlib\n", None);
     assert!(out.status.success(), "{out:?}");
-    assert!(!requires(&zlib).contains("compression"), "{}", requires(&zlib));
+    assert!(
+        !requires(&zlib).contains("compression"),
+        "{}",
+        requires(&zlib)
+    );
     assert_eq!(tip(debian, &zlib), expected);
     // A pure-Python hg on the PATH (6.2.3, installed for hg_versions.rs) has no zstd: the
     // repository is zlib, which it reads.
@@ -1381,7 +1391,11 @@ fn a_clone_takes_the_revlog_compression_hg_would_and_the_hg_on_the_path_can_read
     assert!(pure.join("hg").exists(), "run tests/run.sh first");
     let (by_pure, out) = clone("pure", "", Some(&pure));
     assert!(out.status.success(), "{out:?}");
-    assert!(!requires(&by_pure).contains("compression"), "{}", requires(&by_pure));
+    assert!(
+        !requires(&by_pure).contains("compression"),
+        "{}",
+        requires(&by_pure)
+    );
     assert_eq!(tip(&pure.join("hg"), &by_pure), expected);
     // An engine hg does not have: hg's abort and hint, nothing left.
     let (none, out) = clone("bad", "[format]\nrevlog-compression = bz2, lzma\n", None);
@@ -1392,4 +1406,203 @@ fn a_clone_takes_the_revlog_compression_hg_would_and_the_hg_on_the_path_can_read
          available\n(run \"hg debuginstall\" to list available compression engines)\n"
     );
     assert!(!none.exists());
+}
+
+/// A test authority and a server certificate it signed for `localhost` (openssl), in `t`:
+/// returns the authority's PEM, the server's PEM (key and certificate, for `hg serve
+/// --certificate`), and the server certificate's SHA-256 and SHA-1 fingerprints as hg
+/// shows them (lower-case hex bytes joined by colons).
+fn test_certificates(t: &Path) -> (std::path::PathBuf, std::path::PathBuf, String, String) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(t)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    std::fs::write(
+        t.join("ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    #[rustfmt::skip]
+    let steps: [&[&str]; 3] = [
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+          "-days", "30", "-subj", "/CN=revfs test authority"],
+        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+          "-subj", "/CN=localhost"],
+        &["x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+          "-CAcreateserial", "-out", "srv.crt", "-days", "30", "-extfile", "ext"],
+    ];
+    for args in steps {
+        openssl(args);
+    }
+    let mut pem = std::fs::read(t.join("srv.key")).unwrap();
+    pem.extend(std::fs::read(t.join("srv.crt")).unwrap());
+    std::fs::write(t.join("srv.pem"), pem).unwrap();
+    let fp = |alg: &str| {
+        let out = openssl(&["x509", "-in", "srv.crt", "-noout", "-fingerprint", alg]);
+        out.trim().split_once('=').unwrap().1.to_lowercase()
+    };
+    (
+        t.join("ca.pem"),
+        t.join("srv.pem"),
+        fp("-sha256"),
+        fp("-sha1"),
+    )
+}
+
+#[test]
+fn https_checks_the_server_as_hg_does_with_authorities_pins_and_hgs_aborts() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    let src = wide_history(t, 2, 3);
+    let full = t.join("full");
+    hg_ok(
+        t,
+        &["clone", "-q", src.to_str().unwrap(), full.to_str().unwrap()],
+    );
+    let (ca, pem, sha256, sha1) = test_certificates(t);
+    let served = revfs_tests::served::Served::start_tls(&src, t, &pem);
+    let url = served.https_url();
+    let m = revfs_tests::mount::Mount::empty("");
+    let rc = |name: &str, text: &str| {
+        let p = t.join(format!("{name}.hgrc"));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // revfs clone and hg clone under the same configuration: revfs's exit code and stderr.
+    let both = |name: &str, hgrc: &Path| {
+        let repo = t.join(format!("{name}-revfs"));
+        let ours = m.revfs_with_hgrc(
+            hgrc,
+            &["clone", "-U", &url, "--repo", repo.to_str().unwrap()],
+        );
+        let theirs = revfs_tests::hg_env(
+            std::process::Command::new("hg")
+                .args(["clone", "-U", &url, &format!("{name}-hg")])
+                .current_dir(t),
+        )
+        .env("HGRCPATH", hgrc)
+        .output()
+        .unwrap();
+        (repo, ours, theirs)
+    };
+
+    // A pinned certificate, no authority: both clone.
+    let pinned = rc(
+        "pinned",
+        &format!("[hostsecurity]\nlocalhost:fingerprints = sha256:{sha256}\n"),
+    );
+    let (repo, ours, theirs) = both("pinned", &pinned);
+    assert!(
+        ours.status.success() && theirs.status.success(),
+        "{ours:?} {theirs:?}"
+    );
+    assert_eq!(
+        hg_ok(&repo, &["log", "-r", "tip", "-T", "{node}"]),
+        hg_ok(&src, &["log", "-r", "tip", "-T", "{node}"])
+    );
+
+    let other = "sha256:00:11:22";
+    // A mount's daemon under a wrong pin: reads fail with EIO, the log says why.
+    let wrong = rc(
+        "wrong-daemon",
+        &format!("[hostsecurity]\nlocalhost:fingerprints = {other}\n"),
+    );
+    let work = m.dir.display().to_string();
+    let out = m.revfs_with_hgrc(&wrong, &["mount", repo.to_str().unwrap(), &work]);
+    assert!(out.status.success(), "{out:?}");
+    let err = std::fs::read(m.dir.join("d1/f2")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    let log = m.log();
+    assert!(
+        log.contains("certificate for localhost has unexpected fingerprint"),
+        "{log}"
+    );
+    let out = m.revfs(&["unmount", &work]);
+    assert!(out.status.success(), "{out:?}");
+
+    // The authority from web.cacerts: the clone, a mount whose daemon fetches over TLS, and
+    // hg in it (its own client, the same settings). A mount of its own: the first one's
+    // directory holds the first working copy.
+    let m2 = revfs_tests::mount::Mount::empty("");
+    let work = m2.dir.display().to_string();
+    let cacerts = rc("cacerts", &format!("[web]\ncacerts = {}\n", ca.display()));
+    let repo = t.join("shallow");
+    let out = m2.revfs_with_hgrc(
+        &cacerts,
+        &["clone", &url, &work, "--repo", repo.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_same_files(&m2.dir, &full, &hg_ok(&full, &["files"]), "web.cacerts");
+    let log = |dir: &Path, hgrc: &Path| {
+        let out = revfs_tests::hg_env(
+            std::process::Command::new("hg")
+                .args(["log", "-p", "-r", "all()"])
+                .current_dir(dir),
+        )
+        .env("HGRCPATH", hgrc)
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    assert_eq!(log(&m2.dir, &cacerts), log(&full, &cacerts));
+
+    // Refusals, and settings hg refuses: hg's words, and nothing left behind.
+    for (name, text) in [
+        (
+            "wrong-pin",
+            format!("[hostsecurity]\nlocalhost:fingerprints = {other}, sha1:{sha1}0\n"),
+        ),
+        (
+            "wrong-legacy",
+            "[hostfingerprints]\nlocalhost = 00:11\n".to_owned(),
+        ),
+        (
+            "bad-protocol",
+            "[hostsecurity]\nminimumprotocol = ssl3\n".to_owned(),
+        ),
+        (
+            "bad-pin",
+            "[hostsecurity]\nlocalhost:fingerprints = md5:00\n".to_owned(),
+        ),
+        (
+            "no-file",
+            "[hostsecurity]\nlocalhost:verifycertsfile = /nonexistent/ca.pem\n".to_owned(),
+        ),
+        (
+            "no-cacerts",
+            "[web]\ncacerts = /nonexistent/ca.pem\n".to_owned(),
+        ),
+    ] {
+        let (repo, ours, theirs) = both(name, &rc(name, &text));
+        assert_eq!(ours.status.code(), Some(255), "{name}: {ours:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&ours.stderr),
+            String::from_utf8_lossy(&theirs.stderr),
+            "{name}"
+        );
+        assert!(!repo.exists(), "{name}");
+    }
+
+    // No authority vouches for the server (the system's do not know the test's): refused,
+    // with the fingerprint to pin (hg's words come from OpenSSL, revfs's from rustls).
+    let (repo, ours, theirs) = both("unknown", &rc("unknown", ""));
+    assert_eq!(ours.status.code(), Some(255));
+    assert!(!theirs.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stderr),
+        format!(
+            "abort: localhost certificate error: invalid peer certificate: UnknownIssuer\n\
+             (set hostsecurity.localhost:fingerprints=sha256:{sha256} config setting to trust \
+             this server)\n"
+        )
+    );
+    assert!(!repo.exists());
+
+    drop(served);
 }

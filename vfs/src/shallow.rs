@@ -23,6 +23,9 @@ pub enum ShallowSetupError {
     NoCache(PathBuf),
     #[error(transparent)]
     Url(#[from] revfs_remote::UrlError),
+    /// hg's `[hostsecurity]` or `web.cacerts` refused (`abort: ...`, with hg's hint).
+    #[error("{0}")]
+    Tls(#[from] revfs_hg::config::HostSecurityError),
 }
 
 fn path_of(v: &[u8], env: &revfs_hg::config::Env) -> PathBuf {
@@ -40,8 +43,8 @@ pub struct Settings {
     pub cachepath: PathBuf,
     /// `remotefilelog.reponame`.
     pub reponame: String,
-    /// `web.cacerts`, expanded.
-    pub cacerts: Option<PathBuf>,
+    /// hg's TLS settings for an `https://` server's host.
+    pub tls: Option<revfs_hg::config::HostSecurity>,
     /// `ui.ssh`, `ui.remotecmd` and `[sshenv]`: how an `ssh://` server is reached.
     pub ssh: SshOptions,
 }
@@ -81,13 +84,30 @@ pub fn settings(root: &Path) -> Result<Settings, ShallowSetupError> {
             RemoteUrl::parse(&String::from_utf8_lossy(url))?,
         )),
     };
+    let tls = match &server {
+        Some(url) => tls_for(&config, &env, url)?,
+        None => None,
+    };
     Ok(Settings {
         server,
         cachepath,
         reponame,
-        cacerts: config.get("web", "cacerts").map(|c| path_of(c, &env)),
+        tls,
         ssh: ssh_options(&config),
     })
+}
+
+/// hg's TLS settings (`[hostsecurity]`, `[hostfingerprints]`, `web.cacerts`) for `url`'s
+/// host when it is an `https://` address; hg's abort when they are wrong.
+pub fn tls_for(
+    config: &revfs_hg::config::Config,
+    env: &revfs_hg::config::Env,
+    url: &RemoteUrl,
+) -> Result<Option<revfs_hg::config::HostSecurity>, revfs_hg::config::HostSecurityError> {
+    if url.scheme != Scheme::Https {
+        return Ok(None);
+    }
+    revfs_hg::config::host_security(config, env, &url.host).map(Some)
 }
 
 /// `url` with the credentials hg's `[auth]` section gives it, when it has no password of
@@ -123,7 +143,7 @@ pub fn peer_options(settings: &Settings, timeout: Duration) -> PeerOptions {
         http: HttpOptions {
             connect_timeout: timeout,
             request_timeout: Some(timeout),
-            cacerts: settings.cacerts.clone(),
+            tls: settings.tls.clone(),
         },
         ssh: SshOptions {
             connect_timeout: timeout,

@@ -167,14 +167,16 @@ pub fn clone(args: &CloneArgs) -> Result<u8> {
     if let Some(c) = &args.remotecmd {
         ssh.remotecmd = c.clone();
     }
+    let tls = revfs_vfs::shallow::tls_for(&config, &env, &url).map_err(|e| match e.hint() {
+        Some(h) => anyhow!("{e}\n({h})"),
+        None => anyhow!(e),
+    })?;
+    for w in tls.iter().flat_map(|t| &t.warnings) {
+        eprintln!("{w}");
+    }
     let peer_opts = PeerOptions {
         http: HttpOptions {
-            cacerts: config.get("web", "cacerts").map(|c| {
-                use std::os::unix::ffi::OsStrExt;
-                PathBuf::from(std::ffi::OsStr::from_bytes(&revfs_hg::config::expand_path(
-                    c, &env,
-                )))
-            }),
+            tls,
             ..HttpOptions::default()
         },
         ssh,

@@ -27,6 +27,7 @@
 
 mod auth;
 mod env;
+mod hostsecurity;
 mod parse;
 mod syntax;
 #[cfg(test)]
@@ -35,6 +36,9 @@ mod tests;
 pub use auth::{auth_for, Auth};
 use env::{current_uid, expandpath, expanduser, expandvars, getuser, group_name, user_name};
 pub use env::{expand_path, getfqdn, strerror, Env};
+pub use hostsecurity::{
+    host_security, Fingerprint, FingerprintAlg, HostSecurity, HostSecurityError, TlsProtocol,
+};
 use parse::{insert, lookup, lossy, remove, Item, Layer, ReadError, Sections};
 
 use crate::date::py_bytes_repr;
