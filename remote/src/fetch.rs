@@ -7,7 +7,11 @@
 //! whole batch (HTTP 500), and so does a path that is not ASCII (hg's server cannot decode
 //! it from the request's headers). A failed batch is therefore retried key by key, so that
 //! one bad key costs only itself, and non-ASCII paths are refused without asking.
+//!
+//! A server that runs out a request's deadline fails every fetch at once until it answers
+//! again ([`crate::health`]).
 
+use crate::health::Health;
 use crate::http::{HttpOptions, HttpPeer};
 use crate::{wire, RemoteError, RemoteUrl};
 use revfs_store::shallow::Fetcher;
@@ -22,6 +26,7 @@ pub struct HttpFetcher {
     url: RemoteUrl,
     opts: HttpOptions,
     peer: Mutex<Option<std::sync::Arc<HttpPeer>>>,
+    health: Health,
 }
 
 impl HttpFetcher {
@@ -31,6 +36,7 @@ impl HttpFetcher {
             url,
             opts,
             peer: Mutex::new(None),
+            health: Health::default(),
         }
     }
 
@@ -109,6 +115,9 @@ fn encoded_len(path: &[u8]) -> usize {
 
 impl Fetcher for HttpFetcher {
     fn fetch(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>> {
+        if let Err(why) = self.health.check() {
+            return keys.iter().map(|_| Err(why.clone())).collect();
+        }
         // Requests whose arguments fit in the server's headers, one after the other.
         let mut out = Vec::with_capacity(keys.len());
         let mut start = 0;
@@ -166,6 +175,14 @@ impl HttpFetcher {
             Err(e) => {
                 self.forget_peer();
                 let reason = e.to_string();
+                if e.is_silence() {
+                    let (url, opts) = (self.url.clone(), self.opts.clone());
+                    self.health
+                        .silent(&reason, move || match HttpPeer::open(&url, &opts) {
+                            Ok(_) => true,
+                            Err(e) => !e.is_silence(),
+                        });
+                }
                 for &i in &asked {
                     out[i] = Some(Err(reason.clone()));
                 }

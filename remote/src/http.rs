@@ -113,9 +113,11 @@ impl HttpPeer {
     }
 
     fn io_error(&self, e: std::io::Error) -> RemoteError {
-        RemoteError::Transport {
-            url: self.url.to_string(),
-            reason: e.to_string(),
+        let (url, reason) = (self.url.to_string(), e.to_string());
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            RemoteError::Silent { url, reason }
+        } else {
+            RemoteError::Transport { url, reason }
         }
     }
 
@@ -149,11 +151,15 @@ impl HttpPeer {
                 message: r.message.clone(),
                 hint: r.hint.clone(),
             },
-            None => RemoteError::Transport {
-                url: self.url.to_string(),
-                reason: match e {
-                    ureq::Error::Io(io) => io.to_string(),
-                    other => other.to_string(),
+            None => match e {
+                ureq::Error::Io(io) => self.io_error(io),
+                ureq::Error::Timeout(_) => RemoteError::Silent {
+                    url: self.url.to_string(),
+                    reason: e.to_string(),
+                },
+                other => RemoteError::Transport {
+                    url: self.url.to_string(),
+                    reason: other.to_string(),
                 },
             },
         })?;

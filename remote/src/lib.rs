@@ -8,6 +8,7 @@
 
 pub mod clone;
 pub mod fetch;
+mod health;
 pub mod http;
 pub mod ssh;
 pub mod tls;
@@ -23,6 +24,9 @@ pub enum RemoteError {
     /// Connecting, sending or reading failed (hg: `abort: error: ...`).
     #[error("error: {reason} ({url})")]
     Transport { url: String, reason: String },
+    /// The server did not answer within the request's deadline (hg: `abort: error: ...`).
+    #[error("error: {reason} ({url})")]
+    Silent { url: String, reason: String },
     /// An HTTP status other than success (hg's words).
     #[error("HTTP Error {status}: {reason} ({url})")]
     Http {
@@ -51,6 +55,11 @@ pub enum RemoteError {
 }
 
 impl RemoteError {
+    /// Whether the server did not answer in time (as opposed to refusing or failing).
+    pub fn is_silence(&self) -> bool {
+        matches!(self, RemoteError::Silent { .. })
+    }
+
     /// hg's hint line for this error, if it has one.
     pub fn hint(&self) -> Option<&str> {
         match self {

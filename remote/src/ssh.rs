@@ -254,9 +254,11 @@ impl Conn {
     }
 
     fn transport(&self, e: std::io::Error) -> RemoteError {
-        RemoteError::Transport {
-            url: self.url.clone(),
-            reason: format!("{e}{}", self.remote_lines()),
+        let (url, reason) = (self.url.clone(), format!("{e}{}", self.remote_lines()));
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            RemoteError::Silent { url, reason }
+        } else {
+            RemoteError::Transport { url, reason }
         }
     }
 
@@ -288,6 +290,7 @@ impl Conn {
         for _ in 0..500 {
             let mut l = Vec::new();
             match self.stdout.read_until(b'\n', &mut l) {
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(self.transport(e)),
                 Ok(0) | Err(_) => return Err(no_response(self)),
                 Ok(_) => {}
             }
@@ -571,6 +574,7 @@ pub struct SshFetcher {
     url: RemoteUrl,
     opts: SshOptions,
     idle: Mutex<Vec<Conn>>,
+    health: crate::health::Health,
 }
 
 /// The most idle connections kept.
@@ -587,6 +591,7 @@ impl SshFetcher {
             url,
             opts,
             idle: Mutex::new(Vec::new()),
+            health: crate::health::Health::default(),
         }
     }
 
@@ -609,6 +614,17 @@ impl SshFetcher {
         }
     }
 
+    /// A request ran out its deadline: fetches fail at once until a new connection's
+    /// handshake is answered.
+    fn silent(&self, reason: &str) {
+        let (url, opts) = (self.url.clone(), self.opts.clone());
+        self.health
+            .silent(reason, move || match connect(&url, &opts) {
+                Ok(_) => true,
+                Err(e) => !e.is_silence(),
+            });
+    }
+
     fn put_back(&self, conn: Conn) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < IDLE {
@@ -619,6 +635,9 @@ impl SshFetcher {
 
 impl revfs_store::shallow::Fetcher for SshFetcher {
     fn fetch(&self, keys: &[(&[u8], Node)]) -> Vec<Result<Vec<u8>, String>> {
+        if let Err(why) = self.health.check() {
+            return keys.iter().map(|_| Err(why.clone())).collect();
+        }
         let mut out: Vec<Result<Vec<u8>, String>> = Vec::with_capacity(keys.len());
         // A server that dies on a key (hg's server aborts on one it does not have) ends
         // the stream there: that key fails, and the rest are asked again of a new
@@ -630,6 +649,11 @@ impl revfs_store::shallow::Fetcher for SshFetcher {
                 Ok(c) => c,
                 Err(e) => {
                     let reason = e.to_string();
+                    if e.is_silence() {
+                        self.silent(&reason);
+                        out.extend(keys[out.len()..].iter().map(|_| Err(reason.clone())));
+                        break;
+                    }
                     out.extend(ask.iter().map(|_| Err(reason.clone())));
                     continue;
                 }
@@ -642,6 +666,9 @@ impl revfs_store::shallow::Fetcher for SshFetcher {
                     let timed_out = e.kind() == std::io::ErrorKind::TimedOut;
                     let reason = conn.transport(e).to_string();
                     drop(conn);
+                    if timed_out {
+                        self.silent(&reason);
+                    }
                     restarts += 1;
                     let rest = if restarts >= 3 || timed_out {
                         keys.len() - out.len()

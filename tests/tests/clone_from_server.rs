@@ -373,6 +373,20 @@ fn a_stat_fetches_its_whole_directory_in_one_request_and_a_plain_listing_none() 
     assert_eq!(cached_blobs(&m.state_root), 120);
 }
 
+/// Waits (20 s at most) until the daemon's log says `times` times that the server answers
+/// again after a silence.
+fn answers_again(m: &revfs_tests::mount::Mount, times: usize) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let log = m.log();
+        if log.matches("the server answers again").count() >= times {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "{log}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_server_down_or_frozen_fails_reads_with_eio_within_the_deadline_and_a_later_read_fetches() {
     let tmp = revfs_tests::scratch_dir();
@@ -419,9 +433,11 @@ fn a_server_down_or_frozen_fails_reads_with_eio_within_the_deadline_and_a_later_
         .status()
         .unwrap()
         .success());
-    // The daemon's log says why.
+    // The daemon's log says why, and then that the server answers again (it asks until
+    // it does: meanwhile, reads of what is not here fail at once).
     let log = m.log();
     assert!(log.contains("fetching a file revision failed"), "{log}");
+    answers_again(&m, 1);
 
     // Down: refused at once, EIO; what was fetched still reads.
     served.stop();
@@ -971,6 +987,13 @@ fn revfs_clone_over_ssh_and_of_a_local_path_reads_every_file_names_http_cannot_c
             log.contains("fetching a file revision failed") && log.contains("no answer within 2 s"),
             "{log}"
         );
+        // The daemon asks again until a server answers (a new connection starts a new
+        // one); meanwhile, reads of what is not here fail at once.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !m.log().contains("the server answers again") {
+            assert!(std::time::Instant::now() < until, "{url}: {}", m.log());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         // The frozen server was ended with its connection.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while servers.iter().any(|p| stdio_servers(&src).contains(p)) {
@@ -1160,13 +1183,27 @@ fn list_names_a_clones_server_and_discard_removes_its_repository_only_when_asked
         Path::new(&repo).starts_with(m.state_root.join("repos")),
         "{repo}"
     );
+    // `revfs list` names every revfs mount of the machine (other tests' too, which the
+    // tests running beside this one make and end): this test's lines are its mountpoint's.
+    let ours = |list: String| -> String {
+        list.lines()
+            .filter(|l| l.starts_with(&format!("{dir} ")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     let node = hg_in(&src, &["log", "-r", "tip", "-T", "{node|short}"]);
     assert_eq!(
-        run(&["list"]).1,
+        ours(run(&["list"]).1),
         format!("{dir}  {repo} (from {url})  {node}\n")
     );
     let json: serde_json::Value = serde_json::from_str(&run(&["list", "-T", "json"]).1).unwrap();
-    assert_eq!(json[0]["server"], url.as_str());
+    let this = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["mountpoint"] == dir.as_str())
+        .expect("this mountpoint listed");
+    assert_eq!(this["server"], url.as_str());
 
     // Discarded without --remove-repo: the repository stays, and a clone to the same place
     // says where it is.
@@ -1206,9 +1243,7 @@ fn list_names_a_clones_server_and_discard_removes_its_repository_only_when_asked
         )
     );
     assert!(Path::new(&repo).join(".hg").is_dir());
-    assert!(run(&["list"])
-        .1
-        .contains("(not mounted; no uncommitted changes)"));
+    assert!(ours(run(&["list"]).1).contains("(not mounted; no uncommitted changes)"));
     // Forced: the working copy and the repository go.
     let (code, out, err) = run(&["discard", "--force", "--remove-repo", &dir]);
     assert_eq!(code, Some(0), "{err}");
@@ -1219,7 +1254,7 @@ fn list_names_a_clones_server_and_discard_removes_its_repository_only_when_asked
         "{out}"
     );
     assert!(!Path::new(&repo).exists());
-    assert_eq!(run(&["list"]).1, "");
+    assert_eq!(ours(run(&["list"]).1), "");
 
     // A repository of the user's own (--repo) is never removed.
     let (code, _, err) = run(&[
@@ -1605,4 +1640,196 @@ fn https_checks_the_server_as_hg_does_with_authorities_pins_and_hgs_aborts() {
     assert!(!repo.exists());
 
     drop(served);
+}
+
+/// `tar cf ARCHIVE .` in `dir`, waited for at most `limit` (killed and failed past it): its
+/// exit code, its stderr and how long it took.
+fn tar_within(
+    dir: &Path,
+    archive: &Path,
+    limit: std::time::Duration,
+) -> (Option<i32>, String, std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    let mut tar = std::process::Command::new("tar")
+        .arg("cf")
+        .arg(archive)
+        .arg(".")
+        .current_dir(dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = tar.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    loop {
+        if let Some(status) = tar.try_wait().unwrap() {
+            return (status.code(), errors.join().unwrap(), t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            let _ = tar.kill();
+            let _ = tar.wait();
+            panic!(
+                "tar still running after {limit:?}: {}",
+                errors.join().unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_server_frozen_during_a_tar_costs_one_deadline_not_one_a_file_and_the_tar_completes_after() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    const DIRS: usize = 60;
+    const FILES: usize = 50;
+    let src = wide_history(t, DIRS, FILES);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let pid = served.pid().to_string();
+    let (m, _) = clone_mounted(&served.url(), t, "[remote]\ntimeout = 2\n");
+    let archive = t.join("tree.tar");
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    // The server freezes (SIGSTOP) as the first blobs land, while tar goes through the tree.
+    let freezer = {
+        let state = m.state_root.clone();
+        let pid = pid.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while cached_blobs(&state) == 0 {
+                assert!(std::time::Instant::now() < until, "no blob fetched in 20 s");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let ok = std::process::Command::new("kill")
+                .args(["-STOP", &pid])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        })
+    };
+    let (code, errors, took) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
+    freezer.join().unwrap();
+    // tar ends with an I/O error for each file it could not read. The requests under way
+    // when the server froze each wait out the deadline (2 s), and from then on the daemon
+    // fails reads at once while it waits for the server: 3,000 files would take 100 minutes
+    // at a deadline each.
+    assert_eq!(code, Some(2), "{errors}");
+    let failed = errors
+        .lines()
+        .filter(|l| l.ends_with("Input/output error"))
+        .count();
+    assert!(failed > 0, "{errors}");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "{took:?} for {failed} failures"
+    );
+    let log = m.log();
+    assert!(log.contains("no answer for"), "{log}");
+    // The server thaws: the daemon finds it answering, and the same tar completes.
+    signal("-CONT");
+    answers_again(&m, 1);
+    let (code, errors, _) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{errors}");
+    let out = t.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let x = std::process::Command::new("tar")
+        .arg("xf")
+        .arg(&archive)
+        .current_dir(&out)
+        .status()
+        .unwrap();
+    assert!(x.success());
+    for d in 0..DIRS {
+        for f in 0..FILES {
+            assert_eq!(
+                std::fs::read(out.join(format!("d{d}/f{f}"))).unwrap(),
+                format!("{d}/{f}\n").repeat(f + 1).into_bytes(),
+                "d{d}/f{f}"
+            );
+        }
+    }
+    drop(served);
+}
+
+#[test]
+fn a_server_stopped_during_a_tar_fails_its_reads_with_eio_and_the_same_tar_completes_after_a_restart(
+) {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    const DIRS: usize = 60;
+    const FILES: usize = 50;
+    let src = wide_history(t, DIRS, FILES);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let port = served.port;
+    let (m, _) = clone_mounted(&served.url(), t, "[remote]\ntimeout = 2\n");
+    let archive = t.join("tree.tar");
+    // The server stops as the first blobs land, while tar goes through the tree.
+    let stopper = {
+        let state = m.state_root.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while cached_blobs(&state) == 0 {
+                assert!(std::time::Instant::now() < until, "no blob fetched in 20 s");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            served.stop();
+        })
+    };
+    let (code, errors, took) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
+    stopper.join().unwrap();
+    // tar ends, with an I/O error for each file it could not read, and only those.
+    assert_eq!(code, Some(2), "{errors}");
+    let lines: Vec<&str> = errors.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines.len() > 1
+            && lines[..lines.len() - 1]
+                .iter()
+                .all(|l| l.ends_with("Input/output error")),
+        "{errors}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"tar: Exiting with failure status due to previous errors"),
+        "{errors}"
+    );
+    let failed = lines.len() - 1;
+    assert!(failed < DIRS * FILES, "{failed} files failed: {errors}");
+    // Each failure came at once (the server refuses connections): no read waited out the
+    // deadline, let alone one per file.
+    assert!(
+        took < std::time::Duration::from_secs(60),
+        "{took:?} for {failed} failures"
+    );
+    let log = m.log();
+    assert!(log.contains("fetching a file revision failed"), "{log}");
+
+    // The server back on its port: the same tar completes, every file with its bytes.
+    let _again = revfs_tests::served::Served::start_on(&src, t, port);
+    let (code, errors, _) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{errors}");
+    let out = t.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let x = std::process::Command::new("tar")
+        .arg("xf")
+        .arg(&archive)
+        .current_dir(&out)
+        .status()
+        .unwrap();
+    assert!(x.success());
+    for d in 0..DIRS {
+        for f in 0..FILES {
+            assert_eq!(
+                std::fs::read(out.join(format!("d{d}/f{f}"))).unwrap(),
+                format!("{d}/{f}\n").repeat(f + 1).into_bytes(),
+                "d{d}/f{f}"
+            );
+        }
+    }
+    assert_eq!(walk(&out).len(), DIRS * FILES);
 }
