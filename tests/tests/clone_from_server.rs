@@ -1833,3 +1833,60 @@ fn a_server_stopped_during_a_tar_fails_its_reads_with_eio_and_the_same_tar_compl
     }
     assert_eq!(walk(&out).len(), DIRS * FILES);
 }
+
+#[test]
+fn small_packs_are_merged_when_quiet_and_hg_and_revfs_read_every_file_from_the_merged_ones() {
+    let tmp = revfs_tests::scratch_dir();
+    let t = tmp.path();
+    // 20 directories of 70 files: a prefetch of each fetches it in one request of more
+    // than 64 revisions, which goes into a pack of its own: 20 small packs.
+    const DIRS: usize = 20;
+    const FILES: usize = 70;
+    let src = wide_history(t, DIRS, FILES);
+    let served = revfs_tests::served::Served::start(&src, t);
+    let (m, repo) = clone_mounted(&served.url(), t, "");
+    for d in 0..DIRS {
+        let out = m.revfs_in(&m.dir, &["prefetch", "-q", &format!("d{d}")]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    // Once no pack has been written for a few seconds, the daemon merges them.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !m.log().contains("small packs merged") {
+        assert!(
+            std::time::Instant::now() < until,
+            "{:?}\n{}",
+            data_packs(&m.state_root),
+            m.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let packs = data_packs(&m.state_root);
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    assert_eq!(cached_blobs(&m.state_root), DIRS * FILES);
+    // With the server gone, hg in the mount and a new daemon read every file from it.
+    drop(served);
+    let want = |d: usize, f: usize| format!("{d}/{f}\n").repeat(f + 1);
+    let names: Vec<String> = (0..DIRS)
+        .flat_map(|d| (0..FILES).map(move |f| format!("d{d}/f{f}")))
+        .collect();
+    let mut args = vec!["cat", "-r", "."];
+    args.extend(names.iter().map(String::as_str));
+    // hg cat prints the files in the manifest's order (sorted by path).
+    let mut files: Vec<(String, String)> = (0..DIRS)
+        .flat_map(|d| (0..FILES).map(move |f| (format!("d{d}/f{f}"), want(d, f))))
+        .collect();
+    files.sort();
+    let expected: String = files.into_iter().map(|(_, text)| text).collect();
+    assert!(hg_in(&m.dir, &args) == expected);
+    m.unmount();
+    m.remount(&repo, None);
+    for d in 0..DIRS {
+        for f in 0..FILES {
+            assert_eq!(
+                std::fs::read_to_string(m.dir.join(format!("d{d}/f{f}"))).unwrap(),
+                want(d, f),
+                "d{d}/f{f}"
+            );
+        }
+    }
+}

@@ -174,7 +174,10 @@ impl SharedCache {
                 .filter_map(|&i| Some((batch[i].0, batch[i].1, parsed[i].as_ref().ok()?)))
                 .collect();
             match self.packs.write(&items) {
-                Ok(left_out) => left_out.into_iter().map(|k| good[k]).collect(),
+                Ok(left_out) => {
+                    self.packs.wrote();
+                    left_out.into_iter().map(|k| good[k]).collect()
+                }
                 Err(e) => {
                     tracing::warn!("fetched revisions go loose: a pack could not be written: {e}");
                     good
@@ -231,6 +234,8 @@ impl SharedCache {
     /// is written loose before the first pack goes. Returns what was there (blobs and packs
     /// counted alike) and what was removed.
     pub fn evict(&self, limit: u64, target: u64, keep: &[(Vec<u8>, Node)]) -> Evicted {
+        // No merge meanwhile (it removes packs too).
+        let _one = self.packs.maintenance();
         enum Unit {
             Loose(CachedBlob),
             Pack(PackFile),
@@ -258,6 +263,8 @@ impl SharedCache {
         let kept: std::collections::HashSet<PathBuf> =
             keep.iter().map(|(p, n)| self.blob_path(p, n)).collect();
         let mut rescued = false;
+        // The set forgets the packs removed at the end, at once.
+        let mut gone = Vec::new();
         units.sort_by_key(|u| u.1);
         let mut left = total;
         for (size, _, unit) in units {
@@ -279,7 +286,11 @@ impl SharedCache {
                     if !std::mem::replace(&mut rescued, true) {
                         self.rescue(keep);
                     }
-                    self.packs.remove(&p).is_ok()
+                    let removed = PackSet::unlink(p.kind, &p.base).is_ok();
+                    if removed {
+                        gone.push((p.kind, p.base));
+                    }
+                    removed
                 }
             };
             // Not removed: kept, gone already (hg's gc, another mount), or not ours.
@@ -289,7 +300,14 @@ impl SharedCache {
                 out.removed_bytes += size;
             }
         }
+        self.packs.forget(&gone);
         out
+    }
+
+    /// Merges the cache's small packs once no pack has been written for a while
+    /// (pack/merge.rs), in a thread of its own.
+    pub fn merge_packs_when_quiet(&self) {
+        self.packs.merge_when_quiet();
     }
 
     /// Writes loose each of `keep` that only a pack holds, so that removing packs keeps it.

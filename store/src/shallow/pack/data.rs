@@ -83,6 +83,17 @@ impl DataPack {
         self.index.find(&self.idx, &node.0).is_some()
     }
 
+    /// Every revision in the pack, in the index's order (a garbled one is an error).
+    pub fn entries(&self) -> impl Iterator<Item = Result<DataEntry<'_>, PackError>> + '_ {
+        (0..self.index.count).map(move |i| match self.index.entry(&self.idx, i) {
+            Some(e) => self.parse_entry(e),
+            None => Err(PackError::malformed(
+                &self.index_path(),
+                "an entry past the index's end",
+            )),
+        })
+    }
+
     /// The revision `node`, if this pack has it.
     pub fn entry(&self, node: &Node) -> Result<Option<DataEntry<'_>>, PackError> {
         let Some(e) = self.index.find(&self.idx, &node.0) else {

@@ -66,6 +66,47 @@ impl HistPack {
         })
     }
 
+    /// How many records the pack holds (every file's).
+    pub fn len(&self) -> usize {
+        self.nodes().count()
+    }
+
+    /// Every file's records, file after file (a garbled pack is an error).
+    pub fn sections(&self) -> Result<Vec<(Vec<u8>, Vec<Ancestor>)>, PackError> {
+        let bad = |r: &str| PackError::malformed(&self.index_path(), r);
+        let mut out = Vec::with_capacity(self.index.count);
+        for i in 0..self.index.count {
+            let e = self
+                .index
+                .entry(&self.idx, i)
+                .ok_or_else(|| bad("an entry past the index's end"))?;
+            let (at, len) = match (e.be_u32(36), e.be_u32(40)) {
+                (Some(a), Some(l)) => (a as usize, l as usize),
+                _ => return Err(bad("short file entry")),
+            };
+            let name_len = usize::from(self.idx.be_u16(at).ok_or_else(|| bad("short node index"))?);
+            let name = self
+                .idx
+                .slice(at + 2, name_len)
+                .ok_or_else(|| bad("short node index"))?;
+            let nodes = self
+                .idx
+                .slice(at + 2 + name_len, len)
+                .ok_or_else(|| bad("short node index"))?;
+            let mut recs = Vec::with_capacity(nodes.len() / NODE_ENTRY);
+            for n in nodes.chunks_exact(NODE_ENTRY) {
+                let node = Node::from_slice(&n[..20]).unwrap_or_default();
+                let offset = n
+                    .be_u64(20)
+                    .and_then(|o| usize::try_from(o).ok())
+                    .ok_or_else(|| bad("short node entry"))?;
+                recs.push(self.parse_record(offset, &node)?);
+            }
+            out.push((name.to_vec(), recs));
+        }
+        Ok(out)
+    }
+
     /// The record of `name` at `node`, if this pack has it.
     pub fn record(&self, name: &[u8], node: &Node) -> Result<Option<Ancestor>, PackError> {
         self.record_of(name, &Sha1::digest(name).into(), node)
@@ -185,19 +226,29 @@ impl HistPackBuilder {
     pub fn add_blob(&mut self, path: &[u8], blob: &Blob) -> bool {
         let mut all = true;
         for (file, rec) in ancestry_files(path, blob) {
-            let copy_fits = rec.copy_from.as_ref().is_none_or(|c| c.len() <= 0xffff);
-            if file.len() > 0xffff || !copy_fits {
-                all = false;
-                continue;
-            }
-            if self.seen.insert((file.to_vec(), rec.node)) {
-                self.files
-                    .entry(file.to_vec())
-                    .or_default()
-                    .push(rec.clone());
-            }
+            all &= self.add_record(file, rec);
         }
         all
+    }
+
+    /// Adds `rec` to `file`'s section (once). A name or copy source longer than 65,535
+    /// bytes is refused (hg's limit).
+    pub fn add_record(&mut self, file: &[u8], rec: &Ancestor) -> bool {
+        let copy_fits = rec.copy_from.as_ref().is_none_or(|c| c.len() <= 0xffff);
+        if file.len() > 0xffff || !copy_fits {
+            return false;
+        }
+        if self.seen.insert((file.to_vec(), rec.node)) {
+            self.files
+                .entry(file.to_vec())
+                .or_default()
+                .push(rec.clone());
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
     }
 
     /// The pack's and its index's bytes.

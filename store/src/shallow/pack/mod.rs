@@ -9,7 +9,8 @@
 //! Each pair's index is a fanout table then entries sorted by a 20-byte key ([`index`]).
 //! revfs writes one data pack and one history pack for each large batch it fetches (one
 //! file each instead of a directory and a file per revision), and reads those and the ones
-//! `hg repack` writes ([`set`]). docs/FORMATS.md describes the layout.
+//! `hg repack` writes ([`set`]), and merges small packs into bigger ones when no pack has
+//! been written for a while ([`merge`]). docs/FORMATS.md describes the layout.
 //!
 //! Everything read from a pack is bounds-checked: a short or garbled pack is an error naming
 //! it, never a panic. The texts are verified against their nodes by the caller.
@@ -17,6 +18,7 @@
 pub mod data;
 pub mod hist;
 pub mod index;
+pub mod merge;
 pub mod set;
 
 pub use set::PackSet;

@@ -28,8 +28,8 @@ const TOUCH_EVERY: i64 = 60;
 const MAX_CHAIN: usize = 10_000;
 
 /// A loaded pack and when revfs last set its access time.
-struct Loaded<P> {
-    pack: P,
+pub(super) struct Loaded<P> {
+    pub(super) pack: P,
     touched: AtomicI64,
 }
 
@@ -136,6 +136,10 @@ pub struct PackSet {
     packs: RwLock<Packs>,
     /// Serializes listings, so that two misses do not open the same new packs twice.
     listing: Mutex<()>,
+    /// Serializes the work that removes packs: merges ([`super::merge`]) and evictions.
+    maintenance: Mutex<()>,
+    /// When this process last wrote a pack, and whether a merge waits for quiet.
+    pub(super) idle: super::merge::Idle,
 }
 
 impl PackSet {
@@ -145,7 +149,48 @@ impl PackSet {
             dir,
             packs: RwLock::new(Packs::default()),
             listing: Mutex::new(()),
+            maintenance: Mutex::new(()),
+            idle: super::merge::Idle::default(),
         }
+    }
+
+    /// Held while packs are merged or evicted: one such job at a time.
+    pub fn maintenance(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.maintenance.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The packs loaded now (after a listing), data and history.
+    pub(super) fn loaded(&self) -> (Vec<Arc<Loaded<DataPack>>>, Vec<Arc<Loaded<HistPack>>>) {
+        self.refresh(true);
+        let p = self.read();
+        (p.data.clone(), p.hist.clone())
+    }
+
+    /// Loads the pack at `base`, just put in place by this process.
+    pub(super) fn adopt(&self, kind: PackKind, base: &Path) -> Result<(), PackError> {
+        let _one = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.write_lock();
+        let from = (p.data.len(), p.hist.len());
+        match kind {
+            PackKind::Data => {
+                let pack = DataPack::open(base)?;
+                if !p.data.iter().any(|l| l.pack.base() == base) {
+                    p.data.push(Loaded::new(pack));
+                }
+            }
+            PackKind::Hist => {
+                let pack = HistPack::open(base)?;
+                if !p.hist.iter().any(|l| l.pack.base() == base) {
+                    p.hist.push(Loaded::new(pack));
+                }
+            }
+        }
+        p.map_from(from.0, from.1);
+        Ok(())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Packs> {
@@ -344,7 +389,7 @@ impl PackSet {
 
     /// The fulltext of `path` at `node` from `first` (which holds it), following deltas
     /// through the packs, and its revision flags. `None` when a base is in none.
-    fn fulltext(
+    pub(super) fn fulltext(
         &self,
         first: &Arc<Loaded<DataPack>>,
         path: &[u8],
@@ -483,18 +528,41 @@ impl PackSet {
 
     /// Removes a pack, its index first (so hg never lists half of it), and forgets it.
     pub fn remove(&self, file: &PackFile) -> std::io::Result<()> {
-        let (p, i) = file.kind.suffixes();
-        let with = |s: &str| PathBuf::from(format!("{}{s}", file.base.display()));
+        Self::unlink(file.kind, &file.base)?;
+        self.forget(&[(file.kind, file.base.clone())]);
+        Ok(())
+    }
+
+    /// Removes a pack's files, its index first (so hg never lists half of it); the set
+    /// still reads it until [`PackSet::forget`].
+    pub fn unlink(kind: PackKind, base: &Path) -> std::io::Result<()> {
+        let (p, i) = kind.suffixes();
+        let with = |s: &str| PathBuf::from(format!("{}{s}", base.display()));
         std::fs::remove_file(with(i))?;
         let _ = std::fs::remove_file(with(p));
+        Ok(())
+    }
+
+    /// Forgets packs removed from the disk: the maps are made once for all of them.
+    pub fn forget(&self, gone: &[(PackKind, PathBuf)]) {
+        if gone.is_empty() {
+            return;
+        }
+        let (data, hist): (HashSet<&Path>, HashSet<&Path>) = (
+            gone.iter()
+                .filter(|g| g.0 == PackKind::Data)
+                .map(|g| g.1.as_path())
+                .collect(),
+            gone.iter()
+                .filter(|g| g.0 == PackKind::Hist)
+                .map(|g| g.1.as_path())
+                .collect(),
+        );
         let _one = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         let mut packs = self.write_lock();
-        match file.kind {
-            PackKind::Data => packs.data.retain(|l| l.pack.base() != file.base),
-            PackKind::Hist => packs.hist.retain(|l| l.pack.base() != file.base),
-        }
+        packs.data.retain(|l| !data.contains(l.pack.base()));
+        packs.hist.retain(|l| !hist.contains(l.pack.base()));
         packs.remap();
-        Ok(())
     }
 }
 

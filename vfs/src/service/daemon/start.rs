@@ -101,6 +101,8 @@ pub(super) fn open_working_copy(
     wc.set_root_path(req.mountpoint.clone());
     if let Some(source) = revfs_store::shallow::source::registered(repo.store_path()) {
         source.bound_cache(req.config.remote.cache_size, keep_for(&wc));
+        // Small packs an earlier daemon (or hg) left are merged once things are quiet.
+        source.cache().merge_packs_when_quiet();
     }
     wc.set_loaded_files(req.config.mount.loaded_files);
     wc.set_listed_files(req.config.mount.listed_files);
