@@ -26,6 +26,8 @@ blob). Then, medians of --runs, in turns:
   `revfs clone URL` (repository, cache and state directory counted);
   the first `tar cf - . | wc -c` of the tree through a mount of the full clone and through
   the lazy mount (page cache dropped first), and the requests the lazy one made;
+  the data packs the lazy tar left, and after the daemon merged them (it does once fetches
+  stop; the script waits until their number holds for 10 s);
   `revfs status` and `hg status` in each mount, after the tar;
   `hg cat` of every 100th file (at most 2,000) in each mount, after the tar: hg's own reads
   from revlogs against its reads from the packs the lazy tar left (their number reported),
@@ -226,7 +228,7 @@ def main():
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
                            'st_hg_full', 'st_hg_lazy', 'cpu_daemon_full', 'cpu_daemon_lazy',
                            'cpu_server_lazy', 'cat_full', 'cat_lazy', 'cat_rss_full',
-                           'cat_rss_lazy', 'packs']}
+                           'cat_rss_lazy', 'packs', 'packs_before_merge', 'merge_time']}
     mounts = []
     server = None
     try:
@@ -321,6 +323,20 @@ def main():
             raw['cpu_daemon_lazy'].append((cpu_seconds(lpid) - c) if lpid else 0.0)
             raw['cpu_server_lazy'].append(cpu_seconds(server.proc.pid) - cs)
             raw['batches'].append(server.requests('batch') - before)
+            # The daemon merges small packs once fetches stop (3 s of quiet): hg is measured
+            # after that, as a user who runs hg a little after the tar would find it.
+            def count_packs():
+                return sum(1 for _, _, names in os.walk(lstate) for n in names
+                           if n.endswith('.datapack'))
+            raw['packs_before_merge'].append(count_packs())
+            t = time.perf_counter()
+            last, stable_since = count_packs(), time.perf_counter()
+            while time.perf_counter() - stable_since < 10 and time.perf_counter() - t < 1200:
+                time.sleep(0.5)
+                n = count_packs()
+                if n != last:
+                    last, stable_since = n, time.perf_counter()
+            raw['merge_time'].append(stable_since - t)
             print('run %d: first tar %.2f s full, %.2f s lazy (%.2fx)' % (
                 run, raw['tar_full'][-1], raw['tar_lazy'][-1],
                 raw['tar_lazy'][-1] / raw['tar_full'][-1]), file=sys.stderr, flush=True)
@@ -377,6 +393,8 @@ def main():
         med['st_revfs_full'] * 1e3, med['st_revfs_lazy'] * 1e3, med['st_revfs_lazy'] / med['st_revfs_full']))
     print('| hg status after the tar | %.1f ms | %.1f ms | %.2f |' % (
         med['st_hg_full'] * 1e3, med['st_hg_lazy'] * 1e3, med['st_hg_lazy'] / med['st_hg_full']))
+    print('| data packs the lazy tar left, then merged (merge time) | | %d, %d (%.1f s) | |' % (
+        med['packs_before_merge'], med['packs'], med['merge_time']))
     print('| hg cat of %d files after the tar (data packs) | %.2f s | %.2f s (%d) | %.2f |' % (
         raw['cat_n'],
         med['cat_full'], med['cat_lazy'], med['packs'], med['cat_lazy'] / med['cat_full']))
