@@ -26,8 +26,10 @@ use std::time::{Duration, Instant, SystemTime};
 pub const SMALL: usize = 4096;
 /// The fewest small packs of a kind worth a merge.
 pub const MERGE_AT: usize = 16;
-/// The most entries of a merged pack.
-pub const TARGET_ENTRIES: usize = 16_384;
+/// The most entries of a merged pack: under hg's `SMALLFANOUTCUTOFF` (8,192), past which
+/// an index has a fanout of 65,536 slots, which hg reads into a Python list at each
+/// command that opens the pack (about 2.4 MB a pack).
+pub const TARGET_ENTRIES: usize = 8_191;
 /// The most bytes of a merged pack (it is built in memory).
 pub const TARGET_BYTES: u64 = 128 << 20;
 /// How long without a pack written before a merge starts.
@@ -174,11 +176,20 @@ impl PackSet {
         let room: u64 = group.iter().map(|(l, _)| l.pack.disk_size()).sum();
         let mut b = DataPackBuilder::with_capacity(usize::try_from(room).unwrap_or(0));
         let mut taken = Vec::new();
+        // A data pack holds a node once: the name each node has in the merged pack. The
+        // same revision at two paths (identical files added at once) may sit in two packs;
+        // merged, one path's entry would go, and with it a revision the cache may have to
+        // keep (cache.rs's kept revisions): such a pack stays as it is.
+        let mut names: std::collections::HashMap<crate::node::Node, Vec<u8>> =
+            std::collections::HashMap::new();
         for (l, at) in group {
             // Every revision whole, or the pack stays.
             let mut revs = Vec::with_capacity(l.pack.len());
             let whole = l.pack.entries().all(|e| {
                 let Ok(e) = e else { return false };
+                if names.get(&e.node).is_some_and(|n| n != e.name) {
+                    return false;
+                }
                 match self.fulltext(l, e.name, &e.node) {
                     Ok(Some((text, flags))) => {
                         revs.push((e.name.to_vec(), e.node, text, flags));
@@ -191,6 +202,7 @@ impl PackSet {
                 continue;
             }
             for (name, node, text, flags) in revs {
+                names.entry(node).or_insert_with(|| name.clone());
                 let size = text.len() - crate::filelog::content_start(&text).unwrap_or(0);
                 b.add(&name, &node, &text, size as u64, flags);
             }
@@ -363,6 +375,39 @@ mod tests {
         write(40);
         assert_eq!(set.merge_small().unwrap(), Merged::default());
         check(&set, 41);
+    }
+
+    #[test]
+    fn a_revision_at_two_paths_in_two_packs_keeps_both_paths_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let packs = dir.path().join("packs");
+        let set = PackSet::new(packs.clone());
+        // Names of one length: the two packs' indexes are alike (a name of their own each).
+        let twin = Node([0xab; 20]);
+        let b = blob(twin, Node::NULL, b"same\n");
+        assert!(set.write(&[(b"one/twin", twin, &b)]).unwrap().is_empty());
+        assert!(set.write(&[(b"two/twin", twin, &b)]).unwrap().is_empty());
+        // Two packs, the second not in place of the first (an index's hash names a pack).
+        assert_eq!(packs_on_disk(&packs, ".datapack"), 2);
+        for path in [&b"one/twin"[..], b"two/twin"] {
+            let fresh = PackSet::new(packs.clone());
+            assert!(fresh.blob(path, &twin).unwrap().is_some());
+        }
+        for k in 0..MERGE_AT as u8 {
+            let n = Node([k + 1; 20]);
+            let b = blob(n, Node::NULL, b"x");
+            assert!(set.write(&[(b"f", n, &b)]).unwrap().is_empty());
+        }
+        let m = set.merge_small().unwrap();
+        // Every data pack but the second twin's merged (the history packs all).
+        assert_eq!(m.into, 2);
+        assert_eq!(packs_on_disk(&packs, ".datapack"), 2);
+        for path in [&b"one/twin"[..], b"two/twin"] {
+            assert_eq!(
+                set.blob(path, &twin).unwrap().expect("kept").text,
+                b"same\n"
+            );
+        }
     }
 
     #[test]

@@ -164,22 +164,57 @@ pub(crate) fn install(
     index: &[u8],
     suffixes: (&str, &str),
 ) -> Result<PathBuf, PackError> {
-    // Named for its index, which holds every key and where it is: as unique as hg's name
-    // (the SHA-1 of the pack's bytes), at a fraction of the hashing (hg reads no meaning
-    // into the name).
+    // Named for its index, which holds every key and where it is, at a fraction of the
+    // hashing of hg's name (the SHA-1 of the pack's bytes; hg reads no meaning into it).
+    // Two packs whose indexes are alike (the same revisions at the same offsets, under
+    // names of the same length) would share that name: the second is then named for both
+    // its files, and never replaces the first.
     use sha1::{Digest, Sha1};
-    let name = hex::encode(Sha1::digest(index));
-    let base = dir.join(&name);
+    let mut name = hex::encode(Sha1::digest(index));
     let pack_tmp = write_temp(dir, "-tmp", pack)?;
     let index_tmp = write_temp(dir, "-tmp", index)?;
-    let to = |suffix: &str| dir.join(format!("{name}{suffix}"));
-    let (pack_to, index_to) = (to(suffixes.0), to(suffixes.1));
-    pack_tmp.persist(&pack_to).map_err(|e| PackError::Io {
-        path: pack_to.clone(),
-        source: e.error,
-    })?;
+    let to = |name: &str, suffix: &str| dir.join(format!("{name}{suffix}"));
+    let mut pack_tmp = Some(pack_tmp);
+    let mut created = false;
+    for attempt in 0..2 {
+        let pack_to = to(&name, suffixes.0);
+        let Some(tmp) = pack_tmp.take() else { break };
+        match tmp.persist_noclobber(&pack_to) {
+            Ok(_) => {
+                created = true;
+                break;
+            }
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                if std::fs::read(&pack_to).is_ok_and(|there| there == pack) {
+                    // This very pack is there already.
+                    break;
+                }
+                if attempt == 1 {
+                    return Err(PackError::Io {
+                        path: pack_to,
+                        source: e.error,
+                    });
+                }
+                let mut h = Sha1::new();
+                h.update(index);
+                h.update(pack);
+                name = hex::encode(h.finalize());
+                pack_tmp = Some(e.path);
+            }
+            Err(e) => {
+                return Err(PackError::Io {
+                    path: pack_to,
+                    source: e.error,
+                })
+            }
+        }
+    }
+    let base = dir.join(&name);
+    let index_to = to(&name, suffixes.1);
     if let Err(e) = index_tmp.persist(&index_to) {
-        let _ = std::fs::remove_file(&pack_to);
+        if created {
+            let _ = std::fs::remove_file(to(&name, suffixes.0));
+        }
         return Err(PackError::Io {
             path: index_to,
             source: e.error,
