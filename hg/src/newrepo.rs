@@ -58,17 +58,9 @@ pub fn revlog_compression(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Env;
 
     fn config(text: &str) -> Config {
-        let dir = tempfile::tempdir().unwrap();
-        let rc = dir.path().join("hgrc");
-        std::fs::write(&rc, text).unwrap();
-        let env = Env::from_vars([
-            ("HGRCPATH", rc.as_os_str()),
-            ("HOME", dir.path().as_os_str()),
-        ]);
-        Config::load_env(&env, None).unwrap()
+        crate::config::from_text(text).0
     }
 
     /// The engine `hg init` gives a repository under the configuration `text`.

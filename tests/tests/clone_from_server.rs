@@ -1642,6 +1642,29 @@ fn https_checks_the_server_as_hg_does_with_authorities_pins_and_hgs_aborts() {
     drop(served);
 }
 
+/// `archive`, unpacked into `out`, holds [`wide_history`]'s tree of `dirs` directories of
+/// `files` files, every byte right, and nothing else.
+fn assert_archive_holds_the_wide_tree(archive: &Path, out: &Path, dirs: usize, files: usize) {
+    std::fs::create_dir(out).unwrap();
+    let x = std::process::Command::new("tar")
+        .arg("xf")
+        .arg(archive)
+        .current_dir(out)
+        .status()
+        .unwrap();
+    assert!(x.success());
+    for d in 0..dirs {
+        for f in 0..files {
+            assert_eq!(
+                std::fs::read(out.join(format!("d{d}/f{f}"))).unwrap(),
+                format!("{d}/{f}\n").repeat(f + 1).into_bytes(),
+                "d{d}/f{f}"
+            );
+        }
+    }
+    assert_eq!(walk(out).len(), dirs * files);
+}
+
 /// `tar cf ARCHIVE .` in `dir`, waited for at most `limit` (killed and failed past it): its
 /// exit code, its stderr and how long it took.
 fn tar_within(
@@ -1736,24 +1759,7 @@ fn a_server_frozen_during_a_tar_costs_one_deadline_not_one_a_file_and_the_tar_co
     answers_again(&m, 1);
     let (code, errors, _) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
     assert_eq!(code, Some(0), "{errors}");
-    let out = t.join("out");
-    std::fs::create_dir(&out).unwrap();
-    let x = std::process::Command::new("tar")
-        .arg("xf")
-        .arg(&archive)
-        .current_dir(&out)
-        .status()
-        .unwrap();
-    assert!(x.success());
-    for d in 0..DIRS {
-        for f in 0..FILES {
-            assert_eq!(
-                std::fs::read(out.join(format!("d{d}/f{f}"))).unwrap(),
-                format!("{d}/{f}\n").repeat(f + 1).into_bytes(),
-                "d{d}/f{f}"
-            );
-        }
-    }
+    assert_archive_holds_the_wide_tree(&archive, &t.join("out"), DIRS, FILES);
     drop(served);
 }
 
@@ -1813,25 +1819,7 @@ fn a_server_stopped_during_a_tar_fails_its_reads_with_eio_and_the_same_tar_compl
     let _again = revfs_tests::served::Served::start_on(&src, t, port);
     let (code, errors, _) = tar_within(&m.dir, &archive, std::time::Duration::from_secs(120));
     assert_eq!(code, Some(0), "{errors}");
-    let out = t.join("out");
-    std::fs::create_dir(&out).unwrap();
-    let x = std::process::Command::new("tar")
-        .arg("xf")
-        .arg(&archive)
-        .current_dir(&out)
-        .status()
-        .unwrap();
-    assert!(x.success());
-    for d in 0..DIRS {
-        for f in 0..FILES {
-            assert_eq!(
-                std::fs::read(out.join(format!("d{d}/f{f}"))).unwrap(),
-                format!("{d}/{f}\n").repeat(f + 1).into_bytes(),
-                "d{d}/f{f}"
-            );
-        }
-    }
-    assert_eq!(walk(&out).len(), DIRS * FILES);
+    assert_archive_holds_the_wide_tree(&archive, &t.join("out"), DIRS, FILES);
 }
 
 #[test]

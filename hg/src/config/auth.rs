@@ -87,14 +87,7 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> (Config, Env) {
-        let dir = tempfile::tempdir().unwrap();
-        let rc = dir.path().join("hgrc");
-        std::fs::write(&rc, text).unwrap();
-        let env = Env::from_vars([
-            ("HGRCPATH", rc.as_os_str()),
-            ("HOME", dir.path().as_os_str()),
-        ]);
-        (Config::load_env(&env, None).unwrap(), env)
+        crate::config::from_text(text)
     }
 
     #[test]

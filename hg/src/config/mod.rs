@@ -51,6 +51,20 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use thiserror::Error;
 
+/// The configuration of `text` alone (`HGRCPATH` names one file, `HOME` a temporary
+/// directory), for tests.
+#[cfg(test)]
+pub(crate) fn from_text(text: &str) -> (Config, Env) {
+    let dir = tempfile::tempdir().unwrap();
+    let rc = dir.path().join("hgrc");
+    std::fs::write(&rc, text).unwrap();
+    let env = Env::from_vars([
+        ("HGRCPATH", rc.as_os_str()),
+        ("HOME", dir.path().as_os_str()),
+    ]);
+    (Config::load_env(&env, None).unwrap(), env)
+}
+
 /// The items of a list value (see [`Config::get_list`]).
 fn split_list(v: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();

@@ -66,6 +66,25 @@ impl HistPack {
         })
     }
 
+    /// A file entry's name and node index (entries of node:20 record_offset:u64).
+    fn file_nodes(&self, e: &[u8]) -> Result<(&[u8], &[u8]), PackError> {
+        let bad = |r: &str| PackError::malformed(&self.index_path(), r);
+        let (at, len) = match (e.be_u32(36), e.be_u32(40)) {
+            (Some(a), Some(l)) => (a as usize, l as usize),
+            _ => return Err(bad("short file entry")),
+        };
+        let name_len = usize::from(self.idx.be_u16(at).ok_or_else(|| bad("short node index"))?);
+        let name = self
+            .idx
+            .slice(at + 2, name_len)
+            .ok_or_else(|| bad("short node index"))?;
+        let nodes = self
+            .idx
+            .slice(at + 2 + name_len, len)
+            .ok_or_else(|| bad("short node index"))?;
+        Ok((name, nodes))
+    }
+
     /// How many records the pack holds (every file's).
     pub fn len(&self) -> usize {
         self.nodes().count()
@@ -80,19 +99,7 @@ impl HistPack {
                 .index
                 .entry(&self.idx, i)
                 .ok_or_else(|| bad("an entry past the index's end"))?;
-            let (at, len) = match (e.be_u32(36), e.be_u32(40)) {
-                (Some(a), Some(l)) => (a as usize, l as usize),
-                _ => return Err(bad("short file entry")),
-            };
-            let name_len = usize::from(self.idx.be_u16(at).ok_or_else(|| bad("short node index"))?);
-            let name = self
-                .idx
-                .slice(at + 2, name_len)
-                .ok_or_else(|| bad("short node index"))?;
-            let nodes = self
-                .idx
-                .slice(at + 2 + name_len, len)
-                .ok_or_else(|| bad("short node index"))?;
+            let (name, nodes) = self.file_nodes(e)?;
             let mut recs = Vec::with_capacity(nodes.len() / NODE_ENTRY);
             for n in nodes.chunks_exact(NODE_ENTRY) {
                 let node = Node::from_slice(&n[..20]).unwrap_or_default();
@@ -124,23 +131,11 @@ impl HistPack {
             return Ok(None);
         };
         let bad = |r: &str| PackError::malformed(&self.index_path(), r);
-        let (at, len) = match (e.be_u32(36), e.be_u32(40)) {
-            (Some(a), Some(l)) => (a as usize, l as usize),
-            _ => return Err(bad("short file entry")),
-        };
-        let name_len = usize::from(self.idx.be_u16(at).ok_or_else(|| bad("short node index"))?);
-        let stored = self
-            .idx
-            .slice(at + 2, name_len)
-            .ok_or_else(|| bad("short node index"))?;
+        let (stored, nodes) = self.file_nodes(e)?;
         if stored != name {
             // Another name with the same SHA-1 prefix is not possible; a garbled index is.
             return Err(bad("a file entry names another file"));
         }
-        let nodes = self
-            .idx
-            .slice(at + 2 + name_len, len)
-            .ok_or_else(|| bad("short node index"))?;
         let Some(n) = index::bisect(nodes, NODE_ENTRY, &node.0) else {
             return Ok(None);
         };
