@@ -5,7 +5,8 @@ side by side with what a user does without it, `hg clone` + `revfs mount`, in th
 taken in turns (A B A B).
 
 Usage: tests/bench/clone_bench.py CORPUS [--runs N] [--delay-ms MS] [--ssh] [--no-tar]
-                                        [--clone-once] [--server-cache DIR] [--out FILE]
+                                        [--clone-once] [--server-cache DIR] [--cold-server]
+                                        [--out FILE]
 With --no-tar, only the time and bytes to a readable working copy (for the 1M corpus, whose
 tar through a lazy mount takes the server many minutes).
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh. With --delay-ms, every byte
@@ -25,7 +26,9 @@ blob). Then, medians of --runs, in turns:
   time and bytes to a readable working copy: `hg clone -U URL` + `revfs mount`, against
   `revfs clone URL` (repository, cache and state directory counted);
   the first `tar cf - . | wc -c` of the tree through a mount of the full clone and through
-  the lazy mount (page cache dropped first), and the requests the lazy one made;
+  the lazy mount (page cache dropped first; then, unless --cold-server, the server's blob
+  cache read back into memory, as a server on a machine of its own keeps it), and the
+  requests the lazy one made;
   the data packs the lazy tar left, and after the daemon merged them (it does once fetches
   stop; the script waits until their number holds for 10 s);
   `revfs status` and `hg status` in each mount, after the tar;
@@ -58,6 +61,35 @@ def drop_caches():
     sh('sync')
     with open('/proc/sys/vm/drop_caches', 'w') as f:
         f.write('3\n')
+
+
+def warm_server(srvcache):
+    """Reads the server's blob cache back into memory (the seconds it took). The server here
+    shares the client's machine, so the page cache dropped for the client's first tar is
+    the server's too; a server on its own machine keeps its memory when a client drops its
+    own. Each blob is a loose file there (remotefilelog's server cache), read back from the
+    disk one by one: without this, the tar measures the server's disk."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read_dir(d):
+        todo, n = [d], 0
+        while todo:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+                    elif e.is_file(follow_symlinks=False):
+                        with open(e.path, 'rb') as f:
+                            while f.read(1 << 20):
+                                pass
+                        n += 1
+        return n
+
+    t = time.perf_counter()
+    tops = [e.path for e in os.scandir(srvcache) if e.is_dir(follow_symlinks=False)]
+    with ThreadPoolExecutor(8) as pool:
+        sum(pool.map(read_dir, tops))
+    return time.perf_counter() - t
 
 
 def cpu_seconds(pid):
@@ -222,6 +254,10 @@ def main():
     ap.add_argument('--server-cache', metavar='DIR',
                     help="the server's blob cache, kept after the run: when it holds blobs "
                          "already, the first client's tar (which fills it) is skipped")
+    ap.add_argument('--cold-server', action='store_true',
+                    help="leave the server's blob cache out of memory for the lazy tar (by "
+                         "default it is read back after the page cache is dropped: a server "
+                         "on its own machine keeps its memory when a client drops its own)")
     ap.add_argument('--out')
     a = ap.parse_args()
     benchdeps.install()
@@ -231,7 +267,8 @@ def main():
                            'tar_lazy', 'batches', 'dirs', 'st_revfs_full', 'st_revfs_lazy',
                            'st_hg_full', 'st_hg_lazy', 'cpu_daemon_full', 'cpu_daemon_lazy',
                            'cpu_server_lazy', 'cat_full', 'cat_lazy', 'cat_rss_full',
-                           'cat_rss_lazy', 'packs', 'packs_before_merge', 'merge_time']}
+                           'cat_rss_lazy', 'packs', 'packs_before_merge', 'merge_time',
+                           'server_warm']}
     mounts = []
     server = None
     try:
@@ -323,6 +360,8 @@ def main():
             raw['tar_full'].append(timed('cd %s && tar cf - . | wc -c' % fmnt))
             raw['cpu_daemon_full'].append((cpu_seconds(fpid) - c) if fpid else 0.0)
             drop_caches()
+            if not a.cold_server:
+                raw['server_warm'].append(warm_server(srvcache))
             c, cs = (cpu_seconds(lpid) if lpid else 0.0), cpu_seconds(server.proc.pid)
             raw['tar_lazy'].append(timed('cd %s && tar cf - . | wc -c' % lmnt))
             raw['cpu_daemon_lazy'].append((cpu_seconds(lpid) - c) if lpid else 0.0)
@@ -387,7 +426,8 @@ def main():
             with open(a.out, 'w') as f:
                 json.dump(raw, f, indent=1)
         return
-    print('| first tar of the tree | %.2f s | %.2f s | %.2f |' % (
+    print('| first tar of the tree (the server\'s blob cache %s) | %.2f s | %.2f s | %.2f |' % (
+        'on its disk' if a.cold_server else 'in its memory',
         med['tar_full'], med['tar_lazy'], med['tar_lazy'] / med['tar_full']))
     if 'tar_first_client' in raw:
         print('| first tar, the server\'s first client (one run) | %.2f s | %.2f s | %.2f |' % (
