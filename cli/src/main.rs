@@ -106,14 +106,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // The daemon's lease helper (vfs/src/lease.rs), before anything a command does.
+    // The daemon's helper processes (vfs/src/helper.rs), before anything a command does.
     let mut args = std::env::args_os();
-    if args
-        .nth(1)
-        .is_some_and(|a| a == revfs_vfs::readahead::lease::HELPER_ARG)
-    {
+    let helper: Option<fn(&std::ffi::OsStr) -> i32> = match args.nth(1) {
+        Some(a) if a == revfs_vfs::readahead::lease::HELPER_ARG => {
+            Some(revfs_vfs::readahead::lease::helper_main)
+        }
+        Some(a) if a == revfs_vfs::fuse::events::HELPER_ARG => {
+            Some(revfs_vfs::fuse::events::helper_main)
+        }
+        _ => None,
+    };
+    if let Some(main) = helper {
         let code = match args.next() {
-            Some(mountpoint) => revfs_vfs::readahead::lease::helper_main(&mountpoint),
+            Some(mountpoint) => main(&mountpoint),
             None => 2,
         };
         return ExitCode::from(u8::try_from(code).unwrap_or(1));

@@ -7,6 +7,7 @@ pub mod hg;
 pub mod lazy;
 pub mod mount;
 pub mod served;
+pub mod watch;
 pub mod watchdog;
 
 use std::path::{Path, PathBuf};

@@ -16,14 +16,16 @@
 //! The sixth never runs in the daemon: [`client`], a command's side of a mount (finding
 //! it, talking to its daemon, hg's working-copy commands over the dirstate it keeps).
 //!
-//! Beside them, [`config`] (the user's configuration) and [`busy`] (which requests are being
-//! served). It reads source-control objects only through `revfs-store`.
+//! Beside them, [`config`] (the user's configuration), [`busy`] (which requests are being
+//! served) and [`helper`] (processes of the daemon's that make calls through its mount).
+//! It reads source-control objects only through `revfs-store`.
 
 pub mod busy;
 pub mod checkout;
 pub mod client;
 pub mod config;
 pub mod fuse;
+pub mod helper;
 pub mod readahead;
 pub mod service;
 pub mod shallow;

@@ -24,8 +24,8 @@ pub use update::UpdateHow;
 use crate::wc::journal::{PutEntry, Record, Track};
 use crate::wc::Invalidation;
 use crate::wc::{
-    perm_of_flag, target_at, unix_time, FileData, Inner, Kind, LinkData, Result, Target, Walk,
-    WcError, WorkingCopy, ROOT_INO,
+    perm_of_flag, target_at, unix_time, FileData, Inner, Kind, LinkData, PathChange, Result,
+    Target, Walk, WcError, WorkingCopy, ROOT_INO,
 };
 use revfs_store::manifest::{FileFlag, Manifest};
 use revfs_store::Node;
@@ -78,6 +78,9 @@ pub struct UpdateOutcome {
     pub invalidations: Vec<Invalidation>,
     /// Paths reverted by `--clean` (invalidated by path).
     pub reverted: Vec<Vec<u8>>,
+    /// The paths changed, for inotify watchers: removals (files first, then directories,
+    /// deepest first), then additions and changes.
+    pub changes: Vec<PathChange>,
     /// The new parent's branch name (`default` for the null revision).
     pub branch: Vec<u8>,
 }

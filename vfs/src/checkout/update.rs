@@ -6,7 +6,8 @@ use super::*;
 use crate::wc::journal::Track;
 use crate::wc::status::{Scope, StatusRequest};
 use crate::wc::{
-    perm_of_flag, DirSource, FileData, Inner, Kind, Result, WcError, WorkingCopy, ROOT_INO,
+    perm_of_flag, DirSource, EntryType, FileData, Inner, Kind, PathChange, Result, WcError,
+    WorkingCopy, ROOT_INO,
 };
 use revfs_store::changelog::Changeset;
 use revfs_store::manifest::{FileFlag, Manifest, ManifestChange};
@@ -169,7 +170,14 @@ impl WorkingCopy {
                         let (parent, name) = inner.resolve_parent(&e.path)?;
                         (parent, name.to_vec())
                     };
+                    let old = self.entry_at(&e.path);
                     self.unlink(parent, &name)?;
+                    out.changes.push(PathChange {
+                        path: e.path.clone(),
+                        old,
+                        new: None,
+                        content: true,
+                    });
                     out.removed += 1;
                     pass.reverted.insert(e.path);
                 }
@@ -195,9 +203,16 @@ impl WorkingCopy {
                             continue;
                         }
                     }
+                    let old = self.entry_at(&e.path);
                     if let Some(ino) = self.restore(&e.path)? {
                         pass.relinked.push(ino);
                     }
+                    out.changes.push(PathChange {
+                        path: e.path.clone(),
+                        old,
+                        new: self.entry_at(&e.path),
+                        content: true,
+                    });
                     pass.reverted.insert(e.path);
                 }
             }
@@ -325,7 +340,8 @@ impl WorkingCopy {
         let now = SystemTime::now();
         let mut freed = Vec::new();
         let mut touched: BTreeSet<u64> = BTreeSet::new();
-        let mut emptied: BTreeSet<u64> = BTreeSet::new();
+        // Directories that removals may have left empty, with their paths.
+        let mut emptied: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         // hg's counts: files written, and tracked files that were there and are removed.
         let mut updated: BTreeSet<Vec<u8>> = BTreeSet::new();
         for p in &reverted {
@@ -361,6 +377,7 @@ impl WorkingCopy {
             let mut dir = ROOT_INO;
             let mut reached = true;
             for (i, part) in dirs.iter().enumerate() {
+                load_if_held(inner, dir, &join(&parts[..i]))?;
                 if self.retarget(inner, dir, &join(&parts[..i]), target, out)? {
                     reached = false;
                     break;
@@ -372,6 +389,7 @@ impl WorkingCopy {
                             reached = false;
                             break;
                         }
+                        let old = other.map(|f| (f, type_of(inner, f)));
                         if let Some(file) = other {
                             // An untracked file where the target has a directory (--clean).
                             freed.extend(inner.detach_tree(file, dir, part));
@@ -384,7 +402,13 @@ impl WorkingCopy {
                             source: Some(source),
                             children: None,
                         };
-                        inner.link_new(dir, part, kind, 0o755)?;
+                        let new = inner.link_new(dir, part, kind, 0o755)?;
+                        out.changes.push(PathChange {
+                            path: join(&parts[..=i]),
+                            old,
+                            new: Some((new, EntryType::Dir)),
+                            content: true,
+                        });
                         out.invalidations.push(Invalidation::Entry {
                             parent: dir,
                             name: (*part).into(),
@@ -395,13 +419,23 @@ impl WorkingCopy {
                     }
                 }
             }
-            if !reached || self.retarget(inner, dir, &join(dirs), target, out)? {
+            if !reached {
+                continue;
+            }
+            load_if_held(inner, dir, &join(dirs))?;
+            if self.retarget(inner, dir, &join(dirs), target, out)? {
                 continue;
             }
             let existing = inner.child(dir, last)?;
             match (c.new, existing) {
                 (None, Some(ino)) => {
                     if !inner.is_dir(ino) {
+                        out.changes.push(PathChange {
+                            path: c.path.clone(),
+                            old: Some((ino, type_of(inner, ino))),
+                            new: None,
+                            content: true,
+                        });
                         freed.extend(inner.detach(ino, dir, last));
                         relinked.extend(still_named(inner, ino));
                         out.invalidations.push(Invalidation::Entry {
@@ -409,7 +443,7 @@ impl WorkingCopy {
                             name: (*last).into(),
                         });
                         touched.insert(dir);
-                        emptied.insert(dir);
+                        emptied.insert(dir, join(dirs));
                     }
                 }
                 (None, None) => {}
@@ -425,17 +459,38 @@ impl WorkingCopy {
                         let e = inner.entry_mut(ino)?;
                         e.mode = perm_of_flag(flag);
                         e.ctime = Some(now);
+                        out.changes.push(PathChange {
+                            path: c.path.clone(),
+                            old: Some((ino, EntryType::File)),
+                            new: Some((ino, EntryType::File)),
+                            content: false,
+                        });
                         out.invalidations.push(Invalidation::Inode(ino));
                     } else {
                         // Any other change is a new inode, as a checkout that writes a new
                         // file and renames it into place makes one: a process that has the
                         // old file open goes on reading the old revision, whole, and never
                         // a mix of the two.
+                        let old = existing.map(|ino| (ino, type_of(inner, ino)));
                         if let Some(ino) = existing {
                             freed.extend(inner.detach_tree(ino, dir, last));
                             relinked.extend(still_named(inner, ino));
                         }
                         let ino = inner.link_new(dir, last, kind, perm_of_flag(flag))?;
+                        let link = flag == FileFlag::Symlink;
+                        out.changes.push(PathChange {
+                            path: c.path.clone(),
+                            old,
+                            new: Some((
+                                ino,
+                                if link {
+                                    EntryType::Symlink
+                                } else {
+                                    EntryType::File
+                                },
+                            )),
+                            content: true,
+                        });
                         inner.entry_mut(ino)?.mtime = Some(now);
                         out.invalidations.push(Invalidation::Entry {
                             parent: dir,
@@ -620,12 +675,12 @@ fn target_of(repo: &Repo, node: &Node) -> Result<(Arc<Manifest>, Vec<u8>)> {
 /// is not empty.
 fn drop_emptied(
     inner: &mut Inner,
-    emptied: BTreeSet<u64>,
+    emptied: BTreeMap<u64, Vec<u8>>,
     freed: &mut Vec<u64>,
     touched: &mut BTreeSet<u64>,
     out: &mut UpdateOutcome,
 ) {
-    for mut dir in emptied {
+    for (mut dir, mut path) in emptied {
         while dir != ROOT_INO {
             let empty = matches!(
                 inner.entries().get(&dir).map(|e| &e.kind),
@@ -635,10 +690,42 @@ fn drop_emptied(
                 break;
             };
             let (parent, name) = (e.parent, e.name.clone());
+            out.changes.push(PathChange {
+                path: path.clone(),
+                old: Some((dir, EntryType::Dir)),
+                new: None,
+                content: true,
+            });
             freed.extend(inner.detach(dir, parent, &name));
             out.invalidations.push(Invalidation::Entry { parent, name });
             touched.insert(parent);
             dir = parent;
+            path.truncate(path.iter().rposition(|&b| b == b'/').unwrap_or(0));
         }
     }
+}
+
+/// What entry `ino` is (a file when it cannot be said).
+fn type_of(inner: &Inner, ino: u64) -> EntryType {
+    inner
+        .entries()
+        .get(&ino)
+        .map_or(EntryType::File, |e| e.kind.entry_type())
+}
+
+/// A directory the kernel holds that nobody listed yet gets its entries from its source
+/// before an update changes what is in it: each change is then one of its entries', which
+/// watchers of the directory hear of (`fuse/events.rs`); a directory the kernel does not
+/// hold has no watcher. One that moved before it was listed stays as it is (its entries are
+/// local changes, which the update keeps away from).
+fn load_if_held(inner: &mut Inner, dir: u64, dir_path: &[u8]) -> Result<()> {
+    let held = inner.entries().get(&dir).is_some_and(|e| {
+        e.nlookup > 0
+            && matches!(&e.kind, Kind::Dir { source: Some(src), children: None }
+                if *src.path == *dir_path)
+    });
+    if held {
+        inner.load(dir)?;
+    }
+    Ok(())
 }

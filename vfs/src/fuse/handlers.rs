@@ -7,8 +7,9 @@
 //! root (not listed, but found by lookup) holds symlinks to the control socket, the
 //! repository and the state directory.
 
+use crate::fuse::events::Ghost;
 use crate::fuse::passthrough::{Decision, FH_PASSTHROUGH, FH_WRITER};
-use crate::wc::{Attr, EntryType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
+use crate::wc::{EntryType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -18,7 +19,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::reply::*;
 use super::revfs::RevFs;
@@ -93,6 +94,19 @@ impl Filesystem for RevFs {
                 None => reply.error(Errno::ENOENT),
             };
         }
+        // The events helper's names of changes being told (`events.rs`), seen by it alone.
+        if self.is_events_helper(req) {
+            match self.events.lookup(parent, name.as_bytes()) {
+                Some(Ghost::Was { attr, held }) => {
+                    if held {
+                        self.wc.held_again(attr.ino);
+                    }
+                    return reply.entry(&Duration::ZERO, &self.file_attr(&attr), Generation(0));
+                }
+                Some(Ghost::Absent) => return self.reply_negative(&Duration::ZERO, reply),
+                None => {}
+            }
+        }
         match self.wc.lookup(parent, name.as_bytes()) {
             Ok(Some(a)) => {
                 // A file looked up one by one: a program stats the tree's files (`ls -l`,
@@ -102,24 +116,8 @@ impl Filesystem for RevFs {
                 }
                 reply.entry(&TTL, &self.file_attr(&a), Generation(0))
             }
-            // A negative entry (inode 0) that the kernel may cache as long as a positive one.
-            Ok(None) => {
-                let mut attr = self.file_attr(&Attr {
-                    ino: 0,
-                    kind: EntryType::File,
-                    size: 0,
-                    perm: 0,
-                    mtime: self.started,
-                    ctime: self.started,
-                    atime: self.started,
-                    rdev: 0,
-                    owner: None,
-                    nlink: 1,
-                    blocks: 0,
-                });
-                attr.ino = INodeNo(0);
-                reply.entry(&TTL, &attr, Generation(0))
-            }
+            // A negative entry that the kernel may cache as long as a positive one.
+            Ok(None) => self.reply_negative(&TTL, reply),
             Err(e) => reply.error(errno("lookup", &e)),
         }
     }
@@ -165,6 +163,13 @@ impl Filesystem for RevFs {
         let _busy = self.busy.enter();
         if is_control(ino.0) {
             return reply.error(Errno::EPERM);
+        }
+        // The events helper's `chmod` or `utimensat` (`events.rs`): answered, not made.
+        if self.is_events_helper(req) {
+            return match self.wc.getattr(ino.0) {
+                Ok(a) => reply.attr(&TTL, &self.file_attr(&a)),
+                Err(e) => reply.error(errno("setattr", &e)),
+            };
         }
         // The kernel checks chown (default_permissions); only root gives a file away.
         if let Some(uid) = uid {
@@ -215,6 +220,9 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
+        if self.is_events_helper(req) {
+            return self.reply_made(parent.0, name, reply);
+        }
         if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
@@ -247,6 +255,9 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
+        if self.is_events_helper(req) {
+            return self.reply_made(parent.0, name, reply);
+        }
         if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
@@ -256,16 +267,22 @@ impl Filesystem for RevFs {
         self.reply_entry("mkdir", self.adopt(owner, result), reply)
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
+        if self.is_events_helper(req) {
+            return self.reply_removed(parent.0, name, reply);
+        }
         if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
         reply_empty("unlink", self.wc.unlink(parent.0, name.as_bytes()), reply)
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = self.busy.enter();
+        if self.is_events_helper(req) {
+            return self.reply_removed(parent.0, name, reply);
+        }
         if reserved(parent, name) {
             return reply.error(Errno::EPERM);
         }
@@ -281,6 +298,9 @@ impl Filesystem for RevFs {
         reply: ReplyEntry,
     ) {
         let _busy = self.busy.enter();
+        if self.is_events_helper(req) {
+            return self.reply_made(parent.0, link_name, reply);
+        }
         if reserved(parent, link_name) {
             return reply.error(Errno::EPERM);
         }

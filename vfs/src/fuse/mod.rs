@@ -2,11 +2,13 @@
 //!
 //! Owns the request handlers ([`handlers`]: kernel requests translated into
 //! [`crate::wc::WorkingCopy`] operations), passthrough of open files, the kernel cache
-//! notifications, how requests arrive (io_uring or `/dev/fuse`), the mount's backing device,
+//! notifications, the events that tell inotify watchers of the daemon's own changes, how
+//! requests arrive (io_uring or `/dev/fuse`), the mount's backing device,
 //! and the kernel's mount table. It may use the working copy, checkout and read-ahead; it
 //! never imports [`crate::service`] (the daemon hands it what it needs).
 
 pub mod bdi;
+pub mod events;
 pub mod handlers;
 mod listing;
 pub mod mount_table;

@@ -3,6 +3,7 @@
 //! through the overlay, and the hooks that tell read-ahead a program lists or reads.
 
 use crate::busy::Busy;
+use crate::fuse::events::Events;
 use crate::fuse::passthrough::{Passthrough, FH_PASSTHROUGH, FH_WRITER};
 use crate::readahead::readers::Readers;
 use crate::wc::{Attr, EntryType, SetAttr, WcError, WorkingCopy};
@@ -30,6 +31,8 @@ pub struct RevFs {
     pub(super) readers: Readers,
     /// Fills store files' pages: at an open, and after read-ahead.
     pub(super) filler: Arc<PageFiller>,
+    /// The daemon's own changes told to inotify watchers (`events.rs`).
+    pub(super) events: Arc<Events>,
 }
 
 impl RevFs {
@@ -37,6 +40,7 @@ impl RevFs {
         wc: Arc<WorkingCopy>,
         control: ControlTargets,
         passthrough: Arc<Passthrough>,
+        events: Arc<Events>,
     ) -> RevFs {
         let (uid, gid) = wc.mount_owner();
         let filler = Arc::new(PageFiller {
@@ -56,6 +60,7 @@ impl RevFs {
             passthrough,
             readers: Readers::default(),
             filler,
+            events,
         }
     }
 
@@ -144,6 +149,62 @@ impl RevFs {
         } else {
             (id << 2) | FH_PASSTHROUGH
         }
+    }
+
+    /// A negative entry (inode 0), which the kernel keeps for `ttl`.
+    pub(super) fn reply_negative(&self, ttl: &std::time::Duration, reply: ReplyEntry) {
+        let mut attr = self.file_attr(&Attr {
+            ino: 0,
+            kind: EntryType::File,
+            size: 0,
+            perm: 0,
+            mtime: self.started,
+            ctime: self.started,
+            atime: self.started,
+            rdev: 0,
+            owner: None,
+            nlink: 1,
+            blocks: 0,
+        });
+        attr.ino = INodeNo(0);
+        reply.entry(ttl, &attr, Generation(0))
+    }
+
+    /// The events helper creates `name` in `parent` (`events.rs`): answered with the
+    /// entry the daemon made, when a change being told made it; refused otherwise (the
+    /// helper never makes anything).
+    pub(super) fn reply_made(&self, parent: u64, name: &std::ffi::OsStr, reply: ReplyEntry) {
+        use std::os::unix::ffi::OsStrExt;
+        if !self.events.created(parent, name.as_bytes()) {
+            return reply.error(fuser::Errno::EEXIST);
+        }
+        match self.wc.lookup(parent, name.as_bytes()) {
+            Ok(Some(a)) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
+            Ok(None) => reply.error(fuser::Errno::ENOENT),
+            Err(e) => reply.error(errno("lookup", &e)),
+        }
+    }
+
+    /// The events helper removes `name` from `parent`: answered as done when it is a
+    /// ghost of a change being told; refused otherwise.
+    pub(super) fn reply_removed(
+        &self,
+        parent: u64,
+        name: &std::ffi::OsStr,
+        reply: fuser::ReplyEmpty,
+    ) {
+        use std::os::unix::ffi::OsStrExt;
+        if self.events.removed(parent, name.as_bytes()) {
+            reply.ok()
+        } else {
+            reply.error(fuser::Errno::EPERM)
+        }
+    }
+
+    /// Whether `req` comes from the daemon's events helper (`events.rs`), whose calls
+    /// change nothing.
+    pub(super) fn is_events_helper(&self, req: &Request) -> bool {
+        self.events.is_helper(req.pid())
     }
 
     /// Whether `req` comes from the daemon's own lease helper (`lease.rs`), not a program.

@@ -17,23 +17,16 @@
 //! `revfs unmount` first asks the daemon to take no lease for a while
 //! ([`Leases::quiesce`], the control socket's `quiesce`).
 //!
-//! The descriptors are opened and held by a helper process of the daemon's (the revfs
-//! binary run as [`HELPER_ARG`], on pipes), not by the daemon. A process waiting in a
-//! request to a daemon's mount cannot be killed while the daemon has the request (the
-//! kernel waits for the answer uninterruptibly); were it a thread of the daemon, a `kill -9`
-//! of the daemon would leave the daemon's process half ended, and its connection to the
-//! kernel open (with requests through io_uring, even when that thread has a descriptor table
-//! of its own), until the answer came, which nobody is left to give: the mount would hang
-//! instead of failing. A helper's wait ends with the daemon: once the daemon's process is
-//! gone the kernel ends the connection, the open fails, and the helper, its pipe closed,
-//! exits.
+//! The descriptors are opened and held by a helper process of the daemon's (`helper.rs`:
+//! the revfs binary run as [`HELPER_ARG`], on pipes), not by the daemon, whose wait on the
+//! mount ends with the daemon.
 
+use crate::helper::Helper;
 use std::ffi::{CString, OsStr};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -48,7 +41,9 @@ pub const HELPER_ARG: &str = "--revfs-lease-helper";
 /// The leases of one mount.
 #[derive(Default)]
 pub struct Leases {
-    /// The helper (set once the mount serves).
+    /// The helper (set once the mount serves). Each request is a byte and a
+    /// NUL-terminated argument; each answer one line (`R` has none: the daemon does not
+    /// wait for a lease to be let go).
     helper: OnceLock<Mutex<Helper>>,
     /// Its process id.
     helper_pid: OnceLock<u32>,
@@ -70,74 +65,6 @@ struct State {
     held: usize,
     /// No lease is taken before this (an unmount is coming).
     paused_until: Option<Instant>,
-}
-
-/// The helper process and its pipes. Each request is a byte and a NUL-terminated argument;
-/// each answer one line (`R` has none: the daemon does not wait for a lease to be let go).
-struct Helper {
-    child: Child,
-    to: ChildStdin,
-    from: BufReader<ChildStdout>,
-}
-
-impl Helper {
-    /// Sends `op` with `arg`, unanswered.
-    fn tell(&mut self, op: u8, arg: &[u8]) -> std::io::Result<()> {
-        let mut msg = Vec::with_capacity(arg.len() + 2);
-        msg.push(op);
-        msg.extend_from_slice(arg);
-        msg.push(0);
-        self.to.write_all(&msg)?;
-        self.to.flush()
-    }
-
-    /// [`Helper::ask`], waiting at most `wait` for the answer to start (`None`: it did
-    /// not).
-    fn ask_within(
-        &mut self,
-        op: u8,
-        arg: &[u8],
-        wait: Duration,
-    ) -> std::io::Result<Option<Vec<u8>>> {
-        self.tell(op, arg)?;
-        if self.from.buffer().is_empty() {
-            let mut pfd = libc::pollfd {
-                fd: self.from.get_ref().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
-            // SAFETY: poll reads and writes one pollfd.
-            if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 {
-                return Ok(None);
-            }
-        }
-        self.answer().map(Some)
-    }
-
-    /// Sends `op` with `arg` and reads the `lines` lines of its answer (without their
-    /// newlines). The helper answers in order, after what it was told before.
-    fn ask(&mut self, op: u8, arg: &[u8], lines: usize) -> std::io::Result<Vec<Vec<u8>>> {
-        self.tell(op, arg)?;
-        (0..lines).map(|_| self.answer()).collect()
-    }
-
-    /// The next answer's line, without its newline.
-    fn answer(&mut self) -> std::io::Result<Vec<u8>> {
-        let mut line = Vec::new();
-        if self.from.read_until(b'\n', &mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        line.pop();
-        Ok(line)
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        // Its pipe closes with `to`: it exits.
-        let _ = self.child.try_wait();
-    }
 }
 
 /// Read leases held on files of the mount, asked for together ([`Leases::take`]), let go
@@ -220,39 +147,15 @@ impl Leases {
     /// then on. Called once, from a thread that serves no request (the helper looks at
     /// the mount's root before it answers).
     pub fn start(&self, mountpoint: &Path) {
-        let spawned = Command::new("/proc/self/exe")
-            .arg(HELPER_ARG)
-            .arg(mountpoint)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::info!("no read leases: the lease helper did not start: {e}");
+        let helper = match Helper::spawn(HELPER_ARG, mountpoint) {
+            Ok(h) => h,
+            Err(why) => {
+                tracing::info!("no read leases: {why}");
                 return;
             }
         };
-        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return;
-        };
-        let mut from = BufReader::new(from);
-        let mut line = Vec::new();
-        let ready = from.read_until(b'\n', &mut line);
-        if !matches!(ready, Ok(n) if n > 0) || line != b"ok\n" {
-            tracing::info!(
-                "no read leases: the lease helper said {:?}",
-                String::from_utf8_lossy(&line).trim_end()
-            );
-            let _ = child.kill();
-            let _ = child.wait();
-            return;
-        }
-        let _ = self.helper_pid.set(child.id());
-        let _ = self.helper.set(Mutex::new(Helper { child, to, from }));
+        let _ = self.helper_pid.set(helper.pid());
+        let _ = self.helper.set(Mutex::new(helper));
     }
 
     /// The helper's process id, once it runs: its requests are no program's. Never takes
@@ -568,73 +471,54 @@ pub fn helper_main(mountpoint: &OsStr) -> i32 {
         libc::signal(libc::SIGIO, libc::SIG_IGN);
     }
     let root = Path::new(mountpoint);
-    let mut out = std::io::stdout().lock();
     let dev = match open(root, libc::O_RDONLY | libc::O_DIRECTORY)
         .ok()
         .and_then(|fd| dev_ino(fd.as_raw_fd()))
     {
-        Some((dev, ROOT_INO)) => dev,
-        other => {
-            let _ = writeln!(out, "!the mount's root is not a revfs root: {other:?}");
-            return 1;
-        }
+        Some((dev, ROOT_INO)) => Ok(dev),
+        other => Err(format!("the mount's root is not a revfs root: {other:?}")),
     };
-    if writeln!(out, "ok").and_then(|_| out.flush()).is_err() {
-        return 1;
-    }
+    let (dev, refused) = match dev {
+        Ok(d) => (d, None),
+        Err(why) => (0, Some(why)),
+    };
     let mut held: std::collections::HashMap<RawFd, OwnedFd> = std::collections::HashMap::new();
     let mut listed = std::collections::VecDeque::new();
-    let mut input = BufReader::new(std::io::stdin().lock());
-    let mut msg = Vec::new();
-    loop {
-        msg.clear();
-        match input.by_ref().read_until(0, &mut msg) {
-            Ok(0) | Err(_) => return 0,
-            Ok(_) => {}
-        }
-        if msg.pop() != Some(0) || msg.is_empty() {
-            return 1;
-        }
-        let (op, arg) = (msg[0], &msg[1..]);
-        let answered = match op {
-            b'T' => {
-                // One write for all the answers.
-                let mut answer = Vec::new();
-                let mut dirs = DirCache::default();
-                for path in arg.split(|&b| b == b'\n') {
-                    let _ = match take_lease(&mut dirs, &mut listed, root, path, dev) {
-                        Ok(Some((ino, fd))) => {
-                            let raw = fd.as_raw_fd();
-                            held.insert(raw, fd);
-                            writeln!(answer, "{ino} {raw}")
-                        }
-                        Ok(None) => writeln!(answer, "-"),
-                        Err(e) => writeln!(answer, "!{e}"),
-                    };
-                }
-                drop(dirs);
-                out.write_all(&answer)
-            }
-            b'R' => {
-                for number in arg.split(|&b| b == b' ') {
-                    let raw = std::str::from_utf8(number)
-                        .ok()
-                        .and_then(|s| s.parse().ok());
-                    if let Some(fd) = raw.and_then(|r: RawFd| held.remove(&r)) {
-                        // SAFETY: fcntl on a descriptor we own; closing it lets go too.
-                        unsafe {
-                            libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
-                        }
-                        drop(fd);
+    crate::helper::serve(refused, |op, arg, out| match op {
+        b'T' => {
+            // One write for all the answers.
+            let mut answer = Vec::new();
+            let mut dirs = DirCache::default();
+            for path in arg.split(|&b| b == b'\n') {
+                let _ = match take_lease(&mut dirs, &mut listed, root, path, dev) {
+                    Ok(Some((ino, fd))) => {
+                        let raw = fd.as_raw_fd();
+                        held.insert(raw, fd);
+                        writeln!(answer, "{ino} {raw}")
                     }
-                }
-                Ok(())
+                    Ok(None) => writeln!(answer, "-"),
+                    Err(e) => writeln!(answer, "!{e}"),
+                };
             }
-            b'P' => writeln!(out, "done"),
-            _ => return 1,
-        };
-        if answered.and_then(|_| out.flush()).is_err() {
-            return 0;
+            drop(dirs);
+            out.write_all(&answer).map_err(|_| 0)
         }
-    }
+        b'R' => {
+            for number in arg.split(|&b| b == b' ') {
+                let raw = std::str::from_utf8(number)
+                    .ok()
+                    .and_then(|s| s.parse().ok());
+                if let Some(fd) = raw.and_then(|r: RawFd| held.remove(&r)) {
+                    // SAFETY: fcntl on a descriptor we own; closing it lets go too.
+                    unsafe {
+                        libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+                    }
+                    drop(fd);
+                }
+            }
+            Ok(())
+        }
+        b'P' => writeln!(out, "done").map_err(|_| 0),
+        _ => Err(1),
+    })
 }

@@ -24,6 +24,7 @@ pub mod content;
 mod fetch_ahead;
 mod inodes;
 pub mod journal;
+mod kernel_view;
 mod mapped_base;
 mod open;
 pub mod overlay;

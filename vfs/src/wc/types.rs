@@ -12,6 +12,19 @@ pub enum Invalidation {
     Inode(u64),
 }
 
+/// A path that the daemon changed behind the kernel's back (an update, a revert), as
+/// inotify watchers must hear of it (`fuse/events.rs`): what was there and what is there
+/// now, each an inode and its type. The same inode before and after is a change of mode
+/// (`content` false) or of content in place (`content` true); different inodes, a name that
+/// went and came back (as hg's update writes a file: unlinked, then created).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    pub path: Vec<u8>,
+    pub old: Option<(u64, EntryType)>,
+    pub new: Option<(u64, EntryType)>,
+    pub content: bool,
+}
+
 /// Inode number of the root directory (FUSE's fixed value).
 pub const ROOT_INO: u64 = 1;
 
@@ -160,6 +173,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// What the entry is, for attributes and listings.
+    pub(crate) fn entry_type(&self) -> EntryType {
+        match self {
+            Kind::Dir { .. } => EntryType::Dir,
+            Kind::File(_) => EntryType::File,
+            Kind::Symlink(_) => EntryType::Symlink,
+            Kind::Special { kind, .. } => EntryType::Special(*kind),
+        }
+    }
+
     /// A file or symlink whose content is revision `node` of filelog `path`, as a manifest
     /// entry with `flag` describes it.
     pub(crate) fn from_store(path: &[u8], node: Node, flag: FileFlag) -> Kind {

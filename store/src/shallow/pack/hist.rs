@@ -41,6 +41,9 @@ impl std::ops::Deref for HistPack {
     }
 }
 
+/// A file's section of a history pack: its path and its records.
+pub type Section = (Vec<u8>, Vec<Ancestor>);
+
 impl HistPack {
     /// Opens the pack at `base` (its path without suffix): both files, version checked.
     pub fn open(base: &Path) -> Result<HistPack, PackError> {
@@ -90,8 +93,13 @@ impl HistPack {
         self.nodes().count()
     }
 
+    /// Whether the pack holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.nodes().next().is_none()
+    }
+
     /// Every file's records, file after file (a garbled pack is an error).
-    pub fn sections(&self) -> Result<Vec<(Vec<u8>, Vec<Ancestor>)>, PackError> {
+    pub fn sections(&self) -> Result<Vec<Section>, PackError> {
         let bad = |r: &str| PackError::malformed(&self.index_path(), r);
         let mut out = Vec::with_capacity(self.index.count);
         for i in 0..self.index.count {

@@ -142,6 +142,9 @@ pub struct PackSet {
     pub(super) idle: super::merge::Idle,
 }
 
+/// The data and history packs loaded at one time.
+pub(super) type LoadedPacks = (Vec<Arc<Loaded<DataPack>>>, Vec<Arc<Loaded<HistPack>>>);
+
 impl PackSet {
     /// The packs in `dir` (which need not exist yet), listed on first use.
     pub fn new(dir: PathBuf) -> PackSet {
@@ -164,7 +167,7 @@ impl PackSet {
     }
 
     /// The packs loaded now (after a listing), data and history.
-    pub(super) fn loaded(&self) -> (Vec<Arc<Loaded<DataPack>>>, Vec<Arc<Loaded<HistPack>>>) {
+    pub(super) fn loaded(&self) -> LoadedPacks {
         self.refresh(true);
         let p = self.read();
         (p.data.clone(), p.hist.clone())

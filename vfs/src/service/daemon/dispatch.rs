@@ -10,7 +10,7 @@ use crate::service::control::{self, MountInfo, Progress, Request, Response};
 use crate::service::state::{MountState, StateDir};
 use crate::wc::status::StatusRequest;
 use crate::wc::Invalidation;
-use crate::wc::{WcError, WorkingCopy};
+use crate::wc::{PathChange, WcError, WorkingCopy};
 use revfs_store::{Node, StoreError};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ pub(super) struct Ctx {
     pub(super) mountpoint: PathBuf,
     pub(super) repo: PathBuf,
     pub(super) passthrough: Arc<Passthrough>,
+    /// Tells inotify watchers of the daemon's own changes (`fuse/events.rs`).
+    pub(super) events: Arc<crate::fuse::events::Events>,
     /// How the kernel hands the mount its requests (`uring::mode`).
     pub(super) requests: String,
 }
@@ -83,6 +85,13 @@ impl Ctx {
     fn invalidate(&self, items: Vec<Invalidation>, progress: &Progress) {
         self.invalidator.send_all(items, &|done, total| {
             progress.report("invalidating kernel caches", done, total)
+        })
+    }
+
+    /// Tells inotify watchers of `changes` (after the kernel's caches were invalidated).
+    fn tell_watchers(&self, changes: &[PathChange], progress: &Progress) {
+        self.events.tell(&self.wc, changes, &|done, total| {
+            progress.report("telling watchers", done, total)
         })
     }
 }
@@ -287,8 +296,15 @@ fn copy(ctx: &Ctx, copies: Vec<(Vec<u8>, Option<Vec<u8>>)>, txn: bool) -> Answer
 fn restore(ctx: &Ctx, paths: &[Vec<u8>], progress: &Progress) -> Answer {
     let wc = &*ctx.wc;
     let mut items = Vec::new();
+    let mut changes = Vec::new();
     let mut result = Ok(());
     for p in paths {
+        let old = wc.entry_at(p);
+        // The first directory on the way that is not there: the restore makes it.
+        let missing = (0..p.len())
+            .filter(|&i| p[i] == b'/')
+            .map(|i| &p[..i])
+            .find(|dir| wc.entry_at(dir).is_none());
         match wc.restore(p) {
             Ok(linked) => items.extend(linked.map(Invalidation::Inode)),
             Err(e) => {
@@ -296,10 +312,25 @@ fn restore(ctx: &Ctx, paths: &[Vec<u8>], progress: &Progress) -> Answer {
                 break;
             }
         }
+        if let Some(dir) = missing {
+            changes.push(PathChange {
+                path: dir.to_vec(),
+                old: None,
+                new: wc.entry_at(dir),
+                content: true,
+            });
+        }
+        changes.push(PathChange {
+            path: p.clone(),
+            old,
+            new: wc.entry_at(p),
+            content: true,
+        });
         path_invalidations(wc, p, &mut items);
     }
-    // What was restored before an error is invalidated all the same.
+    // What was restored before an error is invalidated and told all the same.
     ctx.invalidate(items, progress);
+    ctx.tell_watchers(&changes, progress);
     result?;
     Ok(Response::Done)
 }
@@ -370,6 +401,7 @@ fn update(
                 path_invalidations(wc, p, &mut items);
             }
             ctx.invalidate(items, progress);
+            ctx.tell_watchers(&outcome.changes, progress);
             tracing::info!(node = %node.to_hex(), updated = outcome.updated, removed = outcome.removed, invalidations, "updated");
             Ok(Response::Updated {
                 updated: outcome.updated,

@@ -202,6 +202,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     let passthrough = Arc::new(crate::fuse::passthrough::Passthrough::new(
         req.config.mount.passthrough,
     ));
+    let events = Arc::new(crate::fuse::events::Events::default());
     let fs = RevFs::new(
         wc.clone(),
         ControlTargets {
@@ -211,6 +212,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             dot_hg: dot_hg.clone(),
         },
         passthrough.clone(),
+        events.clone(),
     );
     let (config, uring_prepared) = session_config(&req);
     let mount_err = |source| DaemonError::Mount {
@@ -256,6 +258,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     crate::service::share::prime_kernel_cache(&req.mountpoint);
     // From a thread that serves no request: it looks at the mount's root.
     passthrough.leases.start(&req.mountpoint);
+    events.start(&req.mountpoint);
     {
         let ctx = Ctx {
             wc: wc.clone(),
@@ -267,6 +270,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             mountpoint: req.mountpoint.clone(),
             repo: req.repo.clone(),
             passthrough: passthrough.clone(),
+            events,
             requests,
         };
         let served = control::serve(

@@ -1,0 +1,318 @@
+//! inotify watchers (editors, build and test watchers, Watchman) hear of what an update or
+//! a revert changes in a mount as they hear of it in a clone of the same repository: the
+//! same (directory, name) pairs get events, each with the same families (created, deleted,
+//! modified), and nothing else does. The daemon makes these changes itself, behind the
+//! kernel's back; its events helper makes the calls that tell the watchers
+//! (vfs/src/fuse/events.rs).
+//!
+//! Each side is watched as editors watch a tree: every directory listed, then watched
+//! (`.hg` left out). Events are queued by the calls that make them, and the daemon's calls
+//! are made before the command that asked for the change returns: the events are read
+//! once it has, without waiting for anything.
+
+use revfs_tests::mount::Mount;
+use revfs_tests::watch::{families, Watcher};
+use revfs_tests::{hg_cmd, scratch_dir};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+type Families = BTreeMap<(String, String), String>;
+
+fn write(root: &Path, path: &str, data: &str) {
+    let p = root.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, data).unwrap();
+}
+
+fn hg_ok(dir: &Path, args: &[&str]) {
+    let out = hg_cmd(dir, args);
+    assert!(
+        out.status.success(),
+        "hg {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository of two revisions: the second changes a file, removes one, adds two (one
+/// empty), makes one executable, points a symlink elsewhere, removes a directory with a
+/// subdirectory and adds a directory; some files stay as they are.
+fn repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    hg_ok(dir, &["init", "repo"]);
+    for (p, d) in [
+        ("keep/a.txt", "a\n"),
+        ("keep/b.txt", "b\n"),
+        ("keep/mode.sh", "#!/bin/sh\n"),
+        ("keep/same.txt", "same\n"),
+        ("gone/x.txt", "x\n"),
+        ("gone/sub/y.txt", "y\n"),
+        ("top.txt", "top\n"),
+    ] {
+        write(&repo, p, d);
+    }
+    std::os::unix::fs::symlink("a.txt", repo.join("keep/link")).unwrap();
+    hg_ok(&repo, &["commit", "-qAm", "r0", "-d", "0 0"]);
+    write(&repo, "keep/a.txt", "a, changed\n");
+    std::fs::remove_file(repo.join("keep/b.txt")).unwrap();
+    write(&repo, "keep/c.txt", "c\n");
+    write(&repo, "keep/empty", "");
+    std::fs::set_permissions(
+        repo.join("keep/mode.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::remove_file(repo.join("keep/link")).unwrap();
+    std::os::unix::fs::symlink("same.txt", repo.join("keep/link")).unwrap();
+    std::fs::remove_dir_all(repo.join("gone")).unwrap();
+    write(&repo, "new/z.txt", "z\n");
+    hg_ok(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]);
+    repo
+}
+
+/// A clone and a mount of the repository, both at revision 0.
+struct Sides {
+    _tmp: tempfile::TempDir,
+    clone: PathBuf,
+    mount: Mount,
+}
+
+impl Sides {
+    fn new() -> Sides {
+        let tmp = scratch_dir();
+        let repo = repo(tmp.path());
+        hg_ok(tmp.path(), &["clone", "-q", "-r", "1", "repo", "clone"]);
+        let clone = tmp.path().join("clone");
+        hg_ok(&clone, &["update", "-q", "-r", "0"]);
+        let mount = Mount::at_with_config(&repo, "0", "");
+        Sides {
+            _tmp: tmp,
+            clone,
+            mount,
+        }
+    }
+
+    /// The families of events a watcher of each side (the mount's first) hears while
+    /// `op` runs there.
+    fn heard(&self, op: impl Fn(&Path, bool)) -> [Families; 2] {
+        [(&self.mount.dir, true), (&self.clone, false)].map(|(root, mount)| {
+            let mut w = Watcher::start(root);
+            // Nothing before the change.
+            assert_eq!(
+                w.take(),
+                vec![],
+                "events before the change in {}",
+                root.display()
+            );
+            op(root, mount);
+            families(&w.take())
+        })
+    }
+}
+
+impl Sides {
+    /// The same local changes on both sides: a file edited, one removed, a directory's
+    /// file and the directory removed.
+    fn edit_both(&self) {
+        for root in [&self.mount.dir, &self.clone] {
+            write(root, "keep/a.txt", "edited\n");
+            std::fs::remove_file(root.join("keep/b.txt")).unwrap();
+            std::fs::remove_file(root.join("gone/sub/y.txt")).unwrap();
+            std::fs::remove_dir(root.join("gone/sub")).unwrap();
+        }
+    }
+
+    /// [`Sides::heard`] of `revfs REVFS_ARGS` in the mount and `hg HG_ARGS` in the clone.
+    fn revfs_and_hg(&self, revfs_args: &[&str], hg_args: &[&str]) -> [Families; 2] {
+        self.heard(|root, mount| {
+            if mount {
+                let mut args = vec!["-R", root.to_str().unwrap()];
+                args.extend_from_slice(revfs_args);
+                let out = self.mount.revfs(&args);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            } else {
+                hg_ok(root, hg_args);
+            }
+        })
+    }
+}
+
+/// Families from (directory, name, family) triples.
+fn expect(triples: &[(&str, &str, &str)]) -> Families {
+    triples
+        .iter()
+        .map(|(d, n, f)| ((d.to_string(), n.to_string()), f.to_string()))
+        .collect()
+}
+
+/// Asserts that both sides heard the same of `what`; the clone's.
+fn same(heard: [Families; 2], what: &str) -> Families {
+    let [mount, clone] = heard;
+    assert_eq!(
+        mount, clone,
+        "{what}: the mount's events (left), the clone's (right)"
+    );
+    clone
+}
+
+#[test]
+fn watchers_hear_of_an_hg_update_in_a_mount_as_in_a_clone_both_ways() {
+    let s = Sides::new();
+    let clone = same(
+        s.heard(|root, _| hg_ok(root, &["update", "-q", "-r", "1"])),
+        "update 0 -> 1",
+    );
+    // What hg's update does in a clone, which the comparison takes as the truth: a changed
+    // file unlinked and written again, a removed directory's files removed before it, a
+    // new directory made (its files in it, where no watch is yet), a mode changed in place.
+    let expected = expect(&[
+        ("", "gone", "-d-"),
+        ("", "new", "c--"),
+        ("gone", "", "-d-"),
+        ("gone", "sub", "-d-"),
+        ("gone", "x.txt", "-d-"),
+        ("gone/sub", "", "-d-"),
+        ("gone/sub", "y.txt", "-d-"),
+        ("keep", "a.txt", "cdm"),
+        ("keep", "b.txt", "-d-"),
+        ("keep", "c.txt", "c-m"),
+        ("keep", "empty", "c-m"),
+        ("keep", "link", "cd-"),
+        ("keep", "mode.sh", "--m"),
+    ]);
+    assert_eq!(clone, expected, "a clone's update 0 -> 1");
+
+    let clone = same(
+        s.heard(|root, _| hg_ok(root, &["update", "-q", "-r", "0"])),
+        "update 1 -> 0",
+    );
+    assert!(clone.contains_key(&("".into(), "gone".into())), "{clone:?}");
+}
+
+#[test]
+fn watchers_hear_of_a_revert_in_a_mount_as_in_a_clone() {
+    let s = Sides::new();
+    s.edit_both();
+    let clone = same(
+        s.heard(|root, _| hg_ok(root, &["revert", "-q", "--all", "--no-backup"])),
+        "revert",
+    );
+    assert!(
+        clone.contains_key(&("keep".into(), "a.txt".into())),
+        "{clone:?}"
+    );
+    assert!(
+        clone.contains_key(&("keep".into(), "b.txt".into())),
+        "{clone:?}"
+    );
+}
+
+#[test]
+fn revfs_revert_tells_watchers_what_hgs_revert_tells_them_in_a_clone() {
+    // hg's revert in a mount writes through the mount (its events are the kernel's own);
+    // revfs's is the daemon's.
+    let s = Sides::new();
+    s.edit_both();
+    let clone = same(
+        s.revfs_and_hg(
+            &["revert", "--all", "-C"],
+            &["revert", "-q", "--all", "--no-backup"],
+        ),
+        "revert",
+    );
+    let expected = expect(&[
+        ("gone", "sub", "c--"),
+        ("keep", "a.txt", "cdm"),
+        ("keep", "b.txt", "c-m"),
+    ]);
+    assert_eq!(clone, expected, "a clone's revert");
+}
+
+#[test]
+fn revfs_update_tells_watchers_what_hgs_update_tells_them_in_a_clone() {
+    let s = Sides::new();
+    let clone = same(
+        s.revfs_and_hg(&["update", "-r", "1"], &["update", "-q", "-r", "1"]),
+        "update 0 -> 1",
+    );
+}
+
+/// [`Sides`] whose repository has a third revision, a branch from revision 0 that changes
+/// `keep/a.txt` as revision 1 does not (a conflict with it) and `top.txt`; both sides at
+/// revision 1.
+fn sides_with_a_branch() -> Sides {
+    let s = Sides::new();
+    let repo = s._tmp.path().join("repo");
+    hg_ok(&repo, &["update", "-q", "-r", "0"]);
+    write(&repo, "keep/a.txt", "a, on the branch\n");
+    write(&repo, "top.txt", "top, on the branch\n");
+    write(&repo, "keep/branch.txt", "branch\n");
+    hg_ok(&repo, &["commit", "-qm", "r2", "-d", "2 0"]);
+    hg_ok(&s.clone, &["pull", "-q"]);
+    // Pulled changesets are public in the clone; the branch is a draft on both sides, as
+    // the repository has it, so that both rebase it.
+    hg_ok(&s.clone, &["phase", "-q", "--draft", "--force", "-r", "2"]);
+    for root in [&s.mount.dir, &s.clone] {
+        hg_ok(root, &["update", "-q", "-r", "1"]);
+    }
+    s
+}
+
+/// Runs hg with `args` in `root`, whatever its exit (a merge with conflicts exits 1):
+/// the exit code and the output, which must be the same on both sides.
+fn hg_any(root: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = hg_cmd(root, args);
+    let text = String::from_utf8_lossy(&out.stdout).replace(root.to_str().unwrap(), "$ROOT");
+    (out.status.code(), text)
+}
+
+#[test]
+fn watchers_hear_of_hgs_merge_rebase_shelve_and_unshelve_in_a_mount_as_in_a_clone() {
+    let s = sides_with_a_branch();
+    let steps: &[&[&str]] = &[
+        // A merge with a conflict (keep/a.txt), then its abort.
+        &["merge", "-r", "2", "--tool", ":merge3"],
+        &["merge", "--abort"],
+        // Local changes shelved and put back.
+        &["shelve", "-q", "-n", "s"],
+        &["unshelve", "-q", "-n", "s"],
+        &["revert", "-q", "--all", "--no-backup"],
+        // The branch rebased onto revision 1, its conflict resolved as the branch had it.
+        &["rebase", "-q", "-s", "2", "-d", "1", "--tool", ":other"],
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        if step[0] == "shelve" {
+            for root in [&s.mount.dir, &s.clone] {
+                write(root, "keep/c.txt", "c, shelved\n");
+                write(root, "keep/new.txt", "new, shelved\n");
+                hg_ok(root, &["add", "-q", "keep/new.txt"]);
+            }
+        }
+        let args: Vec<&str> = [
+            "--config",
+            "extensions.rebase=",
+            "--config",
+            "extensions.shelve=",
+        ]
+        .into_iter()
+        .chain(step.iter().copied())
+        .collect();
+        let outs = std::cell::RefCell::new(Vec::new());
+        let heard = s.heard(|root, _| outs.borrow_mut().push(hg_any(root, &args)));
+        let outs = outs.into_inner();
+        assert_eq!(
+            outs[0], outs[1],
+            "step {i}, hg {step:?}: the mount's exit and output (left), the clone's (right)"
+        );
+        let clone = same(heard, &format!("step {i}, hg {step:?}"));
+        assert!(
+            !clone.is_empty() || step[0] == "revert",
+            "step {i}: no event in the clone: {step:?}"
+        );
+    }
+}
