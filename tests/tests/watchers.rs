@@ -240,6 +240,10 @@ fn revfs_update_tells_watchers_what_hgs_update_tells_them_in_a_clone() {
         s.revfs_and_hg(&["update", "-r", "1"], &["update", "-q", "-r", "1"]),
         "update 0 -> 1",
     );
+    assert!(
+        clone.contains_key(&("keep".into(), "a.txt".into())),
+        "{clone:?}"
+    );
 }
 
 /// [`Sides`] whose repository has a third revision, a branch from revision 0 that changes

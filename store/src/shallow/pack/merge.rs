@@ -18,8 +18,8 @@ use super::hist::{HistPack, HistPackBuilder};
 use super::set::{Loaded, PackKind, PackSet};
 use super::PackError;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// A pack of fewer entries is small.
@@ -34,13 +34,6 @@ pub const TARGET_ENTRIES: usize = 8_191;
 pub const TARGET_BYTES: u64 = 128 << 20;
 /// How long without a pack written before a merge starts.
 pub const QUIET: Duration = Duration::from_secs(3);
-
-/// When the set last wrote a pack, and whether a merge waits for quiet.
-#[derive(Default)]
-pub struct Idle {
-    last_write: Mutex<Option<Instant>>,
-    waiting: AtomicBool,
-}
 
 /// What a merge did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -139,7 +139,14 @@ pub struct PackSet {
     /// Serializes the work that removes packs: merges ([`super::merge`]) and evictions.
     maintenance: Mutex<()>,
     /// When this process last wrote a pack, and whether a merge waits for quiet.
-    pub(super) idle: super::merge::Idle,
+    pub(super) idle: Idle,
+}
+
+/// When the set last wrote a pack, and whether a merge waits for quiet (`merge.rs`).
+#[derive(Default)]
+pub(super) struct Idle {
+    pub(super) last_write: std::sync::Mutex<Option<std::time::Instant>>,
+    pub(super) waiting: std::sync::atomic::AtomicBool,
 }
 
 /// The data and history packs loaded at one time.
@@ -153,7 +160,7 @@ impl PackSet {
             packs: RwLock::new(Packs::default()),
             listing: Mutex::new(()),
             maintenance: Mutex::new(()),
-            idle: super::merge::Idle::default(),
+            idle: Idle::default(),
         }
     }
 
