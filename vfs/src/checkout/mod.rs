@@ -78,8 +78,8 @@ pub struct UpdateOutcome {
     pub invalidations: Vec<Invalidation>,
     /// Paths reverted by `--clean` (invalidated by path).
     pub reverted: Vec<Vec<u8>>,
-    /// The paths changed, for inotify watchers: removals (files first, then directories,
-    /// deepest first), then additions and changes.
+    /// The paths changed, what each was and is, for inotify watchers (`fuse/events.rs`
+    /// orders the calls that tell them).
     pub changes: Vec<PathChange>,
     /// The new parent's branch name (`default` for the null revision).
     pub branch: Vec<u8>,

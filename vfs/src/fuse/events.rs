@@ -255,14 +255,19 @@ fn plan(wc: &WorkingCopy, changes: &[PathChange]) -> Plan {
             }
         }
     }
-    let held_dir = |dir: &[u8]| -> Option<u64> {
+    // The directory's inode when the kernel holds it, resolved once a directory (an
+    // update changes many files of one directory).
+    let mut dirs: HashMap<Vec<u8>, Option<u64>> = HashMap::new();
+    let mut held_dir = |dir: &[u8]| -> Option<u64> {
         if dir.is_empty() {
             return Some(ROOT_INO);
         }
-        match wc.held_at(dir) {
-            Some((ino, EntryType::Dir)) => Some(ino),
-            _ => None,
-        }
+        *dirs
+            .entry(dir.to_vec())
+            .or_insert_with(|| match wc.held_at(dir) {
+                Some((ino, EntryType::Dir)) => Some(ino),
+                _ => None,
+            })
     };
     let mut names: HashMap<NameKey, Name> = HashMap::new();
     let (mut files_gone, mut dirs_gone, mut dirs_made, mut files_made) =

@@ -37,20 +37,21 @@ impl WorkingCopy {
 
     /// What `path` is now, when the kernel holds it: its inode and type.
     pub fn held_at(&self, path: &[u8]) -> Option<(u64, EntryType)> {
-        let mut inner = self.write();
-        let ino = inner.resolve(path).ok()??;
-        let e = inner
-            .entries
-            .get(&ino)
-            .filter(|e| e.nlookup > 0 || ino == ROOT_INO)?;
-        Some((ino, e.kind.entry_type()))
+        self.at(path, true)
     }
 
     /// What `path` is now, held by the kernel or not: its inode and type.
     pub fn entry_at(&self, path: &[u8]) -> Option<(u64, EntryType)> {
+        self.at(path, false)
+    }
+
+    fn at(&self, path: &[u8], held: bool) -> Option<(u64, EntryType)> {
         let mut inner = self.write();
         let ino = inner.resolve(path).ok()??;
-        let kind = inner.entries.get(&ino)?.kind.entry_type();
-        Some((ino, kind))
+        let e = inner.entries.get(&ino)?;
+        if held && e.nlookup == 0 && ino != ROOT_INO {
+            return None;
+        }
+        Some((ino, e.kind.entry_type()))
     }
 }

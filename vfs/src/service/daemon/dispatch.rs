@@ -300,11 +300,17 @@ fn restore(ctx: &Ctx, paths: &[Vec<u8>], progress: &Progress) -> Answer {
     let mut result = Ok(());
     for p in paths {
         let old = wc.entry_at(p);
-        // The first directory on the way that is not there: the restore makes it.
-        let missing = (0..p.len())
-            .filter(|&i| p[i] == b'/')
-            .map(|i| &p[..i])
-            .find(|dir| wc.entry_at(dir).is_none());
+        // The first directory on the way that is not there: the restore makes it (none
+        // when the file's own directory is there).
+        let parent = &p[..p.iter().rposition(|&b| b == b'/').unwrap_or(0)];
+        let missing = if parent.is_empty() || wc.entry_at(parent).is_some() {
+            None
+        } else {
+            (0..p.len())
+                .filter(|&i| p[i] == b'/')
+                .map(|i| &p[..i])
+                .find(|dir| wc.entry_at(dir).is_none())
+        };
         match wc.restore(p) {
             Ok(linked) => items.extend(linked.map(Invalidation::Inode)),
             Err(e) => {
