@@ -37,6 +37,7 @@ DEPS_TEST=(
   rsync:rsync               # hard_links: rsync --link-dest in a mount
   gdb:gdb                   # the watchdog's stacks of a hung daemon
   openssl:openssl           # clone_from_server: a test authority and certificate for https
+  watchman:watchman         # watchers: hg's fsmonitor in a mount leaves Watchman alone
 )
 # What the benchmarks (tests/bench/) need beyond DEPS_TEST.
 DEPS_BENCH=(

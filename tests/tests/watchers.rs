@@ -320,3 +320,119 @@ fn watchers_hear_of_hgs_merge_rebase_shelve_and_unshelve_in_a_mount_as_in_a_clon
         );
     }
 }
+
+/// A Watchman server of the test's own, its socket, state and log in a temporary
+/// directory, stopped when dropped. hg's fsmonitor finds it through `WATCHMAN_SOCK`
+/// (pywatchman's `_resolvesockname`), so that no server of the user's is started.
+struct Watchman {
+    child: std::process::Child,
+    sock: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Watchman {
+    fn start() -> Watchman {
+        let dir = scratch_dir();
+        let arg = |flag: &str, name: &str| format!("--{flag}={}", dir.path().join(name).display());
+        let child = std::process::Command::new("watchman")
+            .args([
+                "--foreground".to_string(),
+                "--no-save-state".to_string(),
+                arg("sockname", "sock"),
+                arg("logfile", "log"),
+                arg("pidfile", "pid"),
+                arg("statefile", "state"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn watchman (tests/deps.sh installs it)");
+        let w = Watchman {
+            child,
+            sock: dir.path().join("sock"),
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while w.roots().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "watchman did not answer on {} within 20 s",
+                w.sock.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        w
+    }
+
+    /// The roots it watches (`watchman watch-list`), or None if it does not answer.
+    fn roots(&self) -> Option<Vec<String>> {
+        let out = std::process::Command::new("watchman")
+            .arg("--no-spawn")
+            .arg(format!("--sockname={}", self.sock.display()))
+            .arg("watch-list")
+            .output()
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let roots = v.get("roots")?.as_array()?;
+        Some(
+            roots
+                .iter()
+                .map(|r| r.as_str().unwrap_or_default().to_string())
+                .collect(),
+        )
+    }
+
+    /// hg with fsmonitor enabled (as a user's hgrc does) and this server: exit and output,
+    /// the root's path written `$ROOT`.
+    fn hg(&self, root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = revfs_tests::hg_env(
+            std::process::Command::new("hg")
+                .args(["--config", "extensions.fsmonitor="])
+                .args(args)
+                .current_dir(root),
+        )
+        .env("WATCHMAN_SOCK", &self.sock)
+        .output()
+        .expect("spawn hg");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).replace(root.to_str().unwrap(), "$ROOT");
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    }
+}
+
+impl Drop for Watchman {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn hgs_fsmonitor_in_a_mount_leaves_watchman_alone_and_answers_as_in_a_clone() {
+    let s = Sides::new();
+    let w = Watchman::start();
+    s.edit_both();
+    let steps: &[&[&str]] = &[
+        &["status"],
+        &["update", "-C", "-r", "1"],
+        &["status", "-A"],
+        &["update", "-r", "0"],
+        &["status"],
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        let mount = w.hg(&s.mount.dir, step);
+        let clone = w.hg(&s.clone, step);
+        assert_eq!(
+            mount, clone,
+            "step {i}, hg {step:?} with fsmonitor: the mount's exit, output and errors (left), \
+             the clone's (right)"
+        );
+    }
+    // The clone's status came through Watchman (it watches the clone); the mount was never
+    // handed to it, so it never crawled the mount.
+    let clone = s.clone.canonicalize().unwrap();
+    assert_eq!(
+        w.roots(),
+        Some(vec![clone.to_str().unwrap().to_string()]),
+        "Watchman's roots"
+    );
+}

@@ -7,7 +7,8 @@
 //!   own requirements, as `hg share` copies them) and [`REQUIREMENT`], which an hg without
 //!   revfs's extension refuses, so that it never reads an empty dirstate;
 //! - `hgrc`: the user's, made once, which includes `revfs.rc`: rewritten at each start, it
-//!   enables the extension and names the control socket;
+//!   enables the extension, names the control socket and turns hg's fsmonitor off (the
+//!   daemon is the mount's monitor);
 //! - `shared`: `bookmarks`, so that hg's share extension (which `revfs.rc` enables) reads
 //!   and writes the repository's bookmarks, as `revfs` commands do: a mount's bookmarks
 //!   are its repository's (hg share -B); the active bookmark stays the mount's own;
@@ -136,7 +137,10 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
     rc.extend_from_slice(ext_dir.as_os_str().as_bytes());
     rc.extend_from_slice(b"\n[revfs]\nsocket = ");
     rc.extend_from_slice(socket.as_os_str().as_bytes());
-    rc.push(b'\n');
+    // hg's fsmonitor, enabled in a user's hgrc, would ask Watchman to crawl the mount
+    // (every file of a monorepo) for a status the daemon already knows: off in a mount,
+    // before its reposetup looks (the share's hgrc is read before any reposetup).
+    rc.extend_from_slice(b"\n[fsmonitor]\nmode = off\n");
     replace(&dir.join("revfs.rc"), &rc)?;
     replace(&dir.join("shared"), b"bookmarks\n")?;
     let hgrc = dir.join("hgrc");
