@@ -244,6 +244,17 @@ fn revfs_update_tells_watchers_what_hgs_update_tells_them_in_a_clone() {
         clone.contains_key(&("keep".into(), "a.txt".into())),
         "{clone:?}"
     );
+    // Back with hg (which writes through the mount, so that what revision 0 has is the
+    // mount's overlay now), then forward with revfs again.
+    same(
+        s.heard(|root, _| hg_ok(root, &["update", "-q", "-r", "0"])),
+        "hg's update 1 -> 0",
+    );
+    let clone = same(
+        s.revfs_and_hg(&["update", "-r", "1"], &["update", "-q", "-r", "1"]),
+        "update 0 -> 1 over what hg wrote",
+    );
+    assert!(clone.contains_key(&("".into(), "gone".into())), "{clone:?}");
 }
 
 /// [`Sides`] whose repository has a third revision, a branch from revision 0 that changes
@@ -382,6 +393,55 @@ impl Watchman {
         )
     }
 
+    /// `watchman ARGS` as JSON; panics with its error if it fails.
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = std::process::Command::new("watchman")
+            .arg("--no-spawn")
+            .arg(format!("--sockname={}", self.sock.display()))
+            .args(args)
+            .output()
+            .expect("spawn watchman");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert!(
+            out.status.success() && v.get("error").is_none(),
+            "watchman {args:?}: {v} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        v
+    }
+
+    /// The files of the working copy Watchman says changed under `root` while `op` ran
+    /// (`watchman since` a clock taken before): (name, exists), sorted. Watchman syncs
+    /// with the filesystem before it answers (a cookie file it waits to hear of), so
+    /// nothing heard before the answer is missed. Its `new` flag is left out: whether a
+    /// file unlinked and made again is new depends on whether Watchman looked between the
+    /// two calls (in a clone as in a mount).
+    fn changed(&self, root: &Path, op: impl FnOnce()) -> Vec<(String, bool)> {
+        let root = root.to_str().unwrap();
+        let clock = self.json(&["clock", root])["clock"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        op();
+        let since = self.json(&["since", root, &clock]);
+        let mut files: Vec<(String, bool)> = since["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap_or_default().to_string(),
+                    f["exists"].as_bool().unwrap_or_default(),
+                )
+            })
+            // The clone's `.hg` is a directory Watchman reports (its ignore_vcs keeps
+            // it from crawling it, not from telling of it); a mount's is a symlink.
+            .filter(|(name, _)| name != ".hg" && !name.starts_with(".hg/"))
+            .collect();
+        files.sort();
+        files
+    }
+
     /// hg with fsmonitor enabled (as a user's hgrc does) and this server: exit and output,
     /// the root's path written `$ROOT`.
     fn hg(&self, root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
@@ -435,4 +495,47 @@ fn hgs_fsmonitor_in_a_mount_leaves_watchman_alone_and_answers_as_in_a_clone() {
         Some(vec![clone.to_str().unwrap().to_string()]),
         "Watchman's roots"
     );
+}
+
+#[test]
+fn watchman_watching_a_mount_hears_of_hgs_and_revfss_updates_as_in_a_clone() {
+    let s = Sides::new();
+    let w = Watchman::start();
+    for root in [&s.mount.dir, &s.clone] {
+        w.json(&["watch", root.to_str().unwrap()]);
+    }
+    // An update of each side, by hg in both, then revfs's in the mount against hg's in
+    // the clone.
+    let hg_there = |root: &Path, args: &[&str]| hg_ok(root, args);
+    let steps: [(&[&str], &[&str]); 3] = [
+        (&["update", "-q", "-r", "1"], &["update", "-q", "-r", "1"]),
+        (&["update", "-q", "-r", "0"], &["update", "-q", "-r", "0"]),
+        (&["update", "-q", "-r", "1"], &["update", "-r", "1"]),
+    ];
+    for (i, (hg_args, revfs_args)) in steps.iter().enumerate() {
+        let clone = w.changed(&s.clone, || hg_there(&s.clone, hg_args));
+        let mount = w.changed(&s.mount.dir, || {
+            if i < 2 {
+                hg_there(&s.mount.dir, hg_args)
+            } else {
+                let root = s.mount.dir.to_str().unwrap();
+                let mut args = vec!["-R", root];
+                args.extend_from_slice(revfs_args);
+                let out = s.mount.revfs(&args);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        });
+        assert_eq!(
+            mount, clone,
+            "step {i}: what Watchman heard in the mount (left), in the clone (right)"
+        );
+        assert!(
+            clone.contains(&("keep/a.txt".to_string(), true)),
+            "step {i}: {clone:?}"
+        );
+    }
 }

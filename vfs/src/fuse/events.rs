@@ -21,6 +21,12 @@
 //! that inode hears of its end) until the helper removes it; a name just made is absent to
 //! the helper until the helper creates it, which is answered with the entry that is there.
 //! Ghosts and absences are answered with no time to live: nobody else's lookup sees them.
+//! Anyone else's lookup of such a name, and a listing's entry for it, is answered as it
+//! is, but with no time to live either (or, in a listing, with the name alone): a watcher
+//! that looks at a directory while it hears of it (Watchman stats what it is told of)
+//! would otherwise leave a cached entry that the kernel answers the helper's call with,
+//! without asking, and the watchers would not hear of that name. The names are set before
+//! the kernel's caches are invalidated, so that no entry cached in between outlives them.
 //!
 //! Only what the kernel holds can be watched: a change in a directory the kernel holds
 //! (looked up, not forgotten) is told; one in a directory it does not hold, or in one
@@ -71,6 +77,8 @@ pub struct Events {
     helper: OnceLock<Mutex<Helper>>,
     pid: OnceLock<u32>,
     names: Mutex<HashMap<NameKey, Name>>,
+    /// `names` is not empty: read without a lock by every lookup.
+    active: AtomicBool,
     /// One telling at a time (their names must not mix).
     telling: Mutex<()>,
     /// The helper stopped answering: nothing is told from then on.
@@ -135,6 +143,17 @@ impl Events {
         }
     }
 
+    /// Whether `name` in `parent` is a name of a change being told, which anyone's lookup
+    /// and listing answer with no time to live. Takes a lock only while a change is being
+    /// told.
+    pub fn being_told(&self, parent: u64, name: &[u8]) -> bool {
+        if !self.active.load(Ordering::Acquire) {
+            return false;
+        }
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        names.contains_key(&(parent, Box::from(name)))
+    }
+
     /// The helper removes `name` from `parent`: true when it was a ghost (the removal is
     /// answered as done).
     pub fn removed(&self, parent: u64, name: &[u8]) -> bool {
@@ -166,26 +185,35 @@ impl Events {
         }
     }
 
-    /// Tells watchers of `changes`, which the working copy has made: returns once the
-    /// helper made every call, reporting `progress(done, total)`. The caller holds no lock
-    /// of the working copy and serves no request (the helper's calls are requests).
-    pub fn tell(&self, wc: &WorkingCopy, changes: &[PathChange], progress: &dyn Fn(u64, u64)) {
-        if changes.is_empty() || self.gone.load(Ordering::Relaxed) {
-            return;
-        }
-        let Some(helper) = self.helper.get() else {
-            return;
+    /// Tells watchers of `changes`, which the working copy has made, around
+    /// `invalidate`, which sends the kernel the invalidations of these changes (always
+    /// called, once): the names are set before it, the helper's calls made after it.
+    /// Returns once the helper made every call, reporting `progress(done, total)`. The
+    /// caller holds no lock of the working copy and serves no request (the kernel's
+    /// invalidations and the helper's calls wait on requests).
+    pub fn tell(
+        &self,
+        wc: &WorkingCopy,
+        changes: &[PathChange],
+        invalidate: impl FnOnce(),
+        progress: &dyn Fn(u64, u64),
+    ) {
+        let helper = match self.helper.get() {
+            Some(h) if !changes.is_empty() && !self.gone.load(Ordering::Relaxed) => h,
+            _ => return invalidate(),
         };
         let _one = self.telling.lock().unwrap_or_else(|p| p.into_inner());
         let Plan { calls, names } = plan(wc, changes);
         if calls.is_empty() {
-            return;
+            return invalidate();
         }
         let keys: Vec<NameKey> = names.iter().map(|(k, _)| k.clone()).collect();
-        self.names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(names);
+        {
+            let mut all = self.names.lock().unwrap_or_else(|p| p.into_inner());
+            all.extend(names);
+            self.active.store(true, Ordering::Release);
+        }
+        invalidate();
         let total = calls.len() as u64;
         let mut failed = 0usize;
         for (i, batch) in calls.chunks(BATCH).enumerate() {
@@ -238,6 +266,7 @@ impl Events {
         for k in keys {
             names.remove(&k);
         }
+        self.active.store(!names.is_empty(), Ordering::Release);
     }
 }
 

@@ -107,6 +107,12 @@ impl Filesystem for RevFs {
                 None => {}
             }
         }
+        // A name the events helper is about to remove or make: not cached (`events.rs`).
+        let ttl = if self.events.being_told(parent, name.as_bytes()) {
+            Duration::ZERO
+        } else {
+            TTL
+        };
         match self.wc.lookup(parent, name.as_bytes()) {
             Ok(Some(a)) => {
                 // A file looked up one by one: a program stats the tree's files (`ls -l`,
@@ -114,10 +120,10 @@ impl Filesystem for RevFs {
                 if !matches!(a.kind, EntryType::Dir) && !self.is_helper(req) {
                     self.readers.looked_up();
                 }
-                reply.entry(&TTL, &self.file_attr(&a), Generation(0))
+                reply.entry(&ttl, &self.file_attr(&a), Generation(0))
             }
             // A negative entry that the kernel may cache as long as a positive one.
-            Ok(None) => self.reply_negative(&TTL, reply),
+            Ok(None) => self.reply_negative(&ttl, reply),
             Err(e) => reply.error(errno("lookup", &e)),
         }
     }

@@ -93,7 +93,9 @@ impl RevFs {
             .into_iter()
             .chain(children.iter().map(|(n, i, t)| (*i, *t, &n[..])));
         for (i, (child, t, name)) in all.enumerate().skip(offset as usize) {
-            let looked_up = if plus && i >= 2 {
+            // A name the events helper is about to remove or make gets no entry
+            // (`events.rs`).
+            let looked_up = if plus && i >= 2 && !self.events.being_told(ino.0, name) {
                 match self.wc.lookup(ino.0, name) {
                     Ok(Some(a)) => Some(a),
                     // Gone since the listing.

@@ -88,11 +88,21 @@ impl Ctx {
         })
     }
 
-    /// Tells inotify watchers of `changes` (after the kernel's caches were invalidated).
-    fn tell_watchers(&self, changes: &[PathChange], progress: &Progress) {
-        self.events.tell(&self.wc, changes, &|done, total| {
-            progress.report("telling watchers", done, total)
-        })
+    /// Sends `items`, the kernel's invalidations of `changes`, and tells inotify watchers
+    /// of `changes` (`events.rs`: its names are answered before the invalidations, its
+    /// calls made after them).
+    fn invalidate_and_tell(
+        &self,
+        items: Vec<Invalidation>,
+        changes: &[PathChange],
+        progress: &Progress,
+    ) {
+        self.events.tell(
+            &self.wc,
+            changes,
+            || self.invalidate(items, progress),
+            &|done, total| progress.report("telling watchers", done, total),
+        )
     }
 }
 
@@ -335,8 +345,7 @@ fn restore(ctx: &Ctx, paths: &[Vec<u8>], progress: &Progress) -> Answer {
         path_invalidations(wc, p, &mut items);
     }
     // What was restored before an error is invalidated and told all the same.
-    ctx.invalidate(items, progress);
-    ctx.tell_watchers(&changes, progress);
+    ctx.invalidate_and_tell(items, &changes, progress);
     result?;
     Ok(Response::Done)
 }
@@ -406,8 +415,7 @@ fn update(
             for p in &outcome.reverted {
                 path_invalidations(wc, p, &mut items);
             }
-            ctx.invalidate(items, progress);
-            ctx.tell_watchers(&outcome.changes, progress);
+            ctx.invalidate_and_tell(items, &outcome.changes, progress);
             tracing::info!(node = %node.to_hex(), updated = outcome.updated, removed = outcome.removed, invalidations, "updated");
             Ok(Response::Updated {
                 updated: outcome.updated,
