@@ -9,6 +9,7 @@ mod debuggen;
 mod prefetch;
 mod progress;
 mod ui;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -103,6 +104,8 @@ enum Command {
     Prefetch(prefetch::PrefetchArgs),
     /// Check FUSE, the configuration, mounts and repositories, and print the fixes
     Doctor(commands::doctor::DoctorArgs),
+    /// Print what changes in the mount as it changes, from a cursor
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         Command::Commit(args) => commands::commit::commit(&cli, args),
         Command::Update(args) => commands::commit::update(&cli, args),
         Command::Prefetch(args) => prefetch::run(&cli, args),
+        Command::Watch(args) => watch::run(&cli, args),
         Command::Doctor(args) => commands::doctor::doctor(&cli, args),
     };
     match result {

@@ -322,6 +322,9 @@ impl WorkingCopy {
             }
         }
         let t_records = t0.elapsed();
+        // The feed's last batch goes out first: after the rewrite the journal no longer
+        // names its paths (`wc/changes.rs`).
+        self.flush_feed();
         if let Err(e) = self.journal().rewrite(&inner.base_node(), &records) {
             tracing::error!(
                 "rewriting the journal failed: {e}; refusing further changes until a remount"

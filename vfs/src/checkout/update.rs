@@ -119,6 +119,7 @@ impl WorkingCopy {
             self.journal_pending_update(&mut inner, &paths)?;
         }
         let t_apply = t0.elapsed();
+        self.feed_update(&diff, &out.changes);
         self.rebase_journal(&mut inner, &BTreeSet::new())?;
         tracing::debug!(
             ?t_manifest,

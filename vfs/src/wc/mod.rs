@@ -19,8 +19,10 @@
 //! `status.rs`, the journal `journal/`, the overlay `overlay.rs`.
 
 mod ahead;
+mod changes;
 pub mod children;
 pub mod content;
+pub mod feed;
 mod fetch_ahead;
 mod inodes;
 pub mod journal;
@@ -40,6 +42,7 @@ mod walk;
 mod write;
 mod xattr;
 
+pub use changes::ChangesSince;
 pub use target::{target_at, Target};
 pub use tracking::{fold_case, PathState};
 use tracking::{set_copy, set_track};
@@ -126,6 +129,9 @@ pub struct WorkingCopy {
     texts_dir: PathBuf,
     pub(crate) inner: RwLock<Inner>,
     journal: Mutex<Journal>,
+    /// What changed, for tools that ask since a cursor (`changes.rs`, `feed.rs`); locked
+    /// after `inner` and the journal.
+    feed: Mutex<feed::Feed>,
     /// The compiled `.hgignore` (it knows the files it was compiled from).
     pub(crate) ignore_cache: Mutex<Option<Arc<revfs_hg::ignore::Ignore>>>,
     /// Where the working copy is seen (the mountpoint): what relative `ui.ignore` paths
@@ -209,6 +215,7 @@ impl WorkingCopy {
             revfs_store::repo::RepoOptions::process_default().big_text_cache_bytes,
         )?;
         let (journal, records) = Journal::open(&state.join("journal"), &base_node)?;
+        let feed = changes::open_feed(&state.join("changes"), &records)?;
         let mut entries = HashMap::new();
         entries.insert(
             ROOT_INO,
@@ -260,6 +267,7 @@ impl WorkingCopy {
                 pinned: HashMap::new(),
             }),
             journal: Mutex::new(journal),
+            feed: Mutex::new(feed),
             ignore_cache: Mutex::new(None),
             root_path: std::sync::OnceLock::new(),
             transition: Mutex::new(()),
@@ -475,6 +483,7 @@ impl WorkingCopy {
         for p in rec.paths() {
             inner.dirty.insert(p.to_vec());
         }
+        self.feed_record(&rec);
         Ok(())
     }
 }

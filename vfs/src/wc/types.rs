@@ -67,6 +67,8 @@ pub enum WcError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Journal(#[from] JournalError),
+    #[error(transparent)]
+    Feed(#[from] crate::wc::feed::FeedError),
     #[error("{0}")]
     Ignore(String),
     #[error("file name too long")]

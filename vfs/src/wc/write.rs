@@ -30,6 +30,7 @@ impl WorkingCopy {
         let mode = mode & 0o7777;
         let ino = inner.link_new(parent, name, Kind::File(FileData::Overlay { id }), mode)?;
         self.record(&mut inner, Record::Create { path, id, mode })?;
+        self.feed_covers(ino);
         inner.entry_mut(ino)?.nlookup += 1;
         self.attr_of(&inner, ino)
     }
@@ -336,6 +337,7 @@ impl WorkingCopy {
             inner.entry_mut(ino)?.kind = Kind::File(FileData::Overlay { id });
             if let Some(p) = inner.path_of(ino) {
                 self.record(&mut inner, Record::Materialize { path: p, id })?;
+                self.feed_covers(ino);
             }
             return Ok(id);
         }
@@ -355,7 +357,9 @@ impl WorkingCopy {
             {
                 let inner = self.read();
                 if let Kind::File(FileData::Overlay { id }) = inner.entry(ino)?.kind {
-                    return Ok(op(id)?);
+                    let done = op(id)?;
+                    self.feed_write(&inner, ino);
+                    return Ok(done);
                 }
             }
             self.materialize(ino, keep)?;

@@ -139,6 +139,12 @@ pub enum Request {
         #[serde(default)]
         pending: bool,
     },
+    /// What changed in the working copy since cursor `since` (`revfs watch`; none: the
+    /// cursor of now alone). Version 10.
+    Changes {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+    },
     /// Syncs the journal and ends the daemon, whatever is still open in the mount (its
     /// connection to the kernel closes with it): `revfs unmount --force` after a lazy
     /// unmount left files open.
@@ -208,7 +214,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// How long [`Request::Quiesce`] keeps the daemon out of its mount, and how long it waits
 /// for what the daemon has open there.
@@ -317,6 +323,15 @@ pub enum Response {
     /// One list of paths per path asked (`case_variants`).
     CaseVariants {
         entries: Vec<Vec<Vec<u8>>>,
+    },
+    /// Answer to [`Request::Changes`]: the cursor to ask with next; `fresh`: the cursor
+    /// asked with was of another feed or too old (look at the whole tree; no changes
+    /// then); the changes after it, oldest first: (sequence, `created`, `modified` or
+    /// `removed`, path); a change's cursor is the feed's instance and its sequence.
+    Changes {
+        cursor: String,
+        fresh: bool,
+        changes: Vec<(u64, String, Vec<u8>)>,
     },
     /// What a prefetch read: files and bytes of content.
     Prefetched {

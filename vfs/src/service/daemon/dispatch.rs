@@ -199,6 +199,7 @@ pub(super) fn handle(ctx: &Ctx, req: Request, progress: &Progress) -> Answer {
             update(ctx, node, &how, report, progress)
         }
         Request::Prefetch { node, paths } => prefetch(ctx, node, &paths, report),
+        Request::Changes { since } => changes(ctx, since.as_deref()),
         Request::Shutdown => Ok(shutdown(ctx)),
         Request::Quiesce => {
             ctx.passthrough
@@ -348,6 +349,26 @@ fn restore(ctx: &Ctx, paths: &[Vec<u8>], progress: &Progress) -> Answer {
     ctx.invalidate_and_tell(items, &changes, progress);
     result?;
     Ok(Response::Done)
+}
+
+/// What changed since a cursor (`revfs watch`).
+fn changes(ctx: &Ctx, since: Option<&str>) -> Answer {
+    let cursor = match since.map(str::parse::<crate::wc::feed::Cursor>) {
+        // `revfs watch` checks the cursor before it asks.
+        Some(Err(_)) => return Err(WcError::Invalid),
+        Some(Ok(c)) => Some(c),
+        None => None,
+    };
+    let answer = ctx.wc.changes_since(cursor.as_ref());
+    Ok(Response::Changes {
+        cursor: answer.cursor.to_string(),
+        fresh: answer.fresh,
+        changes: answer
+            .changes
+            .into_iter()
+            .map(|(seq, kind, path)| (seq, kind.word().to_string(), path))
+            .collect(),
+    })
 }
 
 fn commit(ctx: &Ctx, spec: CommitSpec, report: Option<ProgressFn>) -> Answer {

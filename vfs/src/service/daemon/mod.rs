@@ -320,6 +320,7 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     if let Err(e) = wc.sync_journal() {
         tracing::error!("final journal sync: {e}");
     }
+    wc.close_feed();
     // The file sizes learned since they were last written, for the next mount.
     wc.repo().save_size_cache();
     let _ = std::fs::remove_file(&pid_file);
