@@ -539,3 +539,82 @@ fn watchman_watching_a_mount_hears_of_hgs_and_revfss_updates_as_in_a_clone() {
         );
     }
 }
+
+/// A repository of `n` files in directories of 100 (`dNNNN/fNN`) whose second revision
+/// changes the first file of each directory: `n / 100` changes.
+fn big_repo(dir: &Path, n: usize) -> PathBuf {
+    let repo = dir.join("repo");
+    hg_ok(dir, &["init", "repo"]);
+    let script = format!(
+        "import os, sys\n\
+         root = sys.argv[1]\n\
+         for d in range({dirs}):\n\
+         \x20   os.mkdir(os.path.join(root, 'd%04d' % d))\n\
+         \x20   for f in range(100):\n\
+         \x20       with open(os.path.join(root, 'd%04d/f%02d' % (d, f)), 'w') as out:\n\
+         \x20           out.write('%d %d\\n' % (d, f))\n",
+        dirs = n / 100
+    );
+    let status = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .arg(&repo)
+        .status()
+        .expect("python3");
+    assert!(status.success());
+    hg_ok(&repo, &["commit", "-qAm", "r0", "-d", "0 0"]);
+    for d in 0..n / 100 {
+        write(&repo, &format!("d{d:04}/f00"), "changed\n");
+    }
+    hg_ok(&repo, &["commit", "-qm", "r1", "-d", "1 0"]);
+    repo
+}
+
+#[test]
+fn a_watcher_of_a_hundred_thousand_files_hears_of_the_thousand_an_update_changes_and_no_other() {
+    let n: usize = revfs_tests::env_or("REVFS_TEST_WATCH_FILES", 100_000);
+    // On disk: a hundred thousand files and their filelogs are too many for /dev/shm.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = big_repo(tmp.path(), n);
+    let m = Mount::at_with_config(&repo, "0", "");
+    // The watcher lists every directory (the kernel then holds each), as an editor does.
+    let mut w = Watcher::start(&m.dir);
+    let t0 = std::time::Instant::now();
+    hg_ok(&m.dir, &["update", "-q", "-r", "1"]);
+    let took = t0.elapsed();
+    let heard = families(&w.take());
+    // Each changed file as hg's update in a clone tells it (unlinked, made, written: the
+    // first test), and nothing of the 99,000 others.
+    let expected: Families = (0..n / 100)
+        .map(|d| ((format!("d{d:04}"), "f00".to_string()), "cdm".to_string()))
+        .collect();
+    assert_eq!(heard.len(), expected.len(), "names heard (took {took:?})");
+    assert_eq!(heard, expected);
+    // And back: the same names.
+    hg_ok(&m.dir, &["update", "-q", "-r", "0"]);
+    assert_eq!(families(&w.take()), expected, "update back");
+}
+
+#[test]
+fn a_watcher_started_before_a_killed_daemon_is_told_the_mount_went_and_a_new_one_hears_updates() {
+    let s = Sides::new();
+    let mut before = Watcher::start(&s.mount.dir);
+    s.mount.kill_daemon();
+    s.mount.unmount();
+    // Every watch of the dead mount ends with IN_UNMOUNT, which tells an editor to watch
+    // the tree again.
+    let ended = before.take();
+    assert!(
+        ended.iter().any(|e| e.mask & libc::IN_UNMOUNT != 0),
+        "no IN_UNMOUNT: {ended:?}"
+    );
+    let repo = s._tmp.path().join("repo");
+    s.mount.remount(&repo, None);
+    let clone = same(
+        s.heard(|root, _| hg_ok(root, &["update", "-q", "-r", "1"])),
+        "update 0 -> 1 after a kill and a remount",
+    );
+    assert!(
+        clone.contains_key(&("keep".into(), "a.txt".into())),
+        "{clone:?}"
+    );
+}
