@@ -47,6 +47,8 @@ DEPS_BENCH=(
   flex:flex                 # build_bench.sh: a kernel build (make allnoconfig, make)
   bison:bison
   /usr/include/libelf.h:libelf-dev
+  node:nodejs               # watch_backends.sh: VS Code's watcher and chokidar
+  npm:npm
 )
 
 # Prints the packages of "program:package" pairs whose program is missing, one a line.
