@@ -49,6 +49,7 @@ DEPS_BENCH=(
   /usr/include/libelf.h:libelf-dev
   node:nodejs               # watch_backends.sh: VS Code's watcher and chokidar
   npm:npm
+  inotifywait:inotify-tools # watch_update_bench.py: a recursive watcher
 )
 
 # Prints the packages of "program:package" pairs whose program is missing, one a line.
