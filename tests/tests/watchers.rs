@@ -618,3 +618,54 @@ fn a_watcher_started_before_a_killed_daemon_is_told_the_mount_went_and_a_new_one
         "{clone:?}"
     );
 }
+
+#[test]
+fn watchers_hear_of_hgs_purge_histedit_and_strip_in_a_mount_as_in_a_clone() {
+    let s = sides_with_a_branch();
+    // histedit's plan: drop the branch's revision (the same node on both sides).
+    let node = String::from_utf8(hg_cmd(&s.clone, &["log", "-r", "2", "-T", "{node}"]).stdout)
+        .expect("node");
+    let plan = s._tmp.path().join("histedit-plan");
+    std::fs::write(&plan, format!("drop {node}\n")).unwrap();
+    let plan = plan.to_str().unwrap();
+    let steps: &[&[&str]] = &[
+        // Untracked files (written just before) removed by purge.
+        &["--config", "extensions.purge=", "purge"],
+        &["update", "-q", "-r", "2"],
+        // The working copy's parent dropped: back to its parent, revision 0.
+        &[
+            "--config",
+            "extensions.histedit=",
+            "histedit",
+            "-q",
+            "-r",
+            "2",
+            "--commands",
+            plan,
+        ],
+        &["update", "-q", "-r", "1"],
+        // The working copy's parent stripped: back to revision 0.
+        &["--config", "extensions.strip=", "strip", "-q", "-r", "1"],
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        if step.contains(&"purge") {
+            for root in [&s.mount.dir, &s.clone] {
+                write(root, "junk.txt", "junk\n");
+                write(root, "keep/junk/more.txt", "more\n");
+            }
+        }
+        let outs = std::cell::RefCell::new(Vec::new());
+        let heard = s.heard(|root, _| outs.borrow_mut().push(hg_any(root, step)));
+        let outs = outs.into_inner();
+        assert_eq!(
+            outs[0], outs[1],
+            "step {i}, hg {step:?}: the mount's exit and output (left), the clone's (right)"
+        );
+        assert_eq!(outs[1].0, Some(0), "step {i}, hg {step:?}: {:?}", outs[1]);
+        let clone = same(heard, &format!("step {i}, hg {step:?}"));
+        assert!(
+            !clone.is_empty(),
+            "step {i}: no event in the clone: {step:?}"
+        );
+    }
+}
