@@ -30,7 +30,7 @@ const [root, ...cmd] = process.argv.slice(2);
   const p = [], c = [];
   const sub = await parcel.subscribe(root, (err, evs) => {
     for (const e of evs) p.push(`${e.type} ${path.relative(root, e.path)}`);
-  }, { ignore: ['.hg'] });
+  }, { ignore: ['.hg'], backend: 'inotify' });
   const w = chokidar.watch(root, { ignored: /(^|\/)\.hg(\/|$)/, ignoreInitial: true });
   w.on('all', (ev, f) => c.push(`${ev} ${path.relative(root, f)}`));
   await new Promise(r => w.on('ready', r));
