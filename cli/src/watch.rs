@@ -53,7 +53,6 @@ pub fn run(cli: &crate::Cli, args: &WatchArgs) -> Result<u8> {
         .then(|| Matcher::new(&ctx, &args.patterns))
         .transpose()?;
     let mut since = args.since.clone();
-    let mut first = true;
     let stdout = std::io::stdout();
     loop {
         let (cursor, fresh, changes) = match ws.request(&Request::Changes {
@@ -79,8 +78,9 @@ pub fn run(cli: &crate::Cli, args: &WatchArgs) -> Result<u8> {
                     since.as_deref().unwrap_or_default()
                 );
             }
-        } else if first && json && since.is_none() {
-            // Where a tool starts: changes come after it.
+        } else if json && since.is_none() {
+            // Where a tool starts (the first question, without a cursor): changes come
+            // after it.
             out.extend_from_slice(format!("{{\"cursor\": \"{cursor}\"}}\n").as_bytes());
         }
         for (seq, kind, path) in &changes {
@@ -121,7 +121,6 @@ pub fn run(cli: &crate::Cli, args: &WatchArgs) -> Result<u8> {
             return Ok(0);
         }
         since = Some(cursor);
-        first = false;
         std::thread::sleep(POLL);
     }
 }

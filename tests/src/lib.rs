@@ -94,6 +94,26 @@ pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn hg (is mercurial installed?)")
 }
 
+/// Runs `hg ARGS` in `dir`, asserting success (hg's output in the message); its output.
+pub fn hg_ok(dir: &Path, args: &[&str]) -> String {
+    let out = hg_cmd(dir, args);
+    assert!(
+        out.status.success(),
+        "hg {args:?} in {}: {}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes `data` to `root/path`, making its directories.
+pub fn write_file(root: &Path, path: &str, data: &str) {
+    let p = root.join(path);
+    std::fs::create_dir_all(p.parent().expect("a path in a directory")).expect("mkdir -p");
+    std::fs::write(&p, data).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+}
+
 /// `hg archive -r REV` of `repo` into `dest` (no `.hg_archival.txt`): revision `rev` as hg
 /// checks it out, to compare a mount with. Panics with hg's error if it fails.
 pub fn hg_archive(repo: &Path, rev: &str, dest: &Path) {

@@ -7,7 +7,7 @@
 //! the cache survives kill -9 and is never used for another revision.
 
 use revfs_tests::mount::Mount;
-use revfs_tests::{hg_cmd, Rng};
+use revfs_tests::{hg_cmd, hg_ok, Rng};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -34,15 +34,6 @@ fn edit(rng: &mut Rng, t: &mut [u8]) {
         let new = format!("{:016x}", rng.next_u64());
         t[at..at + 16].copy_from_slice(new.as_bytes());
     }
-}
-
-fn hg_ok(dir: &Path, args: &[&str]) {
-    let out = hg_cmd(dir, args);
-    assert!(
-        out.status.success(),
-        "hg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn hg_cat(repo: &Path, rev: &str, path: &str) -> Vec<u8> {

@@ -2,15 +2,9 @@
 //! (store::bundle), give the repository `hg unbundle` gives; a revision whose bytes were
 //! changed is refused and leaves nothing behind.
 
-use revfs_tests::hg_cmd;
+use revfs_tests::hg_ok;
 use revfs_tests::lazy::{build_history, clone_mounted, serve_files, two_servers};
 use std::path::Path;
-
-fn hg_ok(dir: &Path, args: &[&str]) -> String {
-    let out = hg_cmd(dir, args);
-    assert!(out.status.success(), "hg {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Everything hg shows of a repository's history, for a byte-for-byte comparison.
 fn history(repo: &Path) -> String {

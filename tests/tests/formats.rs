@@ -2,24 +2,13 @@
 //! of each reads, commits and updates, and real hg then reads the result, `hg verify`
 //! passes, and hg's own files about the format hold (a persistent nodemap checks out).
 
-use revfs_tests::hg_cmd;
 use revfs_tests::mount::Mount;
+use revfs_tests::{hg_cmd, hg_ok};
 use std::path::{Path, PathBuf};
 
 /// Debian's hg (Python only) needs this to touch a persistent-nodemap repository; an hg
 /// built with its Rust extensions does not.
 const NODEMAP_SLOW_PATH: &str = "storage.revlog.persistent-nodemap.slow-path=allow";
-
-fn hg_ok(dir: &Path, args: &[&str]) -> String {
-    let out = hg_cmd(dir, args);
-    assert!(
-        out.status.success(),
-        "hg {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// hg with the persistent nodemap's slow path allowed.
 fn hg_pn(dir: &Path, args: &[&str]) -> String {

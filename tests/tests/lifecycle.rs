@@ -3,19 +3,9 @@
 //! refuses one with uncommitted changes, listing them; `revfs list` shows kept working
 //! copies that are not mounted; `revfs discard` deletes one, refusing changes unless forced.
 
-use revfs_tests::hg_cmd;
+use revfs_tests::hg_ok;
 use revfs_tests::mount::Mount;
 use std::path::{Path, PathBuf};
-
-fn hg_ok(dir: &Path, args: &[&str]) -> String {
-    let out = hg_cmd(dir, args);
-    assert!(
-        out.status.success(),
-        "hg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// r0: a = "0"; r1: a = "1", b. Files under build/ are ignored.
 fn two_revisions(dir: &Path) -> PathBuf {

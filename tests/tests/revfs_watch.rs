@@ -3,37 +3,22 @@
 //! gets every change after it, none twice (after a kill, the paths the journal names
 //! again, as modified: nothing is missed).
 
-use revfs_tests::hg_cmd;
 use revfs_tests::mount::Mount;
 use revfs_tests::scratch_dir;
+use revfs_tests::{hg_ok, write_file};
 use std::path::{Path, PathBuf};
-
-fn hg_ok(dir: &Path, args: &[&str]) {
-    let out = hg_cmd(dir, args);
-    assert!(
-        out.status.success(),
-        "hg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn write(root: &Path, path: &str, data: &str) {
-    let p = root.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, data).unwrap();
-}
 
 /// Two revisions: the second changes `d/a.txt`, removes `d/b.txt`, adds `e/new.txt`.
 fn repo(dir: &Path) -> PathBuf {
     let repo = dir.join("repo");
     hg_ok(dir, &["init", "repo"]);
-    write(&repo, "d/a.txt", "a\n");
-    write(&repo, "d/b.txt", "b\n");
-    write(&repo, "top.txt", "top\n");
+    write_file(&repo, "d/a.txt", "a\n");
+    write_file(&repo, "d/b.txt", "b\n");
+    write_file(&repo, "top.txt", "top\n");
     hg_ok(&repo, &["commit", "-qAm", "r0", "-d", "0 0"]);
-    write(&repo, "d/a.txt", "a, changed\n");
+    write_file(&repo, "d/a.txt", "a, changed\n");
     std::fs::remove_file(repo.join("d/b.txt")).unwrap();
-    write(&repo, "e/new.txt", "new\n");
+    write_file(&repo, "e/new.txt", "new\n");
     hg_ok(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]);
     repo
 }
@@ -77,9 +62,9 @@ fn revfs_watch_tells_writes_creates_removes_renames_and_an_update_once_each() {
     );
 
     // Writes to one file, several times: one change. A new file written: its creation.
-    write(&m.dir, "d/a.txt", "edited\n");
-    write(&m.dir, "d/a.txt", "edited again\n");
-    write(&m.dir, "n.txt", "n\n");
+    write_file(&m.dir, "d/a.txt", "edited\n");
+    write_file(&m.dir, "d/a.txt", "edited again\n");
+    write_file(&m.dir, "n.txt", "n\n");
     std::fs::remove_file(m.dir.join("top.txt")).unwrap();
     std::fs::rename(m.dir.join("n.txt"), m.dir.join("d/n.txt")).unwrap();
     let (changes, c1) = once(&m, &["--since", &c0]);
@@ -98,7 +83,7 @@ fn revfs_watch_tells_writes_creates_removes_renames_and_an_update_once_each() {
     assert_eq!(once(&m, &["--since", &c1]).0, Vec::<String>::new());
 
     // A write after a cursor was handed out is a change again.
-    write(&m.dir, "d/a.txt", "edited a third time\n");
+    write_file(&m.dir, "d/a.txt", "edited a third time\n");
     let (changes, c2) = once(&m, &["--since", &c1]);
     assert_eq!(changes, lines(&["modified d/a.txt"]));
 
@@ -138,12 +123,12 @@ fn a_cursor_given_back_after_a_remount_misses_nothing_and_repeats_nothing() {
     let repo = repo(tmp.path());
     let m = Mount::at_with_config(&repo, "0", "");
     let (_, c0) = once(&m, &[]);
-    write(&m.dir, "before.txt", "1\n");
+    write_file(&m.dir, "before.txt", "1\n");
     let (_, c1) = once(&m, &["--since", &c0]);
-    write(&m.dir, "between.txt", "2\n");
+    write_file(&m.dir, "between.txt", "2\n");
     m.unmount();
     m.remount(&repo, None);
-    write(&m.dir, "after.txt", "3\n");
+    write_file(&m.dir, "after.txt", "3\n");
     let (changes, _) = once(&m, &["--since", &c1]);
     assert_eq!(
         changes,
@@ -167,8 +152,8 @@ fn after_a_killed_daemon_a_cursor_misses_nothing() {
     let m = Mount::at_with_config(&repo, "0", "");
     let (_, c0) = once(&m, &[]);
     // Changes the daemon holds in memory when it is killed (no tool asked since).
-    write(&m.dir, "made.txt", "1\n");
-    write(&m.dir, "d/a.txt", "edited\n");
+    write_file(&m.dir, "made.txt", "1\n");
+    write_file(&m.dir, "d/a.txt", "edited\n");
     m.kill_daemon();
     m.unmount();
     m.remount(&repo, None);
@@ -187,7 +172,7 @@ fn revfs_watch_json_gives_each_change_its_cursor_and_a_foreign_cursor_is_fresh()
     let repo = repo(tmp.path());
     let m = Mount::at_with_config(&repo, "0", "");
     let (_, c0) = once(&m, &[]);
-    write(&m.dir, "x\"y.txt", "1\n");
+    write_file(&m.dir, "x\"y.txt", "1\n");
     let root = m.dir.to_str().unwrap();
     let out = m.revfs(&["-R", root, "watch", "--once", "-T", "json", "--since", &c0]);
     assert!(

@@ -8,14 +8,8 @@
 
 use revfs_store::shallow::{CacheError, ShallowError, SharedCache};
 use revfs_store::Node;
-use revfs_tests::hg_cmd;
+use revfs_tests::{hg_cmd, hg_ok};
 use std::path::Path;
-
-fn hg_ok(dir: &Path, args: &[&str]) -> String {
-    let out = hg_cmd(dir, args);
-    assert!(out.status.success(), "hg {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn blobs_hg_fetched_from_a_server_verify_a_flipped_byte_is_refused_and_hg_reads_what_revfs_writes()

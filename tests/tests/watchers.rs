@@ -12,28 +12,12 @@
 
 use revfs_tests::mount::Mount;
 use revfs_tests::watch::{families, Watcher};
-use revfs_tests::{hg_cmd, scratch_dir};
+use revfs_tests::{hg_cmd, hg_ok, scratch_dir, write_file};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 type Families = BTreeMap<(String, String), String>;
-
-fn write(root: &Path, path: &str, data: &str) {
-    let p = root.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, data).unwrap();
-}
-
-fn hg_ok(dir: &Path, args: &[&str]) {
-    let out = hg_cmd(dir, args);
-    assert!(
-        out.status.success(),
-        "hg {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A repository of two revisions: the second changes a file, removes one, adds two (one
 /// empty), makes one executable, points a symlink elsewhere, removes a directory with a
@@ -50,14 +34,14 @@ fn repo(dir: &Path) -> PathBuf {
         ("gone/sub/y.txt", "y\n"),
         ("top.txt", "top\n"),
     ] {
-        write(&repo, p, d);
+        write_file(&repo, p, d);
     }
     std::os::unix::fs::symlink("a.txt", repo.join("keep/link")).unwrap();
     hg_ok(&repo, &["commit", "-qAm", "r0", "-d", "0 0"]);
-    write(&repo, "keep/a.txt", "a, changed\n");
+    write_file(&repo, "keep/a.txt", "a, changed\n");
     std::fs::remove_file(repo.join("keep/b.txt")).unwrap();
-    write(&repo, "keep/c.txt", "c\n");
-    write(&repo, "keep/empty", "");
+    write_file(&repo, "keep/c.txt", "c\n");
+    write_file(&repo, "keep/empty", "");
     std::fs::set_permissions(
         repo.join("keep/mode.sh"),
         std::fs::Permissions::from_mode(0o755),
@@ -66,7 +50,7 @@ fn repo(dir: &Path) -> PathBuf {
     std::fs::remove_file(repo.join("keep/link")).unwrap();
     std::os::unix::fs::symlink("same.txt", repo.join("keep/link")).unwrap();
     std::fs::remove_dir_all(repo.join("gone")).unwrap();
-    write(&repo, "new/z.txt", "z\n");
+    write_file(&repo, "new/z.txt", "z\n");
     hg_ok(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]);
     repo
 }
@@ -95,7 +79,7 @@ impl Sides {
 
     /// The families of events a watcher of each side (the mount's first) hears while
     /// `op` runs there.
-    fn heard(&self, op: impl Fn(&Path, bool)) -> [Families; 2] {
+    fn heard<R>(&self, op: impl Fn(&Path, bool) -> R) -> [Families; 2] {
         [(&self.mount.dir, true), (&self.clone, false)].map(|(root, mount)| {
             let mut w = Watcher::start(root);
             // Nothing before the change.
@@ -116,7 +100,7 @@ impl Sides {
     /// file and the directory removed.
     fn edit_both(&self) {
         for root in [&self.mount.dir, &self.clone] {
-            write(root, "keep/a.txt", "edited\n");
+            write_file(root, "keep/a.txt", "edited\n");
             std::fs::remove_file(root.join("keep/b.txt")).unwrap();
             std::fs::remove_file(root.join("gone/sub/y.txt")).unwrap();
             std::fs::remove_dir(root.join("gone/sub")).unwrap();
@@ -139,6 +123,22 @@ impl Sides {
                 hg_ok(root, hg_args);
             }
         })
+    }
+}
+
+impl Sides {
+    /// Runs hg with `args` on both sides, each under a watcher: asserts that both exit and
+    /// print the same, and heard the same (`what` names the step); the clone's exit,
+    /// output and families.
+    fn hg_step(&self, what: &str, args: &[&str]) -> ((Option<i32>, String), Families) {
+        let outs = std::cell::RefCell::new(Vec::new());
+        let heard = self.heard(|root, _| outs.borrow_mut().push(hg_any(root, args)));
+        let mut outs = outs.into_inner();
+        assert_eq!(
+            outs[0], outs[1],
+            "{what}: the mount's exit and output (left), the clone's (right)"
+        );
+        (outs.pop().expect("the clone's"), same(heard, what))
     }
 }
 
@@ -264,9 +264,9 @@ fn sides_with_a_branch() -> Sides {
     let s = Sides::new();
     let repo = s._tmp.path().join("repo");
     hg_ok(&repo, &["update", "-q", "-r", "0"]);
-    write(&repo, "keep/a.txt", "a, on the branch\n");
-    write(&repo, "top.txt", "top, on the branch\n");
-    write(&repo, "keep/branch.txt", "branch\n");
+    write_file(&repo, "keep/a.txt", "a, on the branch\n");
+    write_file(&repo, "top.txt", "top, on the branch\n");
+    write_file(&repo, "keep/branch.txt", "branch\n");
     hg_ok(&repo, &["commit", "-qm", "r2", "-d", "2 0"]);
     hg_ok(&s.clone, &["pull", "-q"]);
     // Pulled changesets are public in the clone; the branch is a draft on both sides, as
@@ -303,8 +303,8 @@ fn watchers_hear_of_hgs_merge_rebase_shelve_and_unshelve_in_a_mount_as_in_a_clon
     for (i, step) in steps.iter().enumerate() {
         if step[0] == "shelve" {
             for root in [&s.mount.dir, &s.clone] {
-                write(root, "keep/c.txt", "c, shelved\n");
-                write(root, "keep/new.txt", "new, shelved\n");
+                write_file(root, "keep/c.txt", "c, shelved\n");
+                write_file(root, "keep/new.txt", "new, shelved\n");
                 hg_ok(root, &["add", "-q", "keep/new.txt"]);
             }
         }
@@ -317,14 +317,7 @@ fn watchers_hear_of_hgs_merge_rebase_shelve_and_unshelve_in_a_mount_as_in_a_clon
         .into_iter()
         .chain(step.iter().copied())
         .collect();
-        let outs = std::cell::RefCell::new(Vec::new());
-        let heard = s.heard(|root, _| outs.borrow_mut().push(hg_any(root, &args)));
-        let outs = outs.into_inner();
-        assert_eq!(
-            outs[0], outs[1],
-            "step {i}, hg {step:?}: the mount's exit and output (left), the clone's (right)"
-        );
-        let clone = same(heard, &format!("step {i}, hg {step:?}"));
+        let (_, clone) = s.hg_step(&format!("step {i}, hg {step:?}"), &args);
         assert!(
             !clone.is_empty() || step[0] == "revert",
             "step {i}: no event in the clone: {step:?}"
@@ -377,13 +370,7 @@ impl Watchman {
 
     /// The roots it watches (`watchman watch-list`), or None if it does not answer.
     fn roots(&self) -> Option<Vec<String>> {
-        let out = std::process::Command::new("watchman")
-            .arg("--no-spawn")
-            .arg(format!("--sockname={}", self.sock.display()))
-            .arg("watch-list")
-            .output()
-            .ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let v = self.answer(&["watch-list"]).ok()?;
         let roots = v.get("roots")?.as_array()?;
         Some(
             roots
@@ -393,21 +380,27 @@ impl Watchman {
         )
     }
 
-    /// `watchman ARGS` as JSON; panics with its error if it fails.
-    fn json(&self, args: &[&str]) -> serde_json::Value {
+    /// `watchman ARGS` as JSON, or what went wrong (it does not answer yet, or says an
+    /// error).
+    fn answer(&self, args: &[&str]) -> Result<serde_json::Value, String> {
         let out = std::process::Command::new("watchman")
             .arg("--no-spawn")
             .arg(format!("--sockname={}", self.sock.display()))
             .args(args)
             .output()
-            .expect("spawn watchman");
+            .map_err(|e| format!("spawn watchman: {e}"))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        assert!(
-            out.status.success() && v.get("error").is_none(),
-            "watchman {args:?}: {v} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        v
+        if out.status.success() && v.get("error").is_none() {
+            Ok(v)
+        } else {
+            Err(format!("{v} {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    /// `watchman ARGS` as JSON; panics with its error if it fails.
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        self.answer(args)
+            .unwrap_or_else(|e| panic!("watchman {args:?}: {e}"))
     }
 
     /// The files of the working copy Watchman says changed under `root` while `op` ran
@@ -416,7 +409,7 @@ impl Watchman {
     /// nothing heard before the answer is missed. Its `new` flag is left out: whether a
     /// file unlinked and made again is new depends on whether Watchman looked between the
     /// two calls (in a clone as in a mount).
-    fn changed(&self, root: &Path, op: impl FnOnce()) -> Vec<(String, bool)> {
+    fn changed<R>(&self, root: &Path, op: impl FnOnce() -> R) -> Vec<(String, bool)> {
         let root = root.to_str().unwrap();
         let clock = self.json(&["clock", root])["clock"]
             .as_str()
@@ -506,17 +499,16 @@ fn watchman_watching_a_mount_hears_of_hgs_and_revfss_updates_as_in_a_clone() {
     }
     // An update of each side, by hg in both, then revfs's in the mount against hg's in
     // the clone.
-    let hg_there = |root: &Path, args: &[&str]| hg_ok(root, args);
     let steps: [(&[&str], &[&str]); 3] = [
         (&["update", "-q", "-r", "1"], &["update", "-q", "-r", "1"]),
         (&["update", "-q", "-r", "0"], &["update", "-q", "-r", "0"]),
         (&["update", "-q", "-r", "1"], &["update", "-r", "1"]),
     ];
     for (i, (hg_args, revfs_args)) in steps.iter().enumerate() {
-        let clone = w.changed(&s.clone, || hg_there(&s.clone, hg_args));
+        let clone = w.changed(&s.clone, || hg_ok(&s.clone, hg_args));
         let mount = w.changed(&s.mount.dir, || {
             if i < 2 {
-                hg_there(&s.mount.dir, hg_args)
+                hg_ok(&s.mount.dir, hg_args);
             } else {
                 let root = s.mount.dir.to_str().unwrap();
                 let mut args = vec!["-R", root];
@@ -563,7 +555,7 @@ fn big_repo(dir: &Path, n: usize) -> PathBuf {
     assert!(status.success());
     hg_ok(&repo, &["commit", "-qAm", "r0", "-d", "0 0"]);
     for d in 0..n / 100 {
-        write(&repo, &format!("d{d:04}/f00"), "changed\n");
+        write_file(&repo, &format!("d{d:04}/f00"), "changed\n");
     }
     hg_ok(&repo, &["commit", "-qm", "r1", "-d", "1 0"]);
     repo
@@ -650,19 +642,12 @@ fn watchers_hear_of_hgs_purge_histedit_and_strip_in_a_mount_as_in_a_clone() {
     for (i, step) in steps.iter().enumerate() {
         if step.contains(&"purge") {
             for root in [&s.mount.dir, &s.clone] {
-                write(root, "junk.txt", "junk\n");
-                write(root, "keep/junk/more.txt", "more\n");
+                write_file(root, "junk.txt", "junk\n");
+                write_file(root, "keep/junk/more.txt", "more\n");
             }
         }
-        let outs = std::cell::RefCell::new(Vec::new());
-        let heard = s.heard(|root, _| outs.borrow_mut().push(hg_any(root, step)));
-        let outs = outs.into_inner();
-        assert_eq!(
-            outs[0], outs[1],
-            "step {i}, hg {step:?}: the mount's exit and output (left), the clone's (right)"
-        );
-        assert_eq!(outs[1].0, Some(0), "step {i}, hg {step:?}: {:?}", outs[1]);
-        let clone = same(heard, &format!("step {i}, hg {step:?}"));
+        let (out, clone) = s.hg_step(&format!("step {i}, hg {step:?}"), step);
+        assert_eq!(out.0, Some(0), "step {i}, hg {step:?}: {out:?}");
         assert!(
             !clone.is_empty(),
             "step {i}: no event in the clone: {step:?}"

@@ -5,9 +5,11 @@
 //!
 //! A change is a path and a kind: created, modified or removed. The working copy pushes
 //! them as it makes them (its journal's records, writes to files, an update's or a
-//! revert's paths). They are kept in memory, at most [`MAX_CHANGES`]: past that the older
-//! half is dropped, and a cursor from before what is kept is answered
+//! revert's paths). At most [`MAX_CHANGES`] are kept: past that the older half is
+//! dropped, and a cursor from before what is kept is answered
 //! [`Since::Fresh`] (the tool looks at the whole tree again, as after a Watchman recrawl).
+//! A mount checks the file's records but keeps in memory only the changes it pushes; the
+//! file is read when a tool asks about a cursor older than those.
 //! They reach the file `changes` in the mount's state directory in batches, one `write`
 //! each: when a tool asks, when [`BATCH`] are waiting, before an update returns, at
 //! unmount. A daemon killed between two batches loses the last one's changes from the
@@ -18,10 +20,11 @@
 //! ```text
 //! header (32 bytes): b"RVFSFEED" | version u32 BE | flags u32 BE (bit 0: closed)
 //!                    | instance u64 BE | first sequence u64 BE
-//! record:            payload length u32 BE | crc32 of payload u32 BE | payload
+//! record:            framed (`framed.rs`): payload length, crc32 of payload, payload
 //! payload:           sequence u64 BE | kind u8 (b'c', b'm', b'd') | path
 //! ```
 
+use crate::wc::framed::{self, payload_at};
 use std::collections::{HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -144,8 +147,12 @@ pub struct Feed {
     path: PathBuf,
     file: File,
     instance: u64,
-    /// Kept changes, oldest first; the last `unwritten` are not in the file yet.
+    /// Changes in memory, oldest first: every change kept once `loaded`, otherwise those
+    /// pushed since the feed was opened (the file holds the others, read when a cursor
+    /// older than these is asked about: a mount does not read what may be 200,000 changes
+    /// before it serves). The last `unwritten` are not in the file yet.
     changes: VecDeque<Change>,
+    loaded: bool,
     unwritten: usize,
     /// The sequence of the oldest change kept, or of the next one when none is kept.
     first_seq: u64,
@@ -187,6 +194,7 @@ impl Feed {
                 file,
                 instance,
                 changes: VecDeque::new(),
+                loaded: true,
                 unwritten: 0,
                 first_seq: 1,
                 next_seq: 1,
@@ -217,39 +225,8 @@ impl Feed {
         let flags = be32(12);
         let instance = be64(16);
         let first_seq = be64(24).max(1);
-        let mut changes = VecDeque::new();
-        let mut next_seq = first_seq;
-        let mut pos = HEADER_LEN;
-        while let Some(head) = bytes.get(pos..pos + 8) {
-            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-            let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-            if !(9..=MAX_RECORD).contains(&len) {
-                break;
-            }
-            let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
-                break;
-            };
-            if crc32fast::hash(payload) != crc {
-                break;
-            }
-            let mut seq = [0u8; 8];
-            seq.copy_from_slice(&payload[..8]);
-            let seq = u64::from_be_bytes(seq);
-            let Some(kind) = ChangeKind::from_byte(payload[8]) else {
-                break;
-            };
-            // Sequences only grow: a record that does not follow is damage.
-            if seq != next_seq {
-                break;
-            }
-            changes.push_back(Change {
-                seq,
-                kind,
-                path: Box::from(&payload[9..]),
-            });
-            next_seq = seq + 1;
-            pos += 8 + len;
-        }
+        // The records are checked, not kept (`changes`).
+        let (pos, next_seq) = walk(&bytes, first_seq, |_, _, _| {});
         if pos < bytes.len() {
             tracing::warn!(
                 feed = %path.display(),
@@ -268,7 +245,8 @@ impl Feed {
             path: path.to_owned(),
             file,
             instance,
-            changes,
+            changes: VecDeque::new(),
+            loaded: next_seq == first_seq,
             unwritten: 0,
             first_seq,
             next_seq,
@@ -307,7 +285,7 @@ impl Feed {
                 tracing::warn!("the change feed: {e}");
             }
         }
-        if self.changes.len() > MAX_CHANGES {
+        if self.next_seq - self.first_seq > MAX_CHANGES as u64 {
             self.drop_older_half();
         }
     }
@@ -355,16 +333,55 @@ impl Feed {
         Ok(())
     }
 
-    /// What changed after `cursor`.
-    pub fn since(&self, cursor: &Cursor) -> Since<'_> {
+    /// What changed after `cursor` (the file is read when the changes in memory begin
+    /// after it; one that cannot be read makes the answer fresh).
+    pub fn since(&mut self, cursor: &Cursor) -> Since<'_> {
         if cursor.instance != self.instance
             || cursor.seq + 1 < self.first_seq
             || cursor.seq >= self.next_seq
         {
             return Since::Fresh;
         }
-        let skip = (cursor.seq + 1 - self.first_seq) as usize;
+        let in_memory = self.changes.front().map_or(self.next_seq, |c| c.seq);
+        if cursor.seq + 1 < in_memory {
+            if let Err(e) = self.load() {
+                tracing::warn!("the change feed: {e}");
+                return Since::Fresh;
+            }
+        }
+        let from = self.changes.front().map_or(self.next_seq, |c| c.seq);
+        let skip = (cursor.seq + 1 - from) as usize;
         Since::Changes(self.changes.range(skip..).collect())
+    }
+
+    /// Reads every change kept into memory (what is waiting is written first).
+    fn load(&mut self) -> Result<(), FeedError> {
+        if self.loaded {
+            return Ok(());
+        }
+        self.flush()?;
+        let bytes = std::fs::read(&self.path).map_err(Self::io(&self.path))?;
+        let mut changes = VecDeque::with_capacity((self.next_seq - self.first_seq) as usize);
+        let (_, next_seq) = walk(&bytes, self.first_seq, |seq, kind, path| {
+            changes.push_back(Change {
+                seq,
+                kind,
+                path: Box::from(path),
+            })
+        });
+        if next_seq != self.next_seq {
+            return Err(FeedError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(format!(
+                    "holds changes up to {} of {}",
+                    next_seq - 1,
+                    self.next_seq - 1
+                )),
+            });
+        }
+        self.changes = changes;
+        self.loaded = true;
+        Ok(())
     }
 
     /// Writes what is waiting and marks the feed closed: the next mount knows it holds
@@ -380,6 +397,10 @@ impl Feed {
     /// Drops the older half of the kept changes: the file is written anew (to a temporary
     /// name, then renamed) with the rest.
     fn drop_older_half(&mut self) {
+        if let Err(e) = self.load() {
+            tracing::warn!("the change feed: {e}");
+            return;
+        }
         let keep = self.changes.len() / 2;
         let drop = self.changes.len() - keep;
         self.changes.drain(..drop);
@@ -412,6 +433,34 @@ impl Feed {
     }
 }
 
+/// Walks the records after the header of `bytes`, from sequence `first_seq`: hands each
+/// whole one whose sequence follows to `each` (sequence, kind, path); returns where the last of them ends and the
+/// sequence after it. A record cut short, failing its checksum, of an unknown kind or out
+/// of sequence ends the walk (damage).
+fn walk(
+    bytes: &[u8],
+    first_seq: u64,
+    mut each: impl FnMut(u64, ChangeKind, &[u8]),
+) -> (usize, u64) {
+    let (mut pos, mut next_seq) = (HEADER_LEN, first_seq);
+    while let Some(payload) = payload_at(bytes, pos, MAX_RECORD) {
+        let Some((seq, kind)) = payload.get(..9).and_then(|head| {
+            let mut seq = [0u8; 8];
+            seq.copy_from_slice(&head[..8]);
+            Some((u64::from_be_bytes(seq), ChangeKind::from_byte(head[8])?))
+        }) else {
+            break;
+        };
+        if seq != next_seq {
+            break;
+        }
+        each(seq, kind, &payload[9..]);
+        next_seq = seq + 1;
+        pos += 8 + payload.len();
+    }
+    (pos, next_seq)
+}
+
 fn header(instance: u64, flags: u32, first_seq: u64) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(MAGIC);
@@ -427,9 +476,7 @@ fn frame(c: &Change, buf: &mut Vec<u8>) {
     payload.extend_from_slice(&c.seq.to_be_bytes());
     payload.push(c.kind.byte());
     payload.extend_from_slice(&c.path);
-    buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-    buf.extend_from_slice(&payload);
+    framed::frame(&payload, buf);
 }
 
 /// A number that tells this feed from one made at another time or by another process at
@@ -522,6 +569,34 @@ mod tests {
     }
 
     #[test]
+    fn changes_pushed_after_a_reopen_follow_those_read_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("changes");
+        let mut f = Feed::open(&path).unwrap();
+        let start = f.cursor();
+        f.push(ChangeKind::Created, b"before");
+        f.close().unwrap();
+        drop(f);
+        let mut f = Feed::open(&path).unwrap();
+        let reopened = f.cursor();
+        f.push(ChangeKind::Removed, b"after");
+        // From memory alone, then with the file read (the waiting change written first).
+        assert_eq!(
+            paths(f.since(&reopened)),
+            vec![(ChangeKind::Removed, "after".into())]
+        );
+        assert_eq!(
+            paths(f.since(&start)),
+            vec![
+                (ChangeKind::Created, "before".into()),
+                (ChangeKind::Removed, "after".into())
+            ]
+        );
+        f.push(ChangeKind::Modified, b"later");
+        assert_eq!(paths(f.since(&start)).len(), 3);
+    }
+
+    #[test]
     fn a_feed_not_closed_says_so_and_keeps_what_was_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("changes");
@@ -531,7 +606,7 @@ mod tests {
         f.flush().unwrap();
         f.push(ChangeKind::Created, b"lost");
         drop(f); // as a kill: no close
-        let f = Feed::open(&path).unwrap();
+        let mut f = Feed::open(&path).unwrap();
         assert!(f.crashed());
         assert_eq!(
             paths(f.since(&start)),
@@ -552,7 +627,7 @@ mod tests {
         let len = std::fs::metadata(&path).unwrap().len();
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         file.set_len(len - 1).unwrap();
-        let f = Feed::open(&path).unwrap();
+        let mut f = Feed::open(&path).unwrap();
         assert_eq!(
             paths(f.since(&start)),
             vec![(ChangeKind::Created, "a".into())]
@@ -587,7 +662,7 @@ mod tests {
         );
         f.close().unwrap();
         drop(f);
-        let f = Feed::open(&path).unwrap();
+        let mut f = Feed::open(&path).unwrap();
         assert_eq!(f.since(&start), Since::Fresh);
         assert_eq!(
             paths(f.since(&recent)),

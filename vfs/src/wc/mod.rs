@@ -24,6 +24,7 @@ pub mod children;
 pub mod content;
 pub mod feed;
 mod fetch_ahead;
+mod framed;
 mod inodes;
 pub mod journal;
 mod kernel_view;

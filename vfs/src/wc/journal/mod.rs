@@ -30,6 +30,7 @@ const MAX_RECORD: usize = 64 << 20;
 
 mod record;
 
+use crate::wc::framed::payload_at;
 use record::frame;
 pub use record::{PutEntry, Record, SpecialKind, Track};
 
@@ -132,26 +133,12 @@ impl Journal {
         }
         let mut records = Vec::new();
         let mut pos = HEADER_LEN;
-        while pos < bytes.len() {
-            let Some(head) = bytes.get(pos..pos + 8) else {
-                break;
-            };
-            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-            let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-            if len > MAX_RECORD {
-                break;
-            }
-            let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
-                break;
-            };
-            if crc32fast::hash(payload) != crc {
-                break;
-            }
+        while let Some(payload) = payload_at(&bytes, pos, MAX_RECORD) {
             let Some(rec) = Record::decode(payload) else {
                 break;
             };
             records.push(rec);
-            pos += 8 + len;
+            pos += 8 + payload.len();
         }
         if pos < bytes.len() {
             tracing::warn!(

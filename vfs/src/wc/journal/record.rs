@@ -536,10 +536,7 @@ impl Record {
 
 /// Appends `rec` to `buf` as a framed record (length, crc32, payload).
 pub(super) fn frame(rec: &Record, buf: &mut Vec<u8>) {
-    let payload = rec.encode();
-    buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-    buf.extend_from_slice(&payload);
+    crate::wc::framed::frame(&rec.encode(), buf);
 }
 
 struct Reader<'a> {
