@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../deps.sh"
 install_programs node:nodejs npm:npm
-bin=${1:-$here/../../target/release/revfs}
+bin=$(realpath "${1:-$here/../../target/release/revfs}")
 export HGPLAIN=1 HGRCPATH=
 work=$(mktemp -d /var/tmp/revfs-watch-backends.XXXXXX)
 export REVFS_STATE_DIR=$work/state

@@ -57,18 +57,7 @@ impl Watcher {
         let mut todo = vec![PathBuf::new()];
         while let Some(rel) = todo.pop() {
             let dir = root.join(&rel);
-            let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
-            // SAFETY: a NUL-terminated path.
-            let wd = unsafe {
-                libc::inotify_add_watch(w.fd.as_raw_fd(), c.as_ptr(), MASK | libc::IN_ONLYDIR)
-            };
-            assert!(
-                wd >= 0,
-                "watch {}: {}",
-                dir.display(),
-                std::io::Error::last_os_error()
-            );
-            w.dirs.insert(wd, rel.to_string_lossy().into_owned());
+            w.watch(root, &rel);
             for e in std::fs::read_dir(&dir).unwrap() {
                 let e = e.unwrap();
                 let name = e.file_name();
@@ -81,6 +70,23 @@ impl Watcher {
             }
         }
         w
+    }
+
+    /// Watches directory `rel` of `root`.
+    fn watch(&mut self, root: &Path, rel: &Path) {
+        let dir = root.join(rel);
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        let wd = unsafe {
+            libc::inotify_add_watch(self.fd.as_raw_fd(), c.as_ptr(), MASK | libc::IN_ONLYDIR)
+        };
+        assert!(
+            wd >= 0,
+            "watch {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+        self.dirs.insert(wd, rel.to_string_lossy().into_owned());
     }
 
     /// Every event queued so far (watches removed, `IN_IGNORED`, left out).
@@ -123,6 +129,104 @@ impl Watcher {
             }
         }
         std::mem::take(&mut self.queued)
+    }
+}
+
+/// A watcher as VS Code's runs one (`@parcel/watcher`'s inotify back end): it lists the
+/// tree once, as [`Watcher::start`] does, then reads events as they come, on a thread of
+/// its own, and watches each directory it hears was made without listing it. So it hears
+/// of the entries of a new directory only when they are made after its watch, which is
+/// why the thread runs with a real-time priority: it keeps up with the calls it hears of
+/// even when the machine is busy, as a watcher on an idle desktop does.
+pub struct Follower {
+    /// Written once to stop the thread.
+    stop: OwnedFd,
+    thread: Option<std::thread::JoinHandle<Vec<Event>>>,
+}
+
+impl Follower {
+    /// Lists and watches the tree under `root`, then follows it.
+    pub fn start(root: &Path) -> Follower {
+        let mut w = Watcher::start(root);
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors or fails.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: descriptors just made, owned from here.
+        let (read, stop) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let root = root.to_path_buf();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let param = libc::sched_param { sched_priority: 10 };
+            // SAFETY: sets this thread's own policy from a valid parameter.
+            let rc = unsafe {
+                libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param)
+            };
+            let _ = ready_tx.send(rc);
+            let mut all = Vec::new();
+            loop {
+                let mut polled = [
+                    libc::pollfd {
+                        fd: w.fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: read.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                ];
+                // SAFETY: two valid pollfds.
+                let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) };
+                if n < 0 {
+                    assert_eq!(
+                        std::io::Error::last_os_error().raw_os_error(),
+                        Some(libc::EINTR)
+                    );
+                    continue;
+                }
+                let stopping = polled[1].revents != 0;
+                for e in w.take() {
+                    if e.mask & libc::IN_CREATE != 0 && e.mask & libc::IN_ISDIR != 0 {
+                        let rel = Path::new(&e.dir).join(&e.name);
+                        w.watch(&root, &rel);
+                    }
+                    all.push(e);
+                }
+                if stopping {
+                    return all;
+                }
+            }
+        });
+        let rc = ready_rx.recv().expect("the follower's thread started");
+        assert_eq!(
+            rc, 0,
+            "a real-time priority for the follower (tests run as root)"
+        );
+        Follower {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops following: every event heard, in the order heard.
+    pub fn stop(mut self) -> Vec<Event> {
+        self.stop_thread()
+    }
+
+    fn stop_thread(&mut self) -> Vec<Event> {
+        // SAFETY: writes one byte from a valid buffer.
+        let _ = unsafe { libc::write(self.stop.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        match self.thread.take() {
+            Some(t) => t.join().expect("the follower's thread"),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop_thread();
     }
 }
 

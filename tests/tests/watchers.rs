@@ -11,7 +11,7 @@
 //! once it has, without waiting for anything.
 
 use revfs_tests::mount::Mount;
-use revfs_tests::watch::{families, Watcher};
+use revfs_tests::watch::{families, Event, Follower, Watcher};
 use revfs_tests::{hg_cmd, hg_ok, scratch_dir, write_file};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -192,6 +192,114 @@ fn watchers_hear_of_an_hg_update_in_a_mount_as_in_a_clone_both_ways() {
         "update 1 -> 0",
     );
     assert!(clone.contains_key(&("".into(), "gone".into())), "{clone:?}");
+}
+
+impl Sides {
+    /// The events a [`Follower`] of each side (the mount's first) hears while `op` runs
+    /// there, in the order heard.
+    fn followed<R>(&self, op: impl Fn(&Path) -> R) -> [Vec<Event>; 2] {
+        [&self.mount.dir, &self.clone].map(|root| {
+            let f = Follower::start(root);
+            op(root);
+            f.stop()
+        })
+    }
+}
+
+/// Asserts that in `events`, each name deleted and created again (a file hg's update
+/// rewrites) is created right after its delete, as hg's update does it: a watcher that
+/// batches its events (VS Code's) then names the two a change.
+fn rewrites_are_delete_then_create(events: &[Event], what: &str) {
+    for (i, e) in events.iter().enumerate() {
+        let Some(next) = events.get(i + 1) else { break };
+        let again = events[i + 1..]
+            .iter()
+            .any(|n| n.mask & libc::IN_CREATE != 0 && (&n.dir, &n.name) == (&e.dir, &e.name));
+        if e.mask & libc::IN_DELETE != 0 && again {
+            assert!(
+                next.mask & libc::IN_CREATE != 0 && (&next.dir, &next.name) == (&e.dir, &e.name),
+                "{what}: {}/{} deleted, then {next:?} before it is made again: {events:?}",
+                e.dir,
+                e.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_watcher_that_watches_new_directories_without_listing_them_hears_of_their_files_in_a_mount() {
+    // VS Code's watcher watches a directory it hears was made and never lists it: it
+    // hears of the files an update makes there only when they are made after its watch.
+    // In a clone that is a race with hg, which writes a new directory's first file right
+    // after making it (the watcher mostly loses it); in a mount the daemon's helper makes
+    // them after a pause for the watch, so the watcher hears of every one. Otherwise it
+    // hears what it hears in the clone.
+    let s = Sides::new();
+    let steps = [
+        ("1", "update 0 -> 1", &[("new", "z.txt", "c-m")][..]),
+        (
+            "0",
+            "update 1 -> 0",
+            &[
+                ("gone", "sub", "c--"),
+                ("gone", "x.txt", "c-m"),
+                ("gone/sub", "y.txt", "c-m"),
+            ],
+        ),
+        ("1", "update 0 -> 1 again", &[("new", "z.txt", "c-m")]),
+    ];
+    for (rev, what, made) in steps {
+        let [mount, clone] = s.followed(|root| hg_ok(root, &["update", "-q", "-r", rev]));
+        rewrites_are_delete_then_create(&clone, &format!("{what} in the clone"));
+        rewrites_are_delete_then_create(&mount, &format!("{what} in the mount"));
+        let (mount, clone) = (families(&mount), families(&clone));
+        let made = expect(made);
+        for (k, f) in &made {
+            assert_eq!(
+                mount.get(k),
+                Some(f),
+                "{what}: {k:?} in the mount: {mount:?}"
+            );
+        }
+        // (What the clone's watcher hears of a new directory's files depends on the race.)
+        for (k, f) in clone.iter().filter(|(k, _)| !made.contains_key(*k)) {
+            assert_eq!(
+                mount.get(k),
+                Some(f),
+                "{what}: {k:?} in the mount as in the clone: {mount:?}"
+            );
+        }
+        for k in mount.keys() {
+            assert!(
+                clone.contains_key(k) || made.contains_key(k),
+                "{what}: {k:?} heard in the mount only: {mount:?}"
+            );
+        }
+    }
+    // revfs's own update tells the same as hg's.
+    let f = Follower::start(&s.mount.dir);
+    let out = s
+        .mount
+        .revfs(&["-R", s.mount.dir.to_str().unwrap(), "update", "-r", "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = f.stop();
+    rewrites_are_delete_then_create(&events, "revfs update 1 -> 0");
+    let heard = families(&events);
+    for (k, f) in expect(&[
+        ("gone", "sub", "c--"),
+        ("gone", "x.txt", "c-m"),
+        ("gone/sub", "y.txt", "c-m"),
+    ]) {
+        assert_eq!(
+            heard.get(&k),
+            Some(&f),
+            "revfs update 1 -> 0: {k:?}: {heard:?}"
+        );
+    }
 }
 
 #[test]

@@ -29,19 +29,21 @@
 //! the kernel's caches are invalidated, so that no entry cached in between outlives them.
 //!
 //! Only what the kernel holds can be watched: a change in a directory the kernel holds
-//! (looked up, not forgotten) is told; one in a directory it does not hold, or in one
-//! that these changes made, is not (a watcher lists a new directory itself).
+//! (looked up, not forgotten) is told, and so are the entries of the directories the
+//! change made there (the helper's `mkdir` makes the kernel hold them), after a pause in
+//! which a watcher that hears of a new directory can watch it; a change in a directory
+//! the kernel does not hold is not.
 
 use crate::helper::Helper;
 use crate::wc::{Attr, EntryType, PathChange, WorkingCopy, ROOT_INO};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsStr};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The first argument that makes the revfs binary the events helper (`cli/src/main.rs`
 /// hands it to [`helper_main`] before anything else).
@@ -203,8 +205,8 @@ impl Events {
             _ => return invalidate(),
         };
         let _one = self.telling.lock().unwrap_or_else(|p| p.into_inner());
-        let Plan { calls, names } = plan(wc, changes);
-        if calls.is_empty() {
+        let Plan { steps, names } = plan(wc, changes);
+        if steps.is_empty() {
             return invalidate();
         }
         let keys: Vec<NameKey> = names.iter().map(|(k, _)| k.clone()).collect();
@@ -214,44 +216,57 @@ impl Events {
             self.active.store(true, Ordering::Release);
         }
         invalidate();
-        let total = calls.len() as u64;
-        let mut failed = 0usize;
-        for (i, batch) in calls.chunks(BATCH).enumerate() {
-            let mut msg = Vec::new();
-            for (call, path) in batch {
-                if !msg.is_empty() {
-                    msg.push(b'\n');
+        let total: u64 = steps.iter().map(|s| s.calls.len() as u64).sum();
+        let (mut done, mut failed) = (0u64, 0usize);
+        // When the last directories were made (a step that waits starts WATCH_PAUSE after).
+        let mut dirs_made: Option<Instant> = None;
+        'steps: for step in &steps {
+            if step.waits {
+                if let Some(left) = dirs_made.and_then(|t| WATCH_PAUSE.checked_sub(t.elapsed())) {
+                    std::thread::sleep(left);
                 }
-                msg.push(call.letter());
-                if let Call::Chmod(mode) = call {
-                    msg.extend_from_slice(format!("{mode:o} ").as_bytes());
-                }
-                msg.extend_from_slice(path);
             }
-            let answers =
-                helper
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .ask(b'E', &msg, batch.len());
-            match answers {
-                Ok(lines) => {
-                    for ((call, path), line) in batch.iter().zip(&lines) {
-                        if line != b"0" {
-                            failed += 1;
-                            tracing::debug!(?call, path = %String::from_utf8_lossy(path),
-                                errno = %String::from_utf8_lossy(line), "a watcher's event not made");
+            for batch in step.calls.chunks(BATCH) {
+                let mut msg = Vec::new();
+                for (call, path) in batch {
+                    if !msg.is_empty() {
+                        msg.push(b'\n');
+                    }
+                    msg.push(call.letter());
+                    if let Call::Chmod(mode) = call {
+                        msg.extend_from_slice(format!("{mode:o} ").as_bytes());
+                    }
+                    msg.extend_from_slice(path);
+                }
+                let answers =
+                    helper
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .ask(b'E', &msg, batch.len());
+                match answers {
+                    Ok(lines) => {
+                        for ((call, path), line) in batch.iter().zip(&lines) {
+                            if line != b"0" {
+                                failed += 1;
+                                tracing::debug!(?call, path = %String::from_utf8_lossy(path),
+                                    errno = %String::from_utf8_lossy(line), "a watcher's event not made");
+                            }
                         }
                     }
+                    Err(e) => {
+                        tracing::warn!(
+                            "the events helper is gone, watchers will not hear of updates: {e}"
+                        );
+                        self.gone.store(true, Ordering::Relaxed);
+                        break 'steps;
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(
-                        "the events helper is gone, watchers will not hear of updates: {e}"
-                    );
-                    self.gone.store(true, Ordering::Relaxed);
-                    break;
-                }
+                done += batch.len() as u64;
+                progress(done, total);
             }
-            progress(((i * BATCH) + batch.len()) as u64, total);
+            if step.calls.iter().any(|(c, _)| *c == Call::Dir) {
+                dirs_made = Some(Instant::now());
+            }
         }
         if failed > 0 {
             tracing::info!(
@@ -270,9 +285,22 @@ impl Events {
     }
 }
 
-/// The helper's calls for `changes`, in the order a clone's update makes them (removals,
-/// files before their directories, deepest first; then directories made, shallowest first;
-/// then files), and the names to answer meanwhile.
+/// How long the helper waits after making directories before it makes anything inside
+/// them: time for a watcher that hears of a new directory to watch it. VS Code's watcher
+/// adds a watch when it hears of a new directory and never lists it, so it hears only of
+/// what is made after its watch; in a clone, hg's writes come that much later.
+const WATCH_PAUSE: Duration = Duration::from_millis(50);
+
+/// The helper's calls for `changes`, in steps, in the order a clone's update makes them,
+/// and the names to answer meanwhile.
+///
+/// First the removals (files, then directories deepest first) and the directories made in
+/// directories the kernel holds; then the files made or rewritten in those (a rewritten
+/// file's `unlink` just before its `mknod`, as hg's update unlinks a file just before it
+/// writes it: a watcher that batches its events, as VS Code's does, names the pair a
+/// change); then, a step a level, the directories made inside directories made, and last
+/// the files in them. Each of these later steps waits [`WATCH_PAUSE`] after the last
+/// directories made.
 fn plan(wc: &WorkingCopy, changes: &[PathChange]) -> Plan {
     // Directories these changes removed, by path: the inode the kernel holds, if it holds
     // one (their entries are removed inside it).
@@ -298,100 +326,210 @@ fn plan(wc: &WorkingCopy, changes: &[PathChange]) -> Plan {
                 _ => None,
             })
     };
+    // Directories these changes made whose `mkdir` the helper makes (in a directory the
+    // kernel holds, or in one of them): their inode (the `mkdir` is answered with it, so
+    // the kernel holds it from then on) and their level (0: made in a held directory).
+    let mut made: Vec<&PathChange> = changes
+        .iter()
+        .filter(|c| match (c.old, c.new) {
+            (Some((o, _)), Some((n, EntryType::Dir))) => o != n,
+            (None, Some((_, EntryType::Dir))) => true,
+            _ => false,
+        })
+        .collect();
+    made.sort_by_key(|c| depth(&c.path));
+    let mut new_dirs: HashMap<Vec<u8>, (u64, usize)> = HashMap::new();
+    for c in made {
+        let (dir, _) = split(&c.path);
+        let level = match new_dirs.get(dir) {
+            Some(&(_, level)) => level + 1,
+            None if held_dir(dir).is_some() => 0,
+            None => continue,
+        };
+        if let Some((n, _)) = c.new {
+            new_dirs.insert(c.path.clone(), (n, level));
+        }
+    }
+    // What is in them: an update makes a directory with its contents unlisted (they come
+    // from the target's manifest when listed); a clone's update writes each of them.
+    let changed: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
+    let mut inside: Vec<PathChange> = Vec::new();
+    let mut queue: VecDeque<(Vec<u8>, u64, usize)> = new_dirs
+        .iter()
+        .map(|(p, &(ino, level))| (p.clone(), ino, level))
+        .collect();
+    while let Some((path, ino, level)) = queue.pop_front() {
+        let Ok((_, children)) = wc.readdir(ino) else {
+            continue;
+        };
+        for (name, child, kind) in children {
+            let mut p = path.clone();
+            p.push(b'/');
+            p.extend_from_slice(&name);
+            if changed.contains(p.as_slice()) {
+                continue;
+            }
+            if kind == EntryType::Dir {
+                new_dirs.insert(p.clone(), (child, level + 1));
+                queue.push_back((p.clone(), child, level + 1));
+            }
+            inside.push(PathChange {
+                path: p,
+                old: None,
+                new: Some((child, kind)),
+                content: true,
+            });
+        }
+    }
+
     let mut names: HashMap<NameKey, Name> = HashMap::new();
-    let (mut files_gone, mut dirs_gone, mut dirs_made, mut files_made) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for c in changes {
+    let (mut files_gone, mut dirs_gone) = (Vec::new(), Vec::new());
+    // Directories made, by level; the files made in held directories, and in new ones.
+    let mut dirs_made: Vec<Vec<(Call, Vec<u8>)>> = Vec::new();
+    let (mut held_files, mut new_files) = (Vec::new(), Vec::new());
+    for c in changes.iter().chain(&inside) {
         let (dir, name) = split(&c.path);
+        let in_new = new_dirs.get(dir).map(|&(n, _)| n);
+        let files = if in_new.is_some() {
+            &mut new_files
+        } else {
+            &mut held_files
+        };
         let same = matches!((c.old, c.new), (Some((o, _)), Some((n, _))) if o == n);
-        match (c.old, c.new) {
-            (_, Some((n, _))) if same && !c.content => {
-                if held_dir(dir).is_none() {
-                    continue;
-                }
+        if let (Some((n, _)), true, false) = (c.new, same, c.content) {
+            if in_new.or_else(|| held_dir(dir)).is_some() {
                 if let Ok(a) = wc.getattr(n) {
-                    files_made.push((Call::Chmod(a.perm), c.path.clone()));
+                    files.push((Call::Chmod(a.perm), c.path.clone()));
                 }
             }
-            (old, new) => {
-                if let Some((o, kind)) = old {
-                    let parent = match gone_dirs.get(dir) {
-                        Some(held) => *held,
-                        None => held_dir(dir),
-                    };
-                    if let Some(parent) = parent {
-                        // Content changed in place (a revert): the name goes and comes back
-                        // as hg's revert makes it in a clone, but the inode stays (open
-                        // descriptors and watches on it go on): the name that goes is a
-                        // ghost of its own.
-                        let held = if same { None } else { wc.held_attr(o) };
-                        let (attr, held) = match held {
-                            Some(a) => (a, true),
-                            None => (spare_attr(wc, kind), false),
-                        };
-                        names.insert(
-                            (parent, Box::from(name)),
-                            Name {
-                                was: Some((attr, held)),
-                                comes: false,
-                            },
-                        );
-                        if kind == EntryType::Dir {
-                            dirs_gone.push((Call::Rmdir, c.path.clone()));
-                        } else {
-                            files_gone.push((Call::Unlink, c.path.clone()));
-                        }
-                    }
-                }
-                if let Some((_, kind)) = new {
-                    let Some(parent) = held_dir(dir) else {
-                        continue;
-                    };
-                    let call = match kind {
-                        EntryType::Dir => Call::Dir,
-                        EntryType::File => Call::File,
-                        EntryType::Symlink => Call::Link,
-                        EntryType::Special(_) => continue,
-                    };
-                    names
-                        .entry((parent, Box::from(name)))
-                        .or_insert(Name {
-                            was: None,
-                            comes: false,
-                        })
-                        .comes = true;
-                    if call == Call::Dir {
-                        dirs_made.push((call, c.path.clone()));
+            continue;
+        }
+        // A file or link that becomes a file or link: its unlink comes with its making.
+        let rewrite = matches!((c.old, c.new),
+            (Some((_, o)), Some((_, n))) if o != EntryType::Dir && n != EntryType::Dir);
+        let mut unlink = None;
+        if let Some((o, kind)) = c.old {
+            let parent = match gone_dirs.get(dir) {
+                Some(held) => *held,
+                None => held_dir(dir),
+            };
+            if let Some(parent) = parent {
+                // Content changed in place (a revert): the name goes and comes back as
+                // hg's revert makes it in a clone, but the inode stays (open descriptors
+                // and watches on it go on): the name that goes is a ghost of its own.
+                let held = if same { None } else { wc.held_attr(o) };
+                let (attr, held) = match held {
+                    Some(a) => (a, true),
+                    None => (spare_attr(wc, kind), false),
+                };
+                names.insert(
+                    (parent, Box::from(name)),
+                    Name {
+                        was: Some((attr, held)),
+                        comes: false,
+                    },
+                );
+                let call = (
+                    if kind == EntryType::Dir {
+                        Call::Rmdir
                     } else {
-                        // A file is written once made, as hg writes it (`IN_MODIFY`; an empty
-                        // one's close after the open for writing is `IN_CLOSE_WRITE`).
-                        let touch = call == Call::File;
-                        files_made.push((call, c.path.clone()));
-                        if touch {
-                            files_made.push((Call::Touch, c.path.clone()));
-                        }
-                    }
+                        Call::Unlink
+                    },
+                    c.path.clone(),
+                );
+                if kind == EntryType::Dir {
+                    dirs_gone.push(call);
+                } else if rewrite {
+                    unlink = Some(call);
+                } else {
+                    files_gone.push(call);
                 }
             }
         }
+        let Some((_, kind)) = c.new else {
+            continue;
+        };
+        let Some(parent) = in_new.or_else(|| held_dir(dir)) else {
+            files_gone.extend(unlink);
+            continue;
+        };
+        let call = match kind {
+            EntryType::Dir => Call::Dir,
+            EntryType::File => Call::File,
+            EntryType::Symlink => Call::Link,
+            EntryType::Special(_) => {
+                files_gone.extend(unlink);
+                continue;
+            }
+        };
+        names
+            .entry((parent, Box::from(name)))
+            .or_insert(Name {
+                was: None,
+                comes: false,
+            })
+            .comes = true;
+        if call == Call::Dir {
+            let level = new_dirs.get(c.path.as_slice()).map_or(0, |&(_, l)| l);
+            if dirs_made.len() <= level {
+                dirs_made.resize_with(level + 1, Vec::new);
+            }
+            dirs_made[level].push((call, c.path.clone()));
+        } else {
+            files.extend(unlink);
+            // A file is written once made, as hg writes it (`IN_MODIFY`; an empty one's
+            // close after the open for writing is `IN_CLOSE_WRITE`).
+            let touch = call == Call::File;
+            files.push((call, c.path.clone()));
+            if touch {
+                files.push((Call::Touch, c.path.clone()));
+            }
+        }
     }
-    let depth = |p: &[u8]| p.iter().filter(|&&b| b == b'/').count();
     dirs_gone.sort_by_key(|(_, p)| std::cmp::Reverse(depth(p)));
-    dirs_made.sort_by_key(|(_, p)| depth(p));
-    let mut calls = files_gone;
-    calls.extend(dirs_gone);
-    calls.extend(dirs_made);
-    calls.extend(files_made);
+    let mut levels = dirs_made.into_iter();
+    let mut first = files_gone;
+    first.extend(dirs_gone);
+    first.extend(levels.next().unwrap_or_default());
+    let mut steps = vec![
+        Step {
+            calls: first,
+            waits: false,
+        },
+        Step {
+            calls: held_files,
+            waits: false,
+        },
+    ];
+    steps.extend(levels.map(|calls| Step { calls, waits: true }));
+    steps.push(Step {
+        calls: new_files,
+        waits: true,
+    });
+    steps.retain(|s| !s.calls.is_empty());
     Plan {
-        calls,
+        steps,
         names: names.into_iter().collect(),
     }
 }
 
-/// The helper's calls for some changes, by path, and the names answered meanwhile.
+/// The helper's calls for some changes, by path, in steps, and the names answered
+/// meanwhile.
 struct Plan {
-    calls: Vec<(Call, Vec<u8>)>,
+    steps: Vec<Step>,
     names: Vec<(NameKey, Name)>,
+}
+
+/// Calls made one after the other; `waits`: not before [`WATCH_PAUSE`] after the last
+/// step that made directories.
+struct Step {
+    calls: Vec<(Call, Vec<u8>)>,
+    waits: bool,
+}
+
+/// How many directories deep `path` is.
+fn depth(path: &[u8]) -> usize {
+    path.iter().filter(|&&b| b == b'/').count()
 }
 
 /// `path`'s directory and name.
