@@ -27,7 +27,7 @@ run() { # NAME ENV... -- CARGO-TEST-ARGS...
   echo "   $((SECONDS - started)) s"
 }
 
-run "the store and the mount against hg, every revision of every format" REVFS_FORMAT_REV_STEP=1 \
+run "the store and the mount against hg, every revision of every format" REVFS_FORMAT_REV_STEP=1 REVFS_MOUNT_REV_STEP=1 \
   -- --test store_vs_hg --test mount_read
 run "status against hg, random operations" REVFS_SEED_COUNT=$((200 * scale)) \
   -- --test status_vs_hg status_and_bytes_match_hg_after_random_operations
@@ -49,6 +49,12 @@ run "the CLI against hg" REVFS_CLI_SEEDS=100..$((100 + 50 * scale)) REVFS_CLI_CO
 run "every Mercurial release served, a day of work against a clone; rhg" REVFS_HG_VERSIONS=all \
   "REVFS_RHG=$PWD/target/hg-versions/rhg-$RHG_VERSION/bin/rhg" \
   -- --test hg_versions
+run "the daemon's memory after a walk of 200,000 files" REVFS_TEST_MEMORY_FILES=200000 \
+  -- --test memory the_daemons_peak_memory
+run "100,000 new files under a 1,024-descriptor limit" REVFS_TEST_MANY_FILES=100000 \
+  -- --test many_files many_new_files
+run "a watcher of 100,000 files during an update of 1,000" REVFS_TEST_WATCH_FILES=100000 \
+  -- --test watchers a_watcher_of_a_big_tree
 # hg_in_mount.rs whole with each release but Debian's (which the suite runs); chg is
 # Debian's, for Debian's hg only.
 for v in "${HG_WHEELS[@]}" "${HG_SDISTS[@]}"; do

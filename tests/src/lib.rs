@@ -46,9 +46,17 @@ pub fn rust_sources(dir: &Path) -> Vec<PathBuf> {
 /// Which revisions the every-revision tests check of a fixture in a format other than the
 /// default one (zlib, legacy delta chains, no fncache, no store): every Nth and the tip,
 /// N = `REVFS_FORMAT_REV_STEP` (3 in CI; tests/long.sh runs 1). The default format's
-/// fixture is checked at every revision.
+/// fixture is read at every revision.
 pub fn format_rev_step() -> usize {
     env_or("REVFS_FORMAT_REV_STEP", 3usize).max(1)
+}
+
+/// Which revisions the every-revision mount tests mount of a history fixture (an update,
+/// a mount and a walk each): every Nth and the tip, N = `REVFS_MOUNT_REV_STEP` (8 in CI;
+/// tests/long.sh runs 1). store_vs_hg reads the same fixtures' revisions through the
+/// store, every one or every `format_rev_step()`th.
+pub fn mount_rev_step() -> usize {
+    env_or("REVFS_MOUNT_REV_STEP", 8usize).max(1)
 }
 
 /// The `revfs` binary built in the same profile as the running test.

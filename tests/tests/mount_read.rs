@@ -85,18 +85,18 @@ fn every_revision_matches_checkout(name: &str, step: usize) {
 
 #[test]
 fn the_mount_equals_an_hg_checkout_at_every_revision() {
-    every_revision_matches_checkout("history", 1);
+    every_revision_matches_checkout("history", revfs_tests::mount_rev_step());
 }
 
 #[test]
 fn the_mount_equals_an_hg_checkout_at_every_revision_zlib() {
-    every_revision_matches_checkout("history-zlib", revfs_tests::format_rev_step());
+    every_revision_matches_checkout("history-zlib", revfs_tests::mount_rev_step());
 }
 
 #[test]
 fn the_mount_equals_an_hg_checkout_at_every_revision_legacy_formats() {
     for name in ["history-legacy", "history-nofncache", "history-nostore"] {
-        every_revision_matches_checkout(name, revfs_tests::format_rev_step());
+        every_revision_matches_checkout(name, revfs_tests::mount_rev_step());
     }
 }
 
