@@ -35,6 +35,10 @@ run "status against hg, kernel forgetting inodes" REVFS_SEED_COUNT=$((40 * scale
   -- --test status_vs_hg the_kernel_forgetting_inodes_between_operations_changes_nothing
 run "status against hg, remounts" REVFS_SEED_COUNT=$((30 * scale)) \
   -- --test status_vs_hg the_journal_survives_remounts_in_the_middle_of_a_sequence
+run "status against hg, kernel passthrough" REVFS_SEED_COUNT=$((40 * scale)) \
+  -- --test status_vs_hg status_and_bytes_match_hg_with_kernel_passthrough
+run "status against hg, requests from /dev/fuse" REVFS_SEED_COUNT=$((40 * scale)) \
+  -- --test status_vs_hg status_and_bytes_match_hg_through_dev_fuse
 run "hg in the mount against a clone" REVFS_SEED_COUNT=$((10 * scale)) REVFS_HG_OPS=40 \
   -- --test status_vs_hg hg_in_the_mount_agrees_with_a_clone_after_each_random_operation
 run "commits and updates against hg" REVFS_ORACLE_STEPS=$((600 * scale)) \

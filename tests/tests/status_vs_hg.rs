@@ -487,9 +487,9 @@ fn seeds(first: u64, count: u64) -> Vec<u64> {
 
 #[test]
 fn status_and_bytes_match_hg_after_random_operations() {
-    // 25 seeds x 100 operations in CI (~2.5 s a seed); tests/long.sh runs 200 (REVFS_SEED
+    // 15 seeds x 100 operations in CI (~2.5 s a seed); tests/long.sh runs 200 (REVFS_SEED
     // runs any other one).
-    for seed in seeds(0, 25) {
+    for seed in seeds(0, 15) {
         run_seed(seed, 100, 0, 0);
     }
 }
@@ -497,8 +497,8 @@ fn status_and_bytes_match_hg_after_random_operations() {
 #[test]
 fn status_and_bytes_match_hg_with_kernel_passthrough() {
     // Files in the overlay read and written by the kernel directly (`mount.passthrough`),
-    // with remounts in the middle.
-    for seed in seeds(3000, 8) {
+    // with remounts in the middle. 5 seeds in CI; tests/long.sh runs 40.
+    for seed in seeds(3000, 5) {
         run_seed_with(seed, 80, 37, 0, "[mount]\npassthrough = true\n");
     }
 }
@@ -506,22 +506,24 @@ fn status_and_bytes_match_hg_with_kernel_passthrough() {
 #[test]
 fn status_and_bytes_match_hg_through_dev_fuse() {
     // Requests read from /dev/fuse instead of io_uring rings (`mount.io_uring`), with
-    // remounts in the middle.
-    for seed in seeds(4000, 10) {
+    // remounts in the middle. 6 seeds in CI; tests/long.sh runs 40.
+    for seed in seeds(4000, 6) {
         run_seed_with(seed, 80, 37, 0, "[mount]\nio_uring = false\n");
     }
 }
 
 #[test]
 fn the_kernel_forgetting_inodes_between_operations_changes_nothing() {
-    for seed in seeds(2000, 10) {
+    // 6 seeds in CI; tests/long.sh runs 40.
+    for seed in seeds(2000, 6) {
         run_seed(seed, 60, 0, 6);
     }
 }
 
 #[test]
 fn the_journal_survives_remounts_in_the_middle_of_a_sequence() {
-    for seed in seeds(1000, 10) {
+    // 6 seeds in CI; tests/long.sh runs 30.
+    for seed in seeds(1000, 6) {
         run_seed(seed, 60, 17, 0);
     }
 }
@@ -894,14 +896,14 @@ fn random_tracking(rng: &mut Rng, mount: &Path, wc: &Path, root: &str) -> Result
 
 #[test]
 fn hg_in_the_mount_agrees_with_a_clone_after_each_random_operation() {
-    // 12 operations a seed in CI (tests/long.sh runs 40).
+    // 2 seeds of 12 operations in CI (tests/long.sh runs 10 of 40).
     let ops = revfs_tests::env_or("REVFS_HG_OPS", 12);
     if std::env::var_os("REVFS_SEED").is_none() {
         // Found by seed 38: a backout that merges a copied file left its copy source in
         // the mount (hg drops the merge's copies when the second parent goes).
         run_seed_hg_in_mount(38, 2);
     }
-    for seed in seeds(2000, 3) {
+    for seed in seeds(2000, 2) {
         run_seed_hg_in_mount(seed, ops);
     }
 }
