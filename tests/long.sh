@@ -53,6 +53,8 @@ run "the CLI against hg" REVFS_CLI_SEEDS=100..$((100 + 50 * scale)) REVFS_CLI_CO
 run "every Mercurial release served, a day of work against a clone; rhg" REVFS_HG_VERSIONS=all \
   "REVFS_RHG=$PWD/target/hg-versions/rhg-$RHG_VERSION/bin/rhg" \
   -- --test hg_versions
+run "commit dates against hg in five time zones" REVFS_DATE_ZONES=all \
+  -- --test commit_identity dates_match_hg_commit
 run "the daemon's memory after a walk of 200,000 files" REVFS_TEST_MEMORY_FILES=200000 \
   -- --test memory the_daemons_peak_memory
 run "100,000 new files under a 1,024-descriptor limit" REVFS_TEST_MANY_FILES=100000 \
