@@ -56,7 +56,10 @@ impl WorkingCopy {
 
     /// Checks in a thread of its own that a base mapped from the manifest cache hashes to its
     /// node. One that does not is removed from the cache and replaced by the manifest log's
-    /// text; what was listed from it before is not, and the log says to mount again.
+    /// text, which the same thread then keeps in the cache again and maps (one end state,
+    /// whichever thread comes first: the mount's own keeping of its base, started beside
+    /// this one, finds the bad copy still mapped and only marks it used); what was listed
+    /// from the bad copy before is not replaced, and the log says to mount again.
     pub fn verify_base_in_background(self: &Arc<Self>) {
         let base = self.base_manifest();
         if !base.text().is_mapped() {
@@ -78,7 +81,9 @@ impl WorkingCopy {
                         // sees holds).
                         let replaced = match (repo.manifest(&node), wc.upgrade()) {
                             (Ok(good), Some(wc)) => {
-                                wc.replace_base(&base, good);
+                                if wc.replace_base(&base, good) {
+                                    wc.map_base_in_background();
+                                }
                                 Ok(())
                             }
                             (Err(e), _) => Err(e.to_string()),
