@@ -81,17 +81,16 @@ fn every_file_reads_as_hg(m: &Mount, repo: &std::path::Path) {
     let hg = archived(repo);
     for i in 0..120 {
         let name = format!("d/f{i:03}");
-        let want = std::fs::read(hg.path().join(&name)).unwrap();
+        let want = std::fs::read(hg.path().join("r0").join(&name)).unwrap();
         assert_eq!(std::fs::read(m.dir.join(&name)).unwrap(), want, "{name}");
     }
 }
 
-/// Revision 0 of `repo` as hg writes it out (`hg archive`: one hg run for every file).
+/// Revision 0 of `repo` as hg writes it out (`hg archive`: one hg run for every file),
+/// in `r0` of the directory returned.
 fn archived(repo: &std::path::Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let to = dir.path().to_str().unwrap();
-    let out = hg_cmd(repo, &["archive", "-r", "0", "-t", "files", to]);
-    assert!(out.status.success(), "hg archive: {out:?}");
+    revfs_tests::hg_archive(repo, "0", &dir.path().join("r0"));
     dir
 }
 
@@ -473,7 +472,7 @@ fn read_ahead_caught_up_by_its_reader_leaves_it_the_next_files() {
     for (i, got) in (1..120).zip(&read) {
         let name = format!("d/f{i:03}");
         assert!(
-            *got == std::fs::read(hg.path().join(&name)).unwrap(),
+            *got == std::fs::read(hg.path().join("r0").join(&name)).unwrap(),
             "{name}"
         );
     }

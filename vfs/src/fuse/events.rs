@@ -429,20 +429,12 @@ fn plan(wc: &WorkingCopy, changes: &[PathChange]) -> Plan {
                         comes: false,
                     },
                 );
-                let call = (
-                    if kind == EntryType::Dir {
-                        Call::Rmdir
-                    } else {
-                        Call::Unlink
-                    },
-                    c.path.clone(),
-                );
                 if kind == EntryType::Dir {
-                    dirs_gone.push(call);
+                    dirs_gone.push((Call::Rmdir, c.path.clone()));
                 } else if rewrite {
-                    unlink = Some(call);
+                    unlink = Some((Call::Unlink, c.path.clone()));
                 } else {
-                    files_gone.push(call);
+                    files_gone.push((Call::Unlink, c.path.clone()));
                 }
             }
         }
