@@ -12,9 +12,14 @@ fn hg_ok(dir: &Path, args: &[&str]) -> String {
 
 /// `hg ARGS` in `dir` with the hg program `hg`, which must succeed; its output.
 pub fn hg_with(hg: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = crate::hg_env(std::process::Command::new(hg).args(args).current_dir(dir))
-        .output()
-        .unwrap();
+    let mut cmd = if hg == Path::new("hg") {
+        crate::chg::hg_command(dir, args)
+    } else {
+        let mut cmd = std::process::Command::new(hg);
+        crate::hg_env(cmd.args(args).current_dir(dir));
+        cmd
+    };
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{} {args:?} in {}: {out:?}",

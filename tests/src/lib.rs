@@ -2,6 +2,7 @@
 //! talking to hg through its command server (one process, many commands), running the
 //! `revfs` binary, and comparing results byte for byte.
 
+pub mod chg;
 pub mod doc;
 pub mod hg;
 pub mod lazy;
@@ -95,8 +96,16 @@ pub fn revfs(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn revfs")
 }
 
-/// Runs `hg ARGS` in `dir` as a separate process.
+/// Runs `hg ARGS` in `dir` as a separate process (through chg outside every mount: see chg).
 pub fn hg_cmd(dir: &Path, args: &[&str]) -> Output {
+    chg::hg_command(dir, args)
+        .output()
+        .expect("spawn hg (is mercurial installed?)")
+}
+
+/// Runs plain `hg ARGS` in `dir`, never chg: for what needs hg to be one process (under
+/// chg a hook's shell is the chg client's child, not the worker's, which outlives it).
+pub fn hg_plain_cmd(dir: &Path, args: &[&str]) -> Output {
     hg_env(Command::new("hg").args(args).current_dir(dir))
         .output()
         .expect("spawn hg (is mercurial installed?)")
