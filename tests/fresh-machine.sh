@@ -94,8 +94,12 @@ mnt "$root/root/.rustup" -t overlay overlay \
 mkdir -p "$root/root/.cargo/bin"
 proxy=$(stat -c %i "$cargo_bin/rustup")
 for f in "$cargo_bin"/*; do
-  [ "$(stat -c %i "$f")" = "$proxy" ] && cp "$f" "$root/root/.cargo/bin/"
+  # rustup's proxies are symbolic or hard links to it.
+  if [ "$(readlink "$f")" = rustup ] || [ "$(stat -c %i "$f")" = "$proxy" ]; then
+    cp -a "$f" "$root/root/.cargo/bin/"
+  fi
 done
+[ -x "$root/root/.cargo/bin/cargo" ] || { echo "no cargo proxy in $cargo_bin" >&2; exit 1; }
 # The kernel's interfaces a machine has: devices (FUSE's among them), sysfs (the FUSE
 # connections), and fresh memory file systems for /dev/shm and /tmp.
 mnt "$root/dev" --rbind /dev

@@ -8,7 +8,7 @@ use revfs_tests::mount::Mount;
 use revfs_tests::{hg_cmd, hg_repo};
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 const ON: &str = "[mount]\npassthrough = true\n";
@@ -479,46 +479,70 @@ fn write_during_push_after_read_ahead(config: &str) {
     let files = nine_old_files();
     let repo = hg_repo(tmp.path(), &files);
     let m = Mount::with_config(&repo, config);
-    // Each push waits 100 ms before it fills the pages and 100 ms after: read-ahead pushes
-    // f1 to f8 one after another (1.6 s) while each file in turn is opened for reading, then
-    // written in place through a second handle (its size unchanged: nothing makes the
-    // kernel look again), and read through the first: both handles are in the page cache
-    // (the first open's made the second's), where the write lands. A write must wait for a
-    // push of its file that runs, else the push lands over it and the reader finds the old
-    // bytes.
-    assert_eq!(
-        m.control("{\"cmd\":\"debug_push_delay\",\"ms\":100}"),
-        "{\"reply\":\"done\"}\n"
-    );
+    // Read-ahead pushes f1 to f8 one after another, each stopped before it fills the pages
+    // (`debug_push_hold`) until the test has opened the file for reading and started an
+    // open for writing: the writer's open must wait for the push (passthrough on: the
+    // daemon's table; off: the push's read lease), else the push, let go, lands over the
+    // write. The write is in place, the size unchanged (nothing makes the kernel look
+    // again), and read back through the first handle: both handles are in the page cache
+    // (the first open's made the second's), where the write lands.
+    let done = "{\"reply\":\"done\"}\n";
+    assert_eq!(m.control("{\"cmd\":\"debug_push_hold\",\"on\":true}"), done);
+    // A failed assertion lets every stopped push go before the mount is unmounted.
+    struct Unhold<'a>(&'a Mount);
+    impl Drop for Unhold<'_> {
+        fn drop(&mut self) {
+            self.0.control("{\"cmd\":\"debug_push_hold\",\"on\":false}");
+        }
+    }
+    let unhold = Unhold(&m);
     for (name, _) in &files {
         std::fs::metadata(m.dir.join(name)).unwrap();
     }
     assert!(std::fs::read(m.dir.join("f0")).unwrap() == files[0].1);
-    let mut waited = 0;
     for (i, (name, old)) in files.iter().enumerate().skip(1) {
         let p = m.dir.join(name);
+        let ino = std::fs::metadata(&p).unwrap().ino();
+        // The push of this file, stopped.
+        let held = m.control("{\"cmd\":\"debug_push_held\",\"ms\":20000}");
+        assert_eq!(
+            held,
+            format!("{{\"reply\":\"push_held\",\"inos\":[{ino}]}}\n"),
+            "{name}"
+        );
         let new = format!("{i} new\n").repeat(100).into_bytes();
         let reader = std::fs::File::open(&p).unwrap();
-        let start = std::time::Instant::now();
-        let w = OpenOptions::new().write(true).open(&p).unwrap();
-        if start.elapsed() >= std::time::Duration::from_millis(50) {
-            waited += 1;
-        }
-        w.write_all_at(&new, 4096).unwrap();
-        drop(w);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let (p, new) = (p.clone(), new.clone());
+            std::thread::spawn(move || {
+                let w = OpenOptions::new().write(true).open(&p).unwrap();
+                tx.send(()).unwrap();
+                w.write_all_at(&new, 4096).unwrap();
+            })
+        };
+        // The writer's open waits while the push is stopped.
+        let waited = rx.recv_timeout(std::time::Duration::from_millis(300));
+        assert!(
+            waited.is_err(),
+            "{name}: the open for writing did not wait for the push"
+        );
+        let release = format!("{{\"cmd\":\"debug_push_release\",\"ino\":{ino}}}");
+        assert_eq!(m.control(&release), done);
+        writer.join().unwrap();
         let mut want = old.clone();
         want[4096..4096 + new.len()].copy_from_slice(&new);
-        let read = |what: &str| {
-            let mut got = vec![0; want.len()];
-            reader.read_exact_at(&mut got, 0).unwrap();
-            assert!(got == want, "{name}: {what}");
-        };
-        read("read after the write");
-        std::thread::sleep(std::time::Duration::from_millis(150));
-        read("read once a push would be over");
+        let mut got = vec![0; want.len()];
+        reader.read_exact_at(&mut got, 0).unwrap();
+        assert!(got == want, "{name}: read after the write");
     }
-    // Some writes came during a push of their file (and waited for it).
-    assert!(waited >= 1, "no write met a push");
+    drop(unhold);
     let s = settled(&m);
-    assert!(s.readahead("pushed").unwrap() >= 1, "{s}");
+    assert!(s.readahead("pushed").unwrap() >= 8, "{s}");
+    for (i, (name, old)) in files.iter().enumerate().skip(1) {
+        let mut want = old.clone();
+        let new = format!("{i} new\n").repeat(100).into_bytes();
+        want[4096..4096 + new.len()].copy_from_slice(&new);
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == want, "{name}");
+    }
 }

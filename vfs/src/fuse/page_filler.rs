@@ -48,7 +48,7 @@ impl PageFiller {
             _ => return (true, false),
         };
         match wc.read_file(ino, 0, size as usize) {
-            Ok(content) => self.store(&wc, ino, node, &content),
+            Ok(content) => self.store(&wc, ino, node, &content, false),
             Err(e) => {
                 tracing::debug!(ino, "push: {e}");
                 (true, false)
@@ -57,18 +57,19 @@ impl PageFiller {
     }
 
     /// Fills `ino`'s pages with `content`, revision `node`'s (what [`PageFiller::fill`]
-    /// returns).
+    /// returns); `background`: a push of read-ahead's, not an open's.
     fn store(
         &self,
         wc: &WorkingCopy,
         ino: u64,
         node: revfs_store::Node,
         content: &[u8],
+        background: bool,
     ) -> (bool, bool) {
         let Some(notifier) = self.notifier.get() else {
             return (true, false);
         };
-        self.passthrough.push_delay.wait();
+        self.passthrough.push_delay.before(ino, background);
         let filled = match notifier.store(INodeNo(ino), 0, content) {
             Ok(()) => true,
             Err(e) => {
@@ -76,7 +77,7 @@ impl PageFiller {
                 false
             }
         };
-        self.passthrough.push_delay.wait();
+        self.passthrough.push_delay.after();
         (wc.store_node(ino) == Some(node), filled)
     }
 
@@ -94,7 +95,7 @@ impl PageFiller {
         if content.is_empty() || content.len() as u64 > max || wc.store_node(ino) != Some(node) {
             return (true, false);
         }
-        self.store(&wc, ino, node, content)
+        self.store(&wc, ino, node, content, true)
     }
 }
 
@@ -157,10 +158,10 @@ impl crate::readahead::Pusher for PageFiller {
                 .collect();
         }
         // Opens not seen: under read leases, which no writer's descriptor can be open
-        // beside, and which an open for writing or a truncate waits for (until all of
-        // them are let go, after the last push).
+        // beside, and which an open for writing or a truncate waits for (each let go
+        // right after its file's push).
         let paths: Vec<&[u8]> = files.iter().map(|(job, _)| job.path.as_slice()).collect();
-        let leases = self.passthrough.leases.take(&paths);
+        let mut leases = self.passthrough.leases.take(&paths);
         self.drop_helper_listings();
         let pushed = files
             .iter()
@@ -176,6 +177,7 @@ impl crate::readahead::Pusher for PageFiller {
                     return false;
                 }
                 let (keep, filled) = self.fill_with(ino, job.node, content);
+                leases.let_go(i);
                 self.drop_if_changed(ino, keep);
                 filled && keep
             })
@@ -209,7 +211,7 @@ impl crate::readahead::Pusher for PageFiller {
         if !unread() || wc.store_node(ino) != Some(job.node) {
             return false;
         }
-        self.passthrough.push_delay.wait();
+        self.passthrough.push_delay.before(ino, true);
         let mut filled = true;
         let mut at = 0;
         while filled && at < text.len() {
@@ -222,7 +224,7 @@ impl crate::readahead::Pusher for PageFiller {
                 _ => false,
             };
         }
-        self.passthrough.push_delay.wait();
+        self.passthrough.push_delay.after();
         let keep = wc.store_node(ino) == Some(job.node);
         // A piece that failed leaves the file's pages as the kernel had them plus the
         // pieces before (each the file's own bytes).

@@ -103,9 +103,9 @@ pub struct Passthrough {
     cached_opens: AtomicU64,
     /// Opens that filled the page cache.
     pushes: AtomicU64,
-    /// How long each push waits before it fills the pages and after (debug builds'
-    /// `debug_push_delay`; none otherwise).
-    pub push_delay: DebugDelay,
+    /// What each push waits for before it fills the pages and after (debug builds'
+    /// `debug_push_delay` and `debug_push_hold`; nothing otherwise).
+    pub push_delay: PushGate,
     /// How long a read-only open waits between its look at the file and its decision
     /// (debug builds' `debug_open_delay`; none otherwise).
     pub open_delay: DebugDelay,
@@ -139,6 +139,93 @@ impl DebugDelay {
     }
 }
 
+/// Where each push into the page cache waits, for tests of what a change of the file
+/// meanwhile waits for (control's debug commands): a delay before it fills the pages and
+/// after (`debug_push_delay`), and a hold, which stops each of read-ahead's pushes before it
+/// fills the pages until the test releases it (`debug_push_hold`, `debug_push_held`, `debug_push_release`):
+/// a test can then make its change while a push of the file certainly runs.
+#[derive(Default)]
+pub struct PushGate {
+    delay: DebugDelay,
+    /// Whether pushes stop; checked without the lock on every push.
+    holding: std::sync::atomic::AtomicBool,
+    /// The inodes whose pushes are stopped.
+    held: Mutex<Vec<u64>>,
+    changed: Condvar,
+}
+
+impl PushGate {
+    fn held_list(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set(&self, delay: std::time::Duration) {
+        self.delay.set(delay);
+    }
+
+    /// Before a push of `ino` fills its pages: the delay, then for read-ahead's pushes
+    /// (`background`) the hold, if on, until the push is released or the hold ends. (An
+    /// open's push is not held: the program's open waits for it.)
+    pub fn before(&self, ino: u64, background: bool) {
+        self.delay.wait();
+        if !background || !self.holding.load(Ordering::Acquire) {
+            return;
+        }
+        let mut held = self.held_list();
+        if !self.holding.load(Ordering::Acquire) {
+            return;
+        }
+        held.push(ino);
+        self.changed.notify_all();
+        while held.contains(&ino) {
+            held = self.changed.wait(held).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// After a push filled its pages: the delay.
+    pub fn after(&self) {
+        self.delay.wait();
+    }
+
+    /// Pushes stop before they fill the pages from now on (`on`), or no more (every
+    /// stopped one goes on).
+    pub fn hold(&self, on: bool) {
+        let mut held = self.held_list();
+        self.holding.store(on, Ordering::Release);
+        if !on {
+            held.clear();
+        }
+        self.changed.notify_all();
+    }
+
+    /// The inodes whose pushes are stopped, once there is one or after `wait`.
+    pub fn held(&self, wait: std::time::Duration) -> Vec<u64> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut held = self.held_list();
+        while held.is_empty() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            held = self
+                .changed
+                .wait_timeout(held, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        held.clone()
+    }
+
+    /// The stopped push of `ino` goes on; false if there was none.
+    pub fn release(&self, ino: u64) -> bool {
+        let mut held = self.held_list();
+        let before = held.len();
+        held.retain(|&i| i != ino);
+        self.changed.notify_all();
+        held.len() < before
+    }
+}
+
 impl Passthrough {
     /// `wanted`: `mount.passthrough`; the kernel's agreement comes at init
     /// ([`Passthrough::refused`]).
@@ -156,7 +243,7 @@ impl Passthrough {
             through_opens: AtomicU64::new(0),
             cached_opens: AtomicU64::new(0),
             pushes: AtomicU64::new(0),
-            push_delay: DebugDelay::default(),
+            push_delay: PushGate::default(),
             open_delay: DebugDelay::default(),
             lookup_delay: DebugDelay::default(),
             leases: crate::readahead::lease::Leases::default(),

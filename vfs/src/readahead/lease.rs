@@ -81,6 +81,26 @@ impl LeaseBatch<'_> {
     pub fn ino(&self, i: usize) -> Option<u64> {
         self.granted.get(i).copied().flatten().map(|(ino, _)| ino)
     }
+
+    /// Lets go of the `i`th path's lease now, not with the batch: a writer of that file
+    /// waits for its own push only, not for the pushes of the files after it.
+    pub fn let_go(&mut self, i: usize) {
+        if let Some((_, fd)) = self.granted.get_mut(i).and_then(Option::take) {
+            self.release(&[fd.to_string()]);
+        }
+    }
+
+    fn release(&self, fds: &[String]) {
+        if fds.is_empty() {
+            return;
+        }
+        // Not waited for: the helper lets go before it takes the next leases, and a
+        // quiesce's ping comes after.
+        if let Err(e) = self.leases.tell(b'R', fds.join(" ").as_bytes()) {
+            self.leases.gone(&e);
+        }
+        self.leases.let_go(fds.len());
+    }
 }
 
 impl Drop for LeaseBatch<'_> {
@@ -91,15 +111,7 @@ impl Drop for LeaseBatch<'_> {
             .flatten()
             .map(|(_, fd)| fd.to_string())
             .collect();
-        if fds.is_empty() {
-            return;
-        }
-        // Not waited for: the helper lets go before it takes the next leases, and a
-        // quiesce's ping comes after.
-        if let Err(e) = self.leases.tell(b'R', fds.join(" ").as_bytes()) {
-            self.leases.gone(&e);
-        }
-        self.leases.let_go(fds.len());
+        self.release(&fds);
     }
 }
 

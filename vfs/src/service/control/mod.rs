@@ -166,6 +166,21 @@ pub enum Request {
     DebugPushDelay {
         ms: u64,
     },
+    /// Debug builds only: from now on every push of read-ahead's stops before it fills
+    /// the pages until `debug_push_release` names its inode (`on`), or no more (every
+    /// stopped one goes on), so that tests can change the file while its push certainly runs.
+    DebugPushHold {
+        on: bool,
+    },
+    /// Debug builds only: the inodes whose pushes `debug_push_hold` stopped, once there is
+    /// one or after `ms` milliseconds ([`Response::PushHeld`]).
+    DebugPushHeld {
+        ms: u64,
+    },
+    /// Debug builds only: the stopped push of `ino` goes on.
+    DebugPushRelease {
+        ino: u64,
+    },
     /// Debug builds only: every read-only open (passthrough on) waits `ms` milliseconds
     /// between its look at the file and its decision, so that tests can open the file for
     /// writing meanwhile.
@@ -244,6 +259,10 @@ pub enum Response {
         busy: u32,
     },
     Info(MountInfo),
+    /// `debug_push_held`'s answer: the inodes whose pushes are stopped (debug builds).
+    PushHeld {
+        inos: Vec<u64>,
+    },
     /// Entries of the inode table, the distinct manifests it holds (the base and those
     /// directories not listed yet take their entries from) and their bytes, on the heap and
     /// mapped.

@@ -214,6 +214,21 @@ pub(super) fn handle(ctx: &Ctx, req: Request, progress: &Progress) -> Answer {
         Request::DebugPushDelay { ms } => Ok(debug_only("debug_push_delay", || {
             ctx.passthrough.push_delay.set(Duration::from_millis(ms))
         })),
+        Request::DebugPushHold { on } => Ok(debug_only("debug_push_hold", || {
+            ctx.passthrough.push_delay.hold(on)
+        })),
+        Request::DebugPushHeld { ms } => Ok(match debug_only("debug_push_held", || ()) {
+            Response::Done => Response::PushHeld {
+                inos: ctx.passthrough.push_delay.held(Duration::from_millis(ms)),
+            },
+            refused => refused,
+        }),
+        Request::DebugPushRelease { ino } => Ok(match debug_only("debug_push_release", || ()) {
+            Response::Done if !ctx.passthrough.push_delay.release(ino) => Response::Error {
+                message: format!("no push of inode {ino} is stopped"),
+            },
+            answer => answer,
+        }),
         Request::DebugOpenDelay { ms } => Ok(debug_only("debug_open_delay", || {
             ctx.passthrough.open_delay.set(Duration::from_millis(ms))
         })),
