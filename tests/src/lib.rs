@@ -7,6 +7,7 @@ pub mod doc;
 pub mod hg;
 pub mod lazy;
 pub mod mount;
+pub mod reclaim;
 pub mod served;
 pub mod watch;
 pub mod watchdog;
@@ -63,12 +64,16 @@ pub fn mount_rev_step() -> usize {
 /// The `revfs` binary built in the same profile as the running test.
 pub fn revfs_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
-    // target/<profile>/deps/<test> -> target/<profile>/revfs
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("revfs"))
-        .expect("test binary inside target/<profile>/deps");
+    // target/<profile>/deps/<test> -> target/<profile>/revfs; a program of this package
+    // (the soak) is target/<profile>/<program> itself.
+    let dir = exe.parent().expect("test binary inside target/<profile>");
+    let dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent()
+            .expect("test binary inside target/<profile>/deps")
+    } else {
+        dir
+    };
+    let bin = dir.join("revfs");
     assert!(
         bin.exists(),
         "{} is missing: run `cargo build --workspace` before the tests (see README)",
