@@ -1,0 +1,169 @@
+//! The soak (issue 56; docs/RELIABILITY.md, "The soak"): for a given time, with a fixed
+//! seed, a mount of a repository takes at once updates back and forth, first reads with
+//! read-ahead (4 readers, tar, grep), and a writer's creates, writes, renames, hard links,
+//! truncations and fsyncs ([`load`]); after every step it checks every byte of every file
+//! it can name: the tracked files against `hg archive` of the parent ([`truth`]), the
+//! writer's against its model ([`model`]). At random steps it kills the daemon with
+//! SIGKILL and mounts again, and checks again: what was fsync'd must be there.
+//!
+//! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]
+//! (tests/soak/run.sh builds the linux corpus and runs each mode). Any difference is
+//! printed with the seed and step that reproduce it, and the exit status is 1.
+
+mod load;
+mod model;
+mod truth;
+
+use revfs_tests::mount::Mount;
+use revfs_tests::Rng;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+struct Args {
+    repo: PathBuf,
+    revs: [String; 2],
+    seed: u64,
+    minutes: f64,
+    config: String,
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("revfs-soak: {why}\nusage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]");
+    std::process::exit(2)
+}
+
+fn args() -> Args {
+    let mut it = std::env::args().skip(1);
+    let mut repo = None;
+    let mut revs = None;
+    let (mut seed, mut minutes, mut config) = (1u64, 10.0f64, String::new());
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--revs" => {
+                let v = value();
+                let (x, y) = v.split_once(',').unwrap_or_else(|| usage("--revs A,B"));
+                revs = Some([x.to_string(), y.to_string()]);
+            }
+            "--seed" => seed = value().parse().unwrap_or_else(|_| usage("--seed N")),
+            "--minutes" => minutes = value().parse().unwrap_or_else(|_| usage("--minutes M")),
+            "--config" => {
+                let f = value();
+                config =
+                    std::fs::read_to_string(&f).unwrap_or_else(|e| usage(&format!("{f}: {e}")));
+            }
+            _ if repo.is_none() && !a.starts_with('-') => repo = Some(PathBuf::from(a)),
+            _ => usage(&format!("unknown argument {a}")),
+        }
+    }
+    Args {
+        repo: repo.unwrap_or_else(|| usage("no repository")),
+        revs: revs.unwrap_or_else(|| usage("no --revs")),
+        seed,
+        minutes,
+        config,
+    }
+}
+
+/// The directories of both revisions (relative), for the readers.
+fn directories(revs: &[truth::Revision; 2]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = revs
+        .iter()
+        .flat_map(|r| r.files.iter())
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+fn main() {
+    let a = args();
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let revs = [
+        truth::Revision::new(&a.repo, &a.revs[0], scratch.path()),
+        truth::Revision::new(&a.repo, &a.revs[1], scratch.path()),
+    ];
+    let nodes = [revs[0].node.clone(), revs[1].node.clone()];
+    let dirs = directories(&revs);
+    let m = Mount::at_with_config(&a.repo, &nodes[0], &a.config);
+    let mut model = model::Model::new(m.dir.join("soak-writes"));
+    let mut rng = Rng::new(a.seed);
+    let mut parent = 0;
+    let end = Instant::now() + Duration::from_secs_f64(a.minutes * 60.0);
+    let started = Instant::now();
+    let (mut step, mut kills, mut checked) = (0u64, 0u64, 0u64);
+    let mut failed = false;
+    while Instant::now() < end && !failed {
+        step += 1;
+        let seconds = 2 + rng.below(9) as u64;
+        let r = load::run(
+            &m.dir,
+            &dirs,
+            &nodes,
+            &mut parent,
+            &mut model,
+            &mut rng,
+            seconds,
+        );
+        let mut wrong = r.failures;
+        if let Err(e) = model.sync() {
+            wrong.push(e);
+        }
+        wrong.extend(revs[parent].check(&m.dir, &revs[1 - parent]));
+        wrong.extend(model.check());
+        checked += revs[parent].files.len() as u64;
+        let killed = wrong.is_empty() && rng.below(4) == 0;
+        if killed {
+            kills += 1;
+            m.kill_daemon();
+            m.unmount();
+            m.remount(&a.repo, None);
+            wrong.extend(revs[parent].check(&m.dir, &revs[1 - parent]));
+            wrong.extend(model.check());
+            checked += revs[parent].files.len() as u64;
+        }
+        println!(
+            "step {step}: {seconds} s, {} files read, {} updates, {} writes{}, parent {}, {}",
+            r.files_read,
+            r.updates,
+            r.writes,
+            if killed {
+                ", killed and mounted again"
+            } else {
+                ""
+            },
+            &nodes[parent][..12],
+            if wrong.is_empty() {
+                "ok".to_string()
+            } else {
+                format!("{} WRONG", wrong.len())
+            }
+        );
+        if !wrong.is_empty() {
+            for w in wrong.iter().take(60) {
+                println!("  {w}");
+            }
+            println!(
+                "FAILED: seed {} step {step} (revfs-soak {} --revs {},{} --seed {})",
+                a.seed,
+                a.repo.display(),
+                a.revs[0],
+                a.revs[1],
+                a.seed
+            );
+            failed = true;
+        }
+    }
+    println!(
+        "soak: seed {}, {step} steps in {:.0} s, {kills} kills, {checked} file checks, {}",
+        a.seed,
+        started.elapsed().as_secs_f64(),
+        if failed { "FAILED" } else { "0 wrong" }
+    );
+    m.unmount();
+    std::process::exit(i32::from(failed));
+}
