@@ -1,7 +1,10 @@
 //! The load of one step of the soak, run at once until told to stop: first readers (4
 //! threads reading whole directories in their listing order, as an indexer does), `tar`
 //! and `grep -r` of the tree, updates back and forth between the two revisions (`revfs
-//! update` and `hg update` in the mount), and the writer (the model's operations).
+//! update` and `hg update` in the mount) and, one time in three instead of an update, a
+//! round of tracked writes, `hg commit` and `hg rebase` ([`crate::tracked`]), the writer
+//! (the model's operations), and in some steps a frozen daemon ([`crate::freeze`]), never
+//! in the middle of an update or a round.
 //! Readers see whatever the tree holds at that moment; what they read is not checked (an
 //! update may be midway), but what they make the daemon do (read-ahead, pushes into the
 //! kernel's cache) must not leave a wrong byte for the check after the step.
@@ -19,6 +22,10 @@ pub struct Report {
     pub files_read: u64,
     pub updates: u64,
     pub writes: u64,
+    /// Rounds of commit and rebase.
+    pub commits: u64,
+    /// How long hg took to give up in the frozen mount, when the step froze it.
+    pub frozen: Option<std::time::Duration>,
     pub failures: Vec<String>,
 }
 
@@ -95,20 +102,43 @@ pub fn update(mount: &Path, node: &str, rng: &mut Rng) -> Result<(), String> {
 
 /// Runs the step's load for `seconds`: `parent` is the index in `nodes` of the mount's
 /// parent, moved by the updates.
+/// What a step works on besides the writer's model.
+pub struct Tree<'a> {
+    pub mount: &'a Path,
+    /// The daemon's pid, for the freeze.
+    pub pid: i32,
+    /// The directories the readers read.
+    pub dirs: &'a [std::path::PathBuf],
+    /// The two revisions.
+    pub nodes: &'a [String; 2],
+    /// Tracked files the same in both revisions, for the commit rounds.
+    pub same: &'a [std::path::PathBuf],
+}
+
 pub fn run(
-    mount: &Path,
-    dirs: &[std::path::PathBuf],
-    nodes: &[String; 2],
+    tree: &Tree,
     parent: &mut usize,
+    rounds: &mut u64,
     model: &mut Model,
     rng: &mut Rng,
     seconds: u64,
 ) -> Report {
+    let (mount, dirs, nodes) = (tree.mount, tree.dirs, tree.nodes);
     let stop = AtomicBool::new(false);
     let report = Mutex::new(Report::default());
+    // Held by the updater through each update or round, and by the freeze.
+    let control = Mutex::new(());
     let mut update_rng = Rng::new(rng.next_u64());
     let mut write_rng = Rng::new(rng.next_u64());
     let reader_seeds: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
+    // One step in four freezes the daemon, at a random moment of its first half, for
+    // longer than hg's deadline.
+    let freeze = (rng.below(4) == 0).then(|| {
+        let at = std::time::Duration::from_millis(rng.below(seconds as usize * 500) as u64);
+        let frozen = crate::freeze::DEADLINE
+            + std::time::Duration::from_millis(500 + rng.below(2500) as u64);
+        (at, frozen)
+    });
     let mut children = tools(mount);
     std::thread::scope(|s| {
         for seed in reader_seeds {
@@ -119,18 +149,26 @@ pub fn run(
             });
         }
         let updater = {
-            let (stop, report) = (&stop, &report);
+            let (stop, report, control) = (&stop, &report, &control);
             let parent = &mut *parent;
+            let rounds = &mut *rounds;
+            let same = tree.same;
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let to = 1 - *parent;
-                    let result = update(mount, &nodes[to], &mut update_rng);
+                    let held = control.lock().unwrap_or_else(|p| p.into_inner());
+                    let commit = !same.is_empty() && update_rng.below(3) == 0;
+                    let result = if commit {
+                        *rounds += 1;
+                        crate::tracked::round(mount, nodes, parent, same, &mut update_rng, *rounds)
+                    } else {
+                        update(mount, &nodes[to], &mut update_rng).map(|()| *parent = to)
+                    };
+                    drop(held);
                     let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
                     match result {
-                        Ok(()) => {
-                            *parent = to;
-                            r.updates += 1;
-                        }
+                        Ok(()) if commit => r.commits += 1,
+                        Ok(()) => r.updates += 1,
                         Err(e) => {
                             r.failures.push(e);
                             return;
@@ -143,6 +181,20 @@ pub fn run(
                 }
             })
         };
+        let freezer = freeze.map(|(at, frozen)| {
+            let (report, control, pid) = (&report, &control, tree.pid);
+            s.spawn(move || {
+                std::thread::sleep(at);
+                let held = control.lock().unwrap_or_else(|p| p.into_inner());
+                let result = crate::freeze::freeze(mount, pid, frozen);
+                drop(held);
+                let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
+                match result {
+                    Ok(took) => r.frozen = Some(took),
+                    Err(e) => r.failures.push(e),
+                }
+            })
+        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
         while std::time::Instant::now() < deadline {
             match model.step(&mut write_rng) {
@@ -157,6 +209,9 @@ pub fn run(
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(write_rng.below(20) as u64));
+        }
+        if let Some(f) = freezer {
+            let _ = f.join();
         }
         stop.store(true, Ordering::Relaxed);
         let _ = updater.join();

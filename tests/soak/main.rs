@@ -1,17 +1,22 @@
 //! The soak (issue 56; docs/RELIABILITY.md, "The soak"): for a given time, with a fixed
 //! seed, a mount of a repository takes at once updates back and forth, first reads with
 //! read-ahead (4 readers, tar, grep), and a writer's creates, writes, renames, hard links,
-//! truncations and fsyncs ([`load`]); after every step it checks every byte of every file
-//! it can name: the tracked files against `hg archive` of the parent ([`truth`]), the
-//! writer's against its model ([`model`]). At random steps it kills the daemon with
-//! SIGKILL and mounts again, and checks again: what was fsync'd must be there.
+//! truncations and fsyncs ([`load`]), rounds of tracked writes, `hg commit` and `hg
+//! rebase` ([`tracked`]), and in some steps a frozen daemon ([`freeze`]); after every step
+//! it checks every byte of every file it can name: the tracked files against `hg archive`
+//! of the parent ([`truth`]), the writer's against its model ([`model`]). At random steps
+//! it kills the daemon with SIGKILL and mounts again, and checks again: what was fsync'd
+//! must be there. The mount is of a local clone of REPO (hard links, made in REPO's
+//! directory), so the commits stay out of REPO.
 //!
 //! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]
 //! (tests/soak/run.sh builds the linux corpus and runs each mode). Any difference is
 //! printed with the seed and step that reproduce it, and the exit status is 1.
 
+mod freeze;
 mod load;
 mod model;
+mod tracked;
 mod truth;
 
 use revfs_tests::mount::Mount;
@@ -89,10 +94,28 @@ fn main() {
     ];
     let nodes = [revs[0].node.clone(), revs[1].node.clone()];
     let dirs = directories(&revs);
-    let m = Mount::at_with_config(&a.repo, &nodes[0], &a.config);
+    // The commits go to a clone beside REPO: hard links of its store, which hg breaks
+    // before it appends to a revlog.
+    let beside = tempfile::Builder::new()
+        .prefix(".revfs-soak-")
+        .tempdir_in(a.repo.parent().unwrap_or(Path::new("/var/tmp")))
+        .expect("a directory beside the repository");
+    let repo = beside.path().join("repo");
+    let out = revfs_tests::hg_cmd(
+        beside.path(),
+        &["clone", "-q", "-U", &a.repo.display().to_string(), "repo"],
+    );
+    assert!(
+        out.status.success(),
+        "hg clone -U {}: {out:?}",
+        a.repo.display()
+    );
+    let m = Mount::at_with_config(&repo, &nodes[0], &a.config);
     let mut model = model::Model::new(m.dir.join("soak-writes"));
     let mut rng = Rng::new(a.seed);
+    let same = tracked::same_in_both(&revs, &mut rng, 200);
     let mut parent = 0;
+    let (mut rounds, mut freezes) = (0u64, 0u64);
     let end = Instant::now() + Duration::from_secs_f64(a.minutes * 60.0);
     let started = Instant::now();
     let (mut step, mut kills, mut checked) = (0u64, 0u64, 0u64);
@@ -100,15 +123,22 @@ fn main() {
     while Instant::now() < end && !failed {
         step += 1;
         let seconds = 2 + rng.below(9) as u64;
+        let tree = load::Tree {
+            mount: &m.dir,
+            pid: m.daemon_pid(),
+            dirs: &dirs,
+            nodes: &nodes,
+            same: &same,
+        };
         let r = load::run(
-            &m.dir,
-            &dirs,
-            &nodes,
+            &tree,
             &mut parent,
+            &mut rounds,
             &mut model,
             &mut rng,
             seconds,
         );
+        freezes += u64::from(r.frozen.is_some());
         let mut wrong = r.failures;
         if let Err(e) = model.sync() {
             wrong.push(e);
@@ -121,16 +151,20 @@ fn main() {
             kills += 1;
             m.kill_daemon();
             m.unmount();
-            m.remount(&a.repo, None);
+            m.remount(&repo, None);
             wrong.extend(revs[parent].check(&m.dir, &revs[1 - parent]));
             wrong.extend(model.check());
             checked += revs[parent].files.len() as u64;
         }
         println!(
-            "step {step}: {seconds} s, {} files read, {} updates, {} writes{}, parent {}, {}",
+            "step {step}: {seconds} s, {} files read, {} updates, {} commits and rebases, {} writes{}{}, parent {}, {}",
             r.files_read,
             r.updates,
+            r.commits,
             r.writes,
+            r.frozen
+                .map(|t| format!(", frozen (hg gave up after {:.2} s)", t.as_secs_f64()))
+                .unwrap_or_default(),
             if killed {
                 ", killed and mounted again"
             } else {
@@ -159,11 +193,15 @@ fn main() {
         }
     }
     println!(
-        "soak: seed {}, {step} steps in {:.0} s, {kills} kills, {checked} file checks, {}",
+        "soak: seed {}, {step} steps in {:.0} s, {kills} kills, {freezes} freezes, {rounds} commit rounds, {checked} file checks, {}",
         a.seed,
         started.elapsed().as_secs_f64(),
         if failed { "FAILED" } else { "0 wrong" }
     );
     m.unmount();
+    // process::exit runs no destructor: the mount, the clone and the archives go first.
+    drop(m);
+    drop(beside);
+    drop(scratch);
     std::process::exit(i32::from(failed));
 }

@@ -37,7 +37,7 @@ for mode in "${modes[@]}"; do
   log=/var/tmp/revfs-soak-$mode.log
   target/debug/revfs-soak "$corpus" --revs 0,1 --seed "$seed" --minutes "$minutes" \
     --config "$config" >"$log" 2>&1 || status=1
-  grep -v ': ok$' "$log" || true
+  grep -v ', ok$' "$log" || true
   echo "(every step: $log)"
 done
 exit $status

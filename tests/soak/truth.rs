@@ -25,6 +25,16 @@ impl Revision {
         Revision { node, tree, files }
     }
 
+    /// The bytes of its regular file `f` (None for a link or a file it does not have).
+    pub fn bytes(&self, f: &Path) -> Option<Vec<u8>> {
+        let p = self.tree.join(f);
+        let m = p.symlink_metadata().ok()?;
+        if !m.file_type().is_file() {
+            return None;
+        }
+        std::fs::read(p).ok()
+    }
+
     /// The differences between the mount's tracked files and this revision's, each a line:
     /// a file missing or with other bytes, a file of `other` (the revision left) that
     /// should be gone.
