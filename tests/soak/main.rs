@@ -87,6 +87,14 @@ fn directories(revs: &[truth::Revision; 2]) -> Vec<PathBuf> {
 
 fn main() {
     let a = args();
+    // The mount's watchdog (tests/src/watchdog.rs) still fails a daemon stuck for a minute,
+    // but its deadline for a mount's whole life is the soak's length and 15 minutes more,
+    // not a test's 10 minutes.
+    if std::env::var_os("REVFS_TEST_MOUNT_DEADLINE").is_none() {
+        let seconds = (a.minutes * 60.0) as u64 + 900;
+        // (before any thread starts)
+        std::env::set_var("REVFS_TEST_MOUNT_DEADLINE", seconds.to_string());
+    }
     let scratch = tempfile::tempdir().expect("a scratch directory");
     let revs = [
         truth::Revision::new(&a.repo, &a.revs[0], scratch.path()),
