@@ -26,6 +26,8 @@ pub struct Report {
     pub commits: u64,
     /// How long hg took to give up in the frozen mount, when the step froze it.
     pub frozen: Option<std::time::Duration>,
+    /// What the updater was doing when the step killed the daemon, when it did.
+    pub killed: Option<InFlight>,
     pub failures: Vec<String>,
 }
 
@@ -79,10 +81,19 @@ fn tools(mount: &Path) -> Vec<Child> {
     children
 }
 
-/// One update of the mount to `node`, by `revfs update` or `hg update` (chosen by `rng`):
-/// an error's text when it failed.
-pub fn update(mount: &Path, node: &str, rng: &mut Rng) -> Result<(), String> {
-    let (what, out) = if rng.below(2) == 0 {
+/// What the updater was doing when a kill came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InFlight {
+    Nothing,
+    RevfsUpdate,
+    HgUpdate,
+    Round,
+}
+
+/// One update of the mount to `node`, by `revfs update` or `hg update`: an error's text
+/// when it failed.
+pub fn update(mount: &Path, node: &str, by_revfs: bool) -> Result<(), String> {
+    let (what, out) = if by_revfs {
         ("revfs update", revfs_tests::revfs(mount, &["update", node]))
     } else {
         (
@@ -100,8 +111,6 @@ pub fn update(mount: &Path, node: &str, rng: &mut Rng) -> Result<(), String> {
     }
 }
 
-/// Runs the step's load for `seconds`: `parent` is the index in `nodes` of the mount's
-/// parent, moved by the updates.
 /// What a step works on besides the writer's model.
 pub struct Tree<'a> {
     pub mount: &'a Path,
@@ -113,8 +122,12 @@ pub struct Tree<'a> {
     pub nodes: &'a [String; 2],
     /// Tracked files the same in both revisions, for the commit rounds.
     pub same: &'a [std::path::PathBuf],
+    /// One step in this many that is not frozen kills the daemon in its middle.
+    pub kill_odds: usize,
 }
 
+/// Runs the step's load for `seconds`: `parent` is the index in `nodes` of the mount's
+/// parent, moved by the updates.
 pub fn run(
     tree: &Tree,
     parent: &mut usize,
@@ -139,6 +152,12 @@ pub fn run(
             + std::time::Duration::from_millis(500 + rng.below(2500) as u64);
         (at, frozen)
     });
+    // One step in `kill_odds` of the others kills the daemon (SIGKILL) at a random moment:
+    // the writer then fsyncs after each operation, and the load stops at the kill.
+    let kill = (freeze.is_none() && rng.below(tree.kill_odds.max(1)) == 0)
+        .then(|| std::time::Duration::from_millis(rng.below(seconds as usize * 1000) as u64));
+    let killed = AtomicBool::new(false);
+    let flight = Mutex::new(InFlight::Nothing);
     let mut children = tools(mount);
     std::thread::scope(|s| {
         for seed in reader_seeds {
@@ -150,25 +169,42 @@ pub fn run(
         }
         let updater = {
             let (stop, report, control) = (&stop, &report, &control);
+            let (killed, flight) = (&killed, &flight);
             let parent = &mut *parent;
             let rounds = &mut *rounds;
             let same = tree.same;
             s.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && !killed.load(Ordering::SeqCst) {
                     let to = 1 - *parent;
                     let held = control.lock().unwrap_or_else(|p| p.into_inner());
                     let commit = !same.is_empty() && update_rng.below(3) == 0;
+                    let by_revfs = update_rng.below(2) == 0;
+                    {
+                        // Under the lock the kill takes: what is under way when it comes.
+                        let mut f = flight.lock().unwrap_or_else(|p| p.into_inner());
+                        if killed.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        *f = match (commit, by_revfs) {
+                            (true, _) => InFlight::Round,
+                            (false, true) => InFlight::RevfsUpdate,
+                            (false, false) => InFlight::HgUpdate,
+                        };
+                    }
                     let result = if commit {
                         *rounds += 1;
                         crate::tracked::round(mount, nodes, parent, same, &mut update_rng, *rounds)
                     } else {
-                        update(mount, &nodes[to], &mut update_rng).map(|()| *parent = to)
+                        update(mount, &nodes[to], by_revfs).map(|()| *parent = to)
                     };
+                    *flight.lock().unwrap_or_else(|p| p.into_inner()) = InFlight::Nothing;
                     drop(held);
                     let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
                     match result {
                         Ok(()) if commit => r.commits += 1,
                         Ok(()) => r.updates += 1,
+                        // What the kill cut short is settled after the mount again.
+                        Err(_) if killed.load(Ordering::SeqCst) => return,
                         Err(e) => {
                             r.failures.push(e);
                             return;
@@ -195,10 +231,33 @@ pub fn run(
                 }
             })
         });
+        let killer = kill.map(|at| {
+            let (report, killed, flight, pid) = (&report, &killed, &flight, tree.pid);
+            s.spawn(move || {
+                std::thread::sleep(at);
+                // The flag first: every error from here on is the kill's. The updater
+                // starts nothing new while the lock is held.
+                let f = flight.lock().unwrap_or_else(|p| p.into_inner());
+                killed.store(true, Ordering::SeqCst);
+                let ok = Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                let doing = *f;
+                drop(f);
+                let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
+                if ok {
+                    r.killed = Some(doing);
+                } else {
+                    r.failures.push(format!("kill -9 {pid} failed"));
+                }
+            })
+        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
-        while std::time::Instant::now() < deadline {
-            match model.step(&mut write_rng) {
+        while std::time::Instant::now() < deadline && !killed.load(Ordering::SeqCst) {
+            match model.step(&mut write_rng, kill.is_some()) {
                 Ok(_) => report.lock().unwrap_or_else(|p| p.into_inner()).writes += 1,
+                Err(_) if killed.load(Ordering::SeqCst) => break,
                 Err(e) => {
                     report
                         .lock()
@@ -212,6 +271,9 @@ pub fn run(
         }
         if let Some(f) = freezer {
             let _ = f.join();
+        }
+        if let Some(k) = killer {
+            let _ = k.join();
         }
         stop.store(true, Ordering::Relaxed);
         let _ = updater.join();

@@ -6,10 +6,15 @@
 //! it checks every byte of every file it can name: the tracked files against `hg archive`
 //! of the parent ([`truth`]), the writer's against its model ([`model`]). At random steps
 //! it kills the daemon with SIGKILL and mounts again, and checks again: what was fsync'd
-//! must be there. The mount is of a local clone of REPO (hard links, made in REPO's
-//! directory), so the commits stay out of REPO.
+//! must be there; at others it kills it in the middle of the load ([`load`]), and after
+//! the mount again a `revfs update` cut short must have left one revision or the other, an
+//! hg command cut short is recovered as hg says (`hg recover`, `hg rebase --abort`, `hg
+//! update -C`), and the writer's operation under way is made or not. The mount is of a
+//! local clone of REPO (hard links, made in REPO's directory), so the commits stay out of
+//! REPO.
 //!
-//! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]
+//! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE] [--kill-odds N]
+//! (one step in N that is not frozen is killed in its middle; 5 by default)
 //! (tests/soak/run.sh builds the linux corpus and runs each mode). Any difference is
 //! printed with the seed and step that reproduce it, and the exit status is 1.
 
@@ -30,10 +35,11 @@ struct Args {
     seed: u64,
     minutes: f64,
     config: String,
+    kill_odds: usize,
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("revfs-soak: {why}\nusage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]");
+    eprintln!("revfs-soak: {why}\nusage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE] [--kill-odds N]");
     std::process::exit(2)
 }
 
@@ -42,6 +48,7 @@ fn args() -> Args {
     let mut repo = None;
     let mut revs = None;
     let (mut seed, mut minutes, mut config) = (1u64, 10.0f64, String::new());
+    let mut kill_odds = 5usize;
     while let Some(a) = it.next() {
         let mut value = || {
             it.next()
@@ -55,6 +62,7 @@ fn args() -> Args {
             }
             "--seed" => seed = value().parse().unwrap_or_else(|_| usage("--seed N")),
             "--minutes" => minutes = value().parse().unwrap_or_else(|_| usage("--minutes M")),
+            "--kill-odds" => kill_odds = value().parse().unwrap_or_else(|_| usage("--kill-odds N")),
             "--config" => {
                 let f = value();
                 config =
@@ -70,6 +78,7 @@ fn args() -> Args {
         seed,
         minutes,
         config,
+        kill_odds,
     }
 }
 
@@ -126,7 +135,7 @@ fn main() {
     let (mut rounds, mut freezes) = (0u64, 0u64);
     let end = Instant::now() + Duration::from_secs_f64(a.minutes * 60.0);
     let started = Instant::now();
-    let (mut step, mut kills, mut checked) = (0u64, 0u64, 0u64);
+    let (mut step, mut kills, mut mid_kills, mut checked) = (0u64, 0u64, 0u64, 0u64);
     let mut failed = false;
     while Instant::now() < end && !failed {
         step += 1;
@@ -137,6 +146,7 @@ fn main() {
             dirs: &dirs,
             nodes: &nodes,
             same: &same,
+            kill_odds: a.kill_odds,
         };
         let r = load::run(
             &tree,
@@ -148,6 +158,22 @@ fn main() {
         );
         freezes += u64::from(r.frozen.is_some());
         let mut wrong = r.failures;
+        let mut settled = String::new();
+        if let Some(doing) = r.killed {
+            // Killed in the middle of the step: mounted again, what was under way settled.
+            mid_kills += 1;
+            m.unmount();
+            m.remount(&repo, None);
+            match tracked::after_kill(&m.dir, &nodes, &mut parent, doing) {
+                Ok(how) => settled = how,
+                Err(e) => wrong.push(e),
+            }
+            match model.settle() {
+                Ok(Some(how)) => settled = format!("{settled}; the writer's {how}"),
+                Ok(None) => {}
+                Err(e) => wrong.push(e),
+            }
+        }
         if let Err(e) = model.sync() {
             wrong.push(e);
         }
@@ -165,13 +191,16 @@ fn main() {
             checked += revs[parent].files.len() as u64;
         }
         println!(
-            "step {step}: {seconds} s, {} files read, {} updates, {} commits and rebases, {} writes{}{}, parent {}, {}",
+            "step {step}: {seconds} s, {} files read, {} updates, {} commits and rebases, {} writes{}{}{}, parent {}, {}",
             r.files_read,
             r.updates,
             r.commits,
             r.writes,
             r.frozen
                 .map(|t| format!(", frozen (hg gave up after {:.2} s)", t.as_secs_f64()))
+                .unwrap_or_default(),
+            r.killed
+                .map(|d| format!(", killed during the step ({d:?}; {settled})"))
                 .unwrap_or_default(),
             if killed {
                 ", killed and mounted again"
@@ -201,7 +230,7 @@ fn main() {
         }
     }
     println!(
-        "soak: seed {}, {step} steps in {:.0} s, {kills} kills, {freezes} freezes, {rounds} commit rounds, {checked} file checks, {}",
+        "soak: seed {}, {step} steps in {:.0} s, {kills} kills after a step and {mid_kills} during one, {freezes} freezes, {rounds} commit rounds, {checked} file checks, {}",
         a.seed,
         started.elapsed().as_secs_f64(),
         if failed { "FAILED" } else { "0 wrong" }

@@ -22,6 +22,46 @@ pub struct Model {
     next_name: usize,
     /// The operations made, for the lines of a difference (the last ones naming its file).
     history: Vec<String>,
+    /// The operation that failed, when a kill is why: made or not, [`Model::settle`] says.
+    pending: Option<Op>,
+}
+
+/// One operation of the writer.
+enum Op {
+    Create(String, Vec<u8>),
+    Write(String, usize, Vec<u8>),
+    Truncate(String, usize),
+    Rename(String, String),
+    Link(String, String),
+    Unlink(String),
+    Fsync(String),
+}
+
+impl Op {
+    /// The names whose state it changes.
+    fn names(&self) -> Vec<&str> {
+        match self {
+            Op::Create(n, _) | Op::Write(n, _, _) | Op::Truncate(n, _) | Op::Unlink(n) => {
+                vec![n]
+            }
+            Op::Rename(a, b) | Op::Link(a, b) => vec![a, b],
+            Op::Fsync(_) => vec![],
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Op::Create(n, d) => write!(f, "create {n} {}", d.len()),
+            Op::Write(n, at, d) => write!(f, "write {n} {at}+{}", d.len()),
+            Op::Truncate(n, len) => write!(f, "truncate {n} {len}"),
+            Op::Rename(a, b) => write!(f, "rename {a} {b}"),
+            Op::Link(a, b) => write!(f, "link {a} {b}"),
+            Op::Unlink(n) => write!(f, "unlink {n}"),
+            Op::Fsync(n) => write!(f, "fsync {n}"),
+        }
+    }
 }
 
 impl Model {
@@ -33,6 +73,7 @@ impl Model {
             files: Vec::new(),
             next_name: 0,
             history: Vec::new(),
+            pending: None,
         }
     }
 
@@ -57,64 +98,55 @@ impl Model {
     }
 
     /// One random operation, made in the mount and the model: what it was (for the log),
-    /// or the error that the mount gave (a failure of the soak).
-    pub fn step(&mut self, rng: &mut Rng) -> Result<String, String> {
-        let done = self.operate(rng);
+    /// or the error that the mount gave (a failure of the soak). `durable`: each operation
+    /// is followed by an fsync of its file and of the directory, so that a kill in the
+    /// middle of a step leaves only the operation under way in doubt; when an operation
+    /// fails, it is kept as that one ([`Model::settle`]).
+    pub fn step(&mut self, rng: &mut Rng, durable: bool) -> Result<String, String> {
+        let op = self.plan(rng);
+        let what = op.to_string();
+        let done = self.make(&op, durable);
         match &done {
-            Ok(op) => self.history.push(op.clone()),
-            Err(e) => self.history.push(format!("failed: {e}")),
+            Ok(()) => {
+                self.apply(&op);
+                self.history.push(what.clone());
+            }
+            Err(e) => {
+                self.history.push(format!("failed: {what}: {e}"));
+                self.pending = Some(op);
+            }
         }
-        done
+        done.map(|()| what)
     }
 
-    fn operate(&mut self, rng: &mut Rng) -> Result<String, String> {
+    /// The next operation, its names and bytes chosen.
+    fn plan(&mut self, rng: &mut Rng) -> Op {
         let op = if self.names.len() < 8 {
             0
         } else {
             rng.below(10)
         };
-        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
         match op {
             0 | 1 => {
                 let name = self.new_name();
                 let n = rng.below(64 << 10);
-                let data = bytes(rng, n);
-                std::fs::write(self.path(&name), &data).map_err(|e| io(&name, e))?;
-                self.files.push(data);
-                self.names.insert(name.clone(), self.files.len() - 1);
-                Ok(format!("create {name}"))
+                Op::Create(name, bytes(rng, n))
             }
             2..=4 => {
                 let name = self.pick(rng).expect("names");
-                let id = self.names[&name];
-                let len = self.files[id].len();
+                let len = self.files[self.names[&name]].len();
                 let at = rng.below(len + 4096).min(MAX_LEN);
                 let n = 1 + rng.below(16 << 10);
-                let data = bytes(rng, n);
-                let data = &data[..data.len().min(MAX_LEN - at)];
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(self.path(&name))
-                    .map_err(|e| io(&name, e))?;
-                f.write_all_at(data, at as u64).map_err(|e| io(&name, e))?;
-                let file = &mut self.files[id];
-                if file.len() < at + data.len() {
-                    file.resize(at + data.len(), 0);
-                }
-                file[at..at + data.len()].copy_from_slice(data);
-                Ok(format!("write {name} {at}+{}", data.len()))
+                let mut data = bytes(rng, n);
+                data.truncate(MAX_LEN - at);
+                Op::Write(name, at, data)
             }
             5 => {
                 let name = self.pick(rng).expect("names");
-                let id = self.names[&name];
-                let len = rng.below(self.files[id].len() + 8192).min(MAX_LEN);
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(self.path(&name))
-                    .map_err(|e| io(&name, e))?;
-                f.set_len(len as u64).map_err(|e| io(&name, e))?;
-                self.files[id].resize(len, 0);
-                Ok(format!("truncate {name} {len}"))
+                let len = rng
+                    .below(self.files[self.names[&name]].len() + 8192)
+                    .min(MAX_LEN);
+                Op::Truncate(name, len)
             }
             6 => {
                 let from = self.pick(rng).expect("names");
@@ -123,34 +155,175 @@ impl Model {
                     0 => self.pick(rng).expect("names"),
                     _ => self.new_name(),
                 };
-                std::fs::rename(self.path(&from), self.path(&to)).map_err(|e| io(&from, e))?;
+                Op::Rename(from, to)
+            }
+            7 => Op::Link(self.pick(rng).expect("names"), self.new_name()),
+            8 => Op::Unlink(self.pick(rng).expect("names")),
+            _ => Op::Fsync(self.pick(rng).expect("names")),
+        }
+    }
+
+    /// Makes `op` in the mount.
+    fn make(&self, op: &Op, durable: bool) -> Result<(), String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        let open = |name: &str| {
+            OpenOptions::new()
+                .write(true)
+                .open(self.path(name))
+                .map_err(|e| io(name, e))
+        };
+        let touched = match op {
+            Op::Create(name, data) => {
+                std::fs::write(self.path(name), data).map_err(|e| io(name, e))?;
+                Some(name)
+            }
+            Op::Write(name, at, data) => {
+                open(name)?
+                    .write_all_at(data, *at as u64)
+                    .map_err(|e| io(name, e))?;
+                Some(name)
+            }
+            Op::Truncate(name, len) => {
+                open(name)?.set_len(*len as u64).map_err(|e| io(name, e))?;
+                Some(name)
+            }
+            Op::Rename(from, to) => {
+                std::fs::rename(self.path(from), self.path(to)).map_err(|e| io(from, e))?;
+                None
+            }
+            Op::Link(from, to) => {
+                std::fs::hard_link(self.path(from), self.path(to)).map_err(|e| io(from, e))?;
+                None
+            }
+            Op::Unlink(name) => {
+                std::fs::remove_file(self.path(name)).map_err(|e| io(name, e))?;
+                None
+            }
+            Op::Fsync(name) => {
+                let f = std::fs::File::open(self.path(name)).map_err(|e| io(name, e))?;
+                f.sync_all().map_err(|e| io(name, e))?;
+                None
+            }
+        };
+        if durable {
+            if let Some(name) = touched {
+                let f = std::fs::File::open(self.path(name)).map_err(|e| io(name, e))?;
+                f.sync_all().map_err(|e| io(name, e))?;
+            }
+            let d = std::fs::File::open(&self.dir).map_err(|e| io("the directory", e))?;
+            d.sync_all().map_err(|e| io("the directory", e))?;
+        }
+        Ok(())
+    }
+
+    /// Takes `op` into the model (the mount made it).
+    fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Create(name, data) => {
+                self.files.push(data.clone());
+                self.names.insert(name.clone(), self.files.len() - 1);
+            }
+            Op::Write(name, at, data) => {
+                let file = &mut self.files[self.names[name]];
+                if file.len() < at + data.len() {
+                    file.resize(at + data.len(), 0);
+                }
+                file[*at..at + data.len()].copy_from_slice(data);
+            }
+            Op::Truncate(name, len) => self.files[self.names[name]].resize(*len, 0),
+            Op::Rename(from, to) => {
                 // A rename between two names of one file does nothing (rename(2)).
-                if self.names.get(&to) != Some(&self.names[&from]) {
-                    let id = self.names.remove(&from).expect("picked");
+                if self.names.get(to) != Some(&self.names[from]) {
+                    let id = self.names.remove(from).expect("a name of the model");
                     self.names.insert(to.clone(), id);
                 }
-                Ok(format!("rename {from} {to}"))
             }
-            7 => {
-                let from = self.pick(rng).expect("names");
-                let to = self.new_name();
-                std::fs::hard_link(self.path(&from), self.path(&to)).map_err(|e| io(&from, e))?;
-                let id = self.names[&from];
+            Op::Link(from, to) => {
+                let id = self.names[from];
                 self.names.insert(to.clone(), id);
-                Ok(format!("link {from} {to}"))
             }
-            8 => {
-                let name = self.pick(rng).expect("names");
-                std::fs::remove_file(self.path(&name)).map_err(|e| io(&name, e))?;
-                self.names.remove(&name);
-                Ok(format!("unlink {name}"))
+            Op::Unlink(name) => {
+                self.names.remove(name);
             }
-            _ => {
-                let name = self.pick(rng).expect("names");
-                let f = std::fs::File::open(self.path(&name)).map_err(|e| io(&name, e))?;
-                f.sync_all().map_err(|e| io(&name, e))?;
-                Ok(format!("fsync {name}"))
+            Op::Fsync(_) => {}
+        }
+    }
+
+    /// After a kill in the middle of a step and a mount again: the operation that was under
+    /// way is taken as made or not made, whichever the mount shows (a write may have
+    /// reached part of its pages: each byte must then be the old or the new one, and the
+    /// length between the two). An error's text when the mount shows neither.
+    pub fn settle(&mut self) -> Result<Option<String>, String> {
+        let Some(op) = self.pending.take() else {
+            return Ok(None);
+        };
+        let mut after = self.clone_state();
+        after.apply(&op);
+        let names = op.names();
+        let shows = |m: &Model| names.iter().all(|n| m.mount_has(n));
+        if shows(&after) {
+            *self = after;
+            return Ok(Some(format!("{op}: made")));
+        }
+        if shows(self) {
+            return Ok(Some(format!("{op}: not made")));
+        }
+        if let Op::Create(name, data) = &op {
+            // Made, but its bytes cut short: a prefix of them.
+            if let Ok(got) = std::fs::read(self.path(name)) {
+                if data.starts_with(&got) {
+                    self.files.push(got);
+                    self.names.insert(name.clone(), self.files.len() - 1);
+                    return Ok(Some(format!("{op}: made in part")));
+                }
             }
+        }
+        if let Op::Write(name, _, _) = &op {
+            let id = self.names[name];
+            let (old, new) = (&self.files[id], &after.files[id]);
+            if let Ok(got) = std::fs::read(self.path(name)) {
+                let between =
+                    got.len() >= old.len().min(new.len()) && got.len() <= old.len().max(new.len());
+                let each = got
+                    .iter()
+                    .enumerate()
+                    .all(|(i, b)| *b == old.get(i).copied().unwrap_or(0) || Some(b) == new.get(i));
+                if between && each {
+                    self.files[id] = got;
+                    return Ok(Some(format!("{op}: made in part")));
+                }
+            }
+        }
+        Err(format!(
+            "after the kill, the mount shows {op} neither made nor not made: {}",
+            names
+                .iter()
+                .map(|n| match std::fs::symlink_metadata(self.path(n)) {
+                    Ok(m) => format!("{n} {} bytes", m.len()),
+                    Err(e) => format!("{n}: {e}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    fn clone_state(&self) -> Model {
+        Model {
+            dir: self.dir.clone(),
+            names: self.names.clone(),
+            files: self.files.clone(),
+            next_name: self.next_name,
+            history: self.history.clone(),
+            pending: None,
+        }
+    }
+
+    /// Whether the mount holds what the model says of `name`: there or not, its bytes.
+    fn mount_has(&self, name: &str) -> bool {
+        match (self.names.get(name), std::fs::read(self.path(name))) {
+            (Some(&id), Ok(got)) => got == self.files[id],
+            (None, Err(e)) => e.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
         }
     }
 

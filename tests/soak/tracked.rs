@@ -121,7 +121,70 @@ pub fn round(
             Err(e) => return Err(format!("after hg rebase: {}: {e}", p.display())),
         }
     }
-    crate::load::update(mount, &nodes[to], rng)?;
+    crate::load::update(mount, &nodes[to], rng.below(2) == 0)?;
     *parent = to;
     Ok(())
+}
+
+/// After a kill in the middle of a step and a mount again: with no hg command under way
+/// (nothing, or `revfs update`), the mount's parent must be one of the two revisions as it
+/// stands (an update is whole or not at all); with `hg update` or a round under way, what
+/// hg left is recovered as hg tells a user to (`hg recover`, `hg rebase --abort`, then `hg
+/// update -C` to the revision the round started from, or the one hg update reached). Then
+/// `hg status -mard` must be empty; `parent` is set to the revision the mount is at. What
+/// was done, or an error's text.
+pub fn after_kill(
+    mount: &Path,
+    nodes: &[String; 2],
+    parent: &mut usize,
+    doing: crate::load::InFlight,
+) -> Result<String, String> {
+    use crate::load::InFlight;
+    let now = hg(mount, &["log", "-r", ".", "-T", "{node}"])?;
+    let at = nodes.iter().position(|n| *n == now);
+    let how = match doing {
+        InFlight::Nothing | InFlight::RevfsUpdate => {
+            let Some(at) = at else {
+                return Err(format!(
+                    "after a kill during {doing:?}: the parent is {now}, neither revision"
+                ));
+            };
+            *parent = at;
+            "no recovery".to_string()
+        }
+        InFlight::HgUpdate | InFlight::Round => {
+            let mut did = Vec::new();
+            let out = revfs_tests::hg_plain_cmd(mount, &["recover"]);
+            if out.status.success() {
+                did.push("hg recover");
+            }
+            let out = revfs_tests::hg_plain_cmd(
+                mount,
+                &["--config", "extensions.rebase=", "rebase", "--abort"],
+            );
+            if out.status.success() {
+                did.push("hg rebase --abort");
+            } else if !String::from_utf8_lossy(&out.stderr).contains("no rebase in progress") {
+                return Err(format!(
+                    "after a kill during {doing:?}: hg rebase --abort: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            let to = match (doing, at) {
+                (InFlight::HgUpdate, Some(at)) => at,
+                _ => *parent,
+            };
+            hg(mount, &["update", "-q", "-C", &nodes[to]])?;
+            did.push("hg update -C");
+            *parent = to;
+            did.join(", ")
+        }
+    };
+    let changed = hg(mount, &["status", "-mard"])?;
+    if !changed.is_empty() {
+        return Err(format!(
+            "after a kill during {doing:?} ({how}): hg status -mard says\n{changed}"
+        ));
+    }
+    Ok(how)
 }
