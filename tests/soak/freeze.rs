@@ -1,8 +1,10 @@
-//! The soak's frozen daemon: SIGSTOP for longer than hg's deadline while the readers, tar,
-//! grep and the writer go on (their requests wait in the kernel), and `hg status` in the
-//! mount meanwhile, which must give up by its deadline with the extension's `abort:`, not
-//! hang. Then SIGCONT: everything the load did while frozen is checked after the step
-//! like the rest.
+//! The soak's frozen daemon: SIGSTOP for longer than hg's deadline and its grace while the
+//! readers, tar, grep and the writer go on (their requests wait in the kernel), and `hg
+//! status` in the mount meanwhile, which must give up by its deadline with the extension's
+//! `abort:`, not hang. SIGCONT comes at the planned time whatever the probe does. A probe
+//! still running past its deadline and grace fails the soak, with where it waits: the
+//! kernel stacks of its threads and the system call each is in, with the path it names.
+//! Everything the load did while frozen is checked after the step like the rest.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -11,8 +13,8 @@ use std::time::{Duration, Instant};
 /// hg's deadline for the probe (`revfs.timeout`).
 pub const DEADLINE: Duration = Duration::from_secs(2);
 /// How much later than its deadline the probe may end: hg's own start and exit.
-const GRACE: Duration = Duration::from_secs(3);
-/// How long the probe may take before it counts as hung (it is then killed).
+pub const GRACE: Duration = Duration::from_secs(3);
+/// How long the probe may take before it is killed.
 const HUNG: Duration = Duration::from_secs(60);
 
 fn signal(pid: i32, sig: &str) -> Result<(), String> {
@@ -27,20 +29,28 @@ fn signal(pid: i32, sig: &str) -> Result<(), String> {
     }
 }
 
-/// Freezes the daemon `pid` for `frozen` (longer than [`DEADLINE`]), runs the probe, and
-/// lets it go on. An error's text when the probe did not end as it must.
+/// Freezes the daemon `pid` for `frozen` (longer than [`DEADLINE`] and [`GRACE`]) with
+/// the probe running, then lets it go on: how long the probe took to give up, or an
+/// error's text when it did not give up as it must.
 pub fn freeze(mount: &Path, pid: i32, frozen: Duration) -> Result<Duration, String> {
     signal(pid, "-STOP")?;
     let started = Instant::now();
-    let probe = probe(mount);
+    let result = probe(mount, || {
+        if started.elapsed() >= frozen {
+            signal(pid, "-CONT")
+        } else {
+            Ok(())
+        }
+    });
     let rest = frozen.saturating_sub(started.elapsed());
     std::thread::sleep(rest);
     signal(pid, "-CONT")?;
-    probe
+    result
 }
 
-/// `hg status` in the frozen mount: how long it took to give up.
-fn probe(mount: &Path) -> Result<Duration, String> {
+/// `hg status` in the frozen mount: how long it took to give up. `tick` runs while it
+/// waits (it lets the daemon go at its time).
+fn probe(mount: &Path, mut tick: impl FnMut() -> Result<(), String>) -> Result<Duration, String> {
     let timeout = format!("revfs.timeout={}", DEADLINE.as_secs());
     let mut cmd = Command::new("hg");
     revfs_tests::hg_env(&mut cmd)
@@ -51,17 +61,25 @@ fn probe(mount: &Path) -> Result<Duration, String> {
         .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| format!("hg status: {e}"))?;
+    let mut waiting = None;
     let status = loop {
+        tick()?;
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() > HUNG => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
-                    "hg status in the frozen mount hung: killed after {HUNG:?}"
+                    "hg status in the frozen mount hung: killed after {HUNG:?}; {}",
+                    waiting.unwrap_or_default()
                 ));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                if waiting.is_none() && started.elapsed() > DEADLINE + GRACE {
+                    waiting = Some(where_it_waits(child.id()));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             Err(e) => return Err(format!("hg status: {e}")),
         }
     };
@@ -72,19 +90,69 @@ fn probe(mount: &Path) -> Result<Duration, String> {
     let err = String::from_utf8_lossy(&out.stderr);
     let gave_up = status.code() == Some(255)
         && err.starts_with("abort: the revfs daemon of ")
-        && err.contains(" is not answering: nothing heard for 2 s\n");
-    if !gave_up {
+        && err.contains(&format!(
+            " is not answering: nothing heard for {} s\n",
+            DEADLINE.as_secs()
+        ));
+    if !gave_up || took > DEADLINE + GRACE {
         return Err(format!(
-            "hg status in the frozen mount: exit {:?} after {took:?}: {}{}",
+            "hg status in the frozen mount: exit {:?} after {took:?} (its deadline {DEADLINE:?} and {GRACE:?}): {}{}{}",
             status.code(),
             String::from_utf8_lossy(&out.stdout),
-            err
-        ));
-    }
-    if took > DEADLINE + GRACE {
-        return Err(format!(
-            "hg status in the frozen mount gave up after {took:?}, past its deadline ({DEADLINE:?}) and {GRACE:?}"
+            err,
+            waiting.map(|w| format!("; past them it was {w}")).unwrap_or_default()
         ));
     }
     Ok(took)
+}
+
+/// Where each thread of process `pid` waits: its system call (with the path it names,
+/// read from its memory) and its kernel stack.
+fn where_it_waits(pid: u32) -> String {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("process {pid} gone");
+    };
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let syscall = read("syscall");
+        let stack: Vec<String> = read("stack")
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .collect();
+        out.push(format!(
+            "thread {}: syscall {}{}; stack {}",
+            t.file_name().to_string_lossy(),
+            syscall.trim(),
+            syscall_path(pid, &syscall)
+                .map(|p| format!(" (path {p:?})"))
+                .unwrap_or_default(),
+            stack.join(" < ")
+        ));
+    }
+    out.join("; ")
+}
+
+/// The path a path-taking system call names, from `/proc/PID/syscall`'s line (x86_64
+/// numbers: stat, lstat, access, readlink, openat, newfstatat, statx, faccessat2).
+fn syscall_path(pid: u32, line: &str) -> Option<String> {
+    let mut f = line.split_whitespace();
+    let nr: i64 = f.next()?.parse().ok()?;
+    let args: Vec<u64> = f
+        .take(6)
+        .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let at = match nr {
+        4 | 6 | 21 | 89 => *args.first()?,
+        257 | 262 | 332 | 439 => *args.get(1)?,
+        _ => return None,
+    };
+    use std::io::{Read, Seek, SeekFrom};
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    mem.seek(SeekFrom::Start(at)).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let n = mem.read(&mut buf).ok()?;
+    let end = buf[..n].iter().position(|b| *b == 0).unwrap_or(n);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }

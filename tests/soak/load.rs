@@ -124,6 +124,8 @@ pub struct Tree<'a> {
     pub same: &'a [std::path::PathBuf],
     /// One step in this many that is not frozen kills the daemon in its middle.
     pub kill_odds: usize,
+    /// One step in this many freezes the daemon.
+    pub freeze_odds: usize,
 }
 
 /// Runs the step's load for `seconds`: `parent` is the index in `nodes` of the mount's
@@ -144,11 +146,13 @@ pub fn run(
     let mut update_rng = Rng::new(rng.next_u64());
     let mut write_rng = Rng::new(rng.next_u64());
     let reader_seeds: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
-    // One step in four freezes the daemon, at a random moment of its first half, for
-    // longer than hg's deadline.
-    let freeze = (rng.below(4) == 0).then(|| {
+    // One step in `freeze_odds` (4 by default) freezes the daemon, at a random moment of its first half, for
+    // longer than hg's deadline and grace (so that an hg stuck in the kernel until the
+    // daemon goes on is past them too).
+    let freeze = (rng.below(tree.freeze_odds.max(1)) == 0).then(|| {
         let at = std::time::Duration::from_millis(rng.below(seconds as usize * 500) as u64);
         let frozen = crate::freeze::DEADLINE
+            + crate::freeze::GRACE
             + std::time::Duration::from_millis(500 + rng.below(2500) as u64);
         (at, frozen)
     });

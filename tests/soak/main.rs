@@ -13,8 +13,10 @@
 //! local clone of REPO (hard links, made in REPO's directory), so the commits stay out of
 //! REPO.
 //!
-//! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE] [--kill-odds N]
-//! (one step in N that is not frozen is killed in its middle; 5 by default)
+//! Usage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE]
+//!        [--kill-odds N] [--freeze-odds N]
+//! (one step in N is frozen, 4 by default; one in N of the others is killed in its middle,
+//! 5 by default)
 //! (tests/soak/run.sh builds the linux corpus and runs each mode). Any difference is
 //! printed with the seed and step that reproduce it, and the exit status is 1.
 
@@ -36,10 +38,11 @@ struct Args {
     minutes: f64,
     config: String,
     kill_odds: usize,
+    freeze_odds: usize,
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("revfs-soak: {why}\nusage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE] [--kill-odds N]");
+    eprintln!("revfs-soak: {why}\nusage: revfs-soak REPO --revs A,B [--seed N] [--minutes M] [--config FILE] [--kill-odds N] [--freeze-odds N]");
     std::process::exit(2)
 }
 
@@ -48,7 +51,7 @@ fn args() -> Args {
     let mut repo = None;
     let mut revs = None;
     let (mut seed, mut minutes, mut config) = (1u64, 10.0f64, String::new());
-    let mut kill_odds = 5usize;
+    let (mut kill_odds, mut freeze_odds) = (5usize, 4usize);
     while let Some(a) = it.next() {
         let mut value = || {
             it.next()
@@ -63,6 +66,9 @@ fn args() -> Args {
             "--seed" => seed = value().parse().unwrap_or_else(|_| usage("--seed N")),
             "--minutes" => minutes = value().parse().unwrap_or_else(|_| usage("--minutes M")),
             "--kill-odds" => kill_odds = value().parse().unwrap_or_else(|_| usage("--kill-odds N")),
+            "--freeze-odds" => {
+                freeze_odds = value().parse().unwrap_or_else(|_| usage("--freeze-odds N"))
+            }
             "--config" => {
                 let f = value();
                 config =
@@ -79,6 +85,7 @@ fn args() -> Args {
         minutes,
         config,
         kill_odds,
+        freeze_odds,
     }
 }
 
@@ -147,6 +154,7 @@ fn main() {
             nodes: &nodes,
             same: &same,
             kill_odds: a.kill_odds,
+            freeze_odds: a.freeze_odds,
         };
         let r = load::run(
             &tree,
