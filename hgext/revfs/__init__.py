@@ -56,6 +56,7 @@ from mercurial import (
 )
 
 from . import (
+    client,
     compat,
     debug,
     dirstate,
@@ -100,8 +101,32 @@ def _cachebytecode():
         pass
 
 
+# The mount hg is about to open, when its share's hgrc names it (uisetup is given the
+# configuration of the repository found, the command's --config included): (ui, root,
+# source), taken by the first hg.repository of the process.
+_early = {}
+
+
 def uisetup(ui):
     _cachebytecode()
+    root, source = ui.config(b'revfs', b'root'), ui.config(b'revfs', b'source')
+    if root and source and ui.config(b'revfs', b'socket'):
+        _early[b'mount'] = (ui, root, source)
+
+
+def _repository(orig, ui, *args, **kwargs):
+    """hg.repository (6.3-7.2): the daemon of the mount hg opens answers a ping first,
+    within the command's deadline. hg's opening stats the mount's root (hg.py, _local),
+    which needs the daemon whenever the kernel's copy of the root's attributes is stale
+    (any listing of the root makes its atime so): a frozen daemon would hang hg there in
+    the kernel, past the deadline, instead of the abort the deadline gives."""
+    early = _early.pop(b'mount', None)
+    path = kwargs.get('path', args[0] if args else b'')
+    if early is not None and path:
+        lui, root, source = early
+        if os.path.abspath(path) == root:
+            client.client(lui, root, source).request({'cmd': 'ping'})
+    return orig(ui, *args, **kwargs)
 
 
 def extsetup(ui):
@@ -109,6 +134,8 @@ def extsetup(ui):
     if not _tested_version():
         # Nothing of another version is wrapped: reposetup refuses its mounts.
         return
+    # Before hg opens a mount's repository, its daemon answers (a frozen one: the abort).
+    extensions.wrapfunction(*compat.REPOSITORY, _repository)
     # A working-directory requirement: never copied into the repository's store.
     requirementsmod.WORKING_DIR_REQUIREMENTS.add(REQUIREMENT)
     # Every update, merge, rebase, graft... goes through _update, and applyupdates when hg

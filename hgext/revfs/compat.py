@@ -76,6 +76,7 @@ PULL = (exchange, 'pull')
 DEBUGSTATE = (commands.table, b'debugstate')
 CASECOLLISIONAUDITOR = (scmutil, 'casecollisionauditor')
 RESTOREBACKUP = (mergestatemod.mergestate, '_restore_backup')
+REPOSITORY = (hg, 'repository')
 
 
 def _unchecked(func):

@@ -80,9 +80,15 @@ pub fn dir(state: &Path) -> PathBuf {
     state.join("hg")
 }
 
-/// Writes the share into `state` for the repository at `repo` (its root) and the control
-/// socket `socket`; returns the share's directory, which `.hg` names.
-pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBuf> {
+/// Writes the share into `state` for the repository at `repo` (its root), the mount at
+/// `mountpoint` (canonical) and the control socket `socket`; returns the share's
+/// directory, which `.hg` names.
+pub fn write(
+    state: &Path,
+    repo: &Path,
+    mountpoint: &Path,
+    socket: &Path,
+) -> std::io::Result<PathBuf> {
     let dir = dir(state);
     // `wcache`: where hg tests the file system (symlinks, exec bits) rather than in the
     // working copy, which would journal its probes.
@@ -137,6 +143,13 @@ pub fn write(state: &Path, repo: &Path, socket: &Path) -> std::io::Result<PathBu
     rc.extend_from_slice(ext_dir.as_os_str().as_bytes());
     rc.extend_from_slice(b"\n[revfs]\nsocket = ");
     rc.extend_from_slice(socket.as_os_str().as_bytes());
+    // The mount and its repository as the extension names them in its aborts, known to it
+    // before hg opens the repository (it asks the daemon first: hgext/revfs/__init__.py,
+    // _repository).
+    rc.extend_from_slice(b"\nroot = ");
+    rc.extend_from_slice(mountpoint.as_os_str().as_bytes());
+    rc.extend_from_slice(b"\nsource = ");
+    rc.extend_from_slice(repo_hg.parent().unwrap_or(&repo_hg).as_os_str().as_bytes());
     // hg's fsmonitor, enabled in a user's hgrc, would ask Watchman to crawl the mount
     // (every file of a monorepo) for a status the daemon already knows: off in a mount,
     // before its reposetup looks (the share's hgrc is read before any reposetup).
@@ -225,7 +238,13 @@ mod tests {
         let ext = state.join("hgext/revfs");
         std::fs::create_dir_all(ext.join("__pycache__")).unwrap();
         std::fs::write(ext.join("gone.py"), "# a module of an older extension\n").unwrap();
-        write(&state, &repo, &tmp.path().join("control.sock")).unwrap();
+        write(
+            &state,
+            &repo,
+            &tmp.path().join("mnt"),
+            &tmp.path().join("control.sock"),
+        )
+        .unwrap();
         let mut names: Vec<_> = std::fs::read_dir(&ext)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -242,7 +261,13 @@ mod tests {
         }
         // Written again unchanged: the bytecode Python made since is kept.
         std::fs::create_dir(ext.join("__pycache__")).unwrap();
-        write(&state, &repo, &tmp.path().join("control.sock")).unwrap();
+        write(
+            &state,
+            &repo,
+            &tmp.path().join("mnt"),
+            &tmp.path().join("control.sock"),
+        )
+        .unwrap();
         assert!(ext.join("__pycache__").is_dir());
     }
 }

@@ -194,11 +194,16 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     })?;
 
     // The working copy's `.hg` for real hg (an hg share of the repository).
-    let dot_hg = crate::service::share::write(state_dir.path(), &req.repo, &state_dir.socket())
-        .map_err(|source| DaemonError::Io {
-            path: crate::service::share::dir(state_dir.path()),
-            source,
-        })?;
+    let dot_hg = crate::service::share::write(
+        state_dir.path(),
+        &req.repo,
+        &req.mountpoint,
+        &state_dir.socket(),
+    )
+    .map_err(|source| DaemonError::Io {
+        path: crate::service::share::dir(state_dir.path()),
+        source,
+    })?;
     let passthrough = Arc::new(crate::fuse::passthrough::Passthrough::new(
         req.config.mount.passthrough,
     ));
