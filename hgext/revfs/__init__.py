@@ -118,8 +118,9 @@ def _repository(orig, ui, *args, **kwargs):
     """hg.repository (6.3-7.2): the daemon of the mount hg opens answers a ping first,
     within the command's deadline. hg's opening stats the mount's root (hg.py, _local),
     which needs the daemon whenever the kernel's copy of the root's attributes is stale
-    (any listing of the root makes its atime so): a frozen daemon would hang hg there in
-    the kernel, past the deadline, instead of the abort the deadline gives."""
+    (the soak caught it there; what makes them so is not pinned down yet): a frozen daemon
+    would hang hg there in the kernel, past the deadline, instead of the abort the
+    deadline gives."""
     early = _early.pop(b'mount', None)
     path = kwargs.get('path', args[0] if args else b'')
     if early is not None and path:

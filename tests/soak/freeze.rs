@@ -35,16 +35,18 @@ fn signal(pid: i32, sig: &str) -> Result<(), String> {
 pub fn freeze(mount: &Path, pid: i32, frozen: Duration) -> Result<Duration, String> {
     signal(pid, "-STOP")?;
     let started = Instant::now();
+    let mut resumed = false;
     let result = probe(mount, || {
-        if started.elapsed() >= frozen {
-            signal(pid, "-CONT")
-        } else {
-            Ok(())
+        if !resumed && started.elapsed() >= frozen {
+            resumed = true;
+            signal(pid, "-CONT")?;
         }
+        Ok(())
     });
-    let rest = frozen.saturating_sub(started.elapsed());
-    std::thread::sleep(rest);
-    signal(pid, "-CONT")?;
+    if !resumed {
+        std::thread::sleep(frozen.saturating_sub(started.elapsed()));
+        signal(pid, "-CONT")?;
+    }
     result
 }
 

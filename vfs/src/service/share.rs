@@ -238,13 +238,9 @@ mod tests {
         let ext = state.join("hgext/revfs");
         std::fs::create_dir_all(ext.join("__pycache__")).unwrap();
         std::fs::write(ext.join("gone.py"), "# a module of an older extension\n").unwrap();
-        write(
-            &state,
-            &repo,
-            &tmp.path().join("mnt"),
-            &tmp.path().join("control.sock"),
-        )
-        .unwrap();
+        let mnt = tmp.path().join("mnt");
+        let write_share = || write(&state, &repo, &mnt, &tmp.path().join("control.sock")).unwrap();
+        write_share();
         let mut names: Vec<_> = std::fs::read_dir(&ext)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -259,15 +255,20 @@ mod tests {
         for (name, text) in EXTENSION_FILES {
             assert_eq!(std::fs::read_to_string(ext.join(name)).unwrap(), *text);
         }
+        // The extension's aborts name the mount and its repository before hg opens it.
+        let rc = std::fs::read_to_string(state.join("hg/revfs.rc")).unwrap();
+        let repo = std::fs::canonicalize(&repo).unwrap();
+        assert!(
+            rc.contains(&format!("\nroot = {}\n", mnt.display())),
+            "{rc}"
+        );
+        assert!(
+            rc.contains(&format!("\nsource = {}\n", repo.display())),
+            "{rc}"
+        );
         // Written again unchanged: the bytecode Python made since is kept.
         std::fs::create_dir(ext.join("__pycache__")).unwrap();
-        write(
-            &state,
-            &repo,
-            &tmp.path().join("mnt"),
-            &tmp.path().join("control.sock"),
-        )
-        .unwrap();
+        write_share();
         assert!(ext.join("__pycache__").is_dir());
     }
 }
