@@ -295,6 +295,70 @@ fn a_deadlocked_filesystem_is_seen_although_the_control_socket_answers() {
     t.remount_and_check();
 }
 
+/// A request the daemon was serving when it was stopped has waited, once it runs again,
+/// only since then: right after a freeze longer than the deadline ends, `revfs status`
+/// and `revfs update` work (the daemon's clock does not count the stop; the soak saw
+/// `revfs update` give up here for a request caught in the freeze).
+#[test]
+fn a_request_caught_in_a_freeze_is_not_stuck_once_the_daemon_runs_again() {
+    let t = Setup::new();
+    t.make_changes();
+    let pid = t.mount.daemon_pid();
+    // A lookup held 6 s in its handler (only the next one: the delay is read as it starts).
+    assert_eq!(
+        t.mount
+            .control("{\"cmd\":\"debug_lookup_delay\",\"ms\":6000}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    let mut caught = reader("cat", &t.mount.dir.join("dir/b.txt"));
+    let t0 = Instant::now();
+    while t.mount.busy() < Duration::from_millis(50) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the lookup never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        t.mount.control("{\"cmd\":\"debug_lookup_delay\",\"ms\":0}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    let signal = |sig: &str| {
+        assert!(Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    std::thread::sleep(DEADLINE + Duration::from_secs(1));
+    signal("-CONT");
+    // The lookup is still in its handler (3 s of its 6 to go) and has waited 3 s through
+    // the freeze: it is not stuck.
+    assert_eq!(t.status(), STATUS);
+    assert!(t.mount.busy() < DEADLINE, "{:?}", t.mount.busy());
+    assert!(
+        caught.try_wait().unwrap().is_none(),
+        "the caught lookup ended before the check: the test proves nothing"
+    );
+    t.ok(&["update", "-R", &t.mnt(), "0"]);
+    assert_eq!(t.status(), STATUS);
+    assert!(caught.wait().unwrap().success());
+    // A wait while the daemon runs still counts: held 3 s, it is seen past the deadline.
+    assert_eq!(
+        t.mount
+            .control("{\"cmd\":\"debug_lookup_delay\",\"ms\":3000}"),
+        "{\"reply\":\"done\"}\n"
+    );
+    let mut slow = reader("cat", &t.mount.dir.join("dir/sub/d.txt"));
+    std::thread::sleep(DEADLINE + Duration::from_millis(500));
+    let busy = t.mount.busy();
+    t.mount.control("{\"cmd\":\"debug_lookup_delay\",\"ms\":0}");
+    assert!(busy > DEADLINE, "{busy:?}");
+    let _ = slow.wait();
+    t.mount.unmount();
+}
+
 #[test]
 fn force_unmount_of_a_live_daemon_with_files_open_ends_it_and_keeps_every_change() {
     let t = Setup::new();

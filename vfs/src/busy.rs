@@ -7,6 +7,14 @@
 //! whose filesystem is stuck (a deadlock, a hung disk) from one that answers, before it
 //! touches the mount, and `revfs doctor` can report it.
 //!
+//! A wait counts only while the daemon runs. A clock thread ([`start_clock`]) notes every
+//! 100 ms that the process runs; a gap of more than a second between its notes means the
+//! process was stopped (SIGSTOP, a frozen cgroup, a debugger), and a request that was in a
+//! handler then has waited since the process ran again, not since it started: right after a
+//! freeze ends, the request caught in it finishes within milliseconds, and a client's check
+//! must not call the filesystem stuck meanwhile (the soak saw `revfs update` give up so).
+//! Until the clock has noted the process running again, no wait counts.
+//!
 //! There is one filesystem per daemon process, so the slots are process-wide.
 
 use std::cell::Cell;
@@ -22,6 +30,18 @@ const SLOTS: usize = 512;
 static STARTS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// How often the clock thread notes that the process runs.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A gap between the clock's notes longer than this (ms): the process was stopped.
+const PAUSE_MS: u64 = 1000;
+
+/// [`now`] at the clock thread's last note; 0: no clock runs (waits count from their start).
+static LAST_TICK: AtomicU64 = AtomicU64::new(0);
+
+/// [`now`] at the first note after the last pause; 0: no pause seen.
+static RESUMED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
@@ -44,6 +64,37 @@ fn my_slot() -> &'static AtomicU64 {
         s.get()
     });
     &STARTS[i]
+}
+
+/// Starts the thread that notes that the process runs, so that a wait through a stop of
+/// the whole process does not count (the daemon calls it once).
+pub fn start_clock() -> std::io::Result<()> {
+    tick(now());
+    std::thread::Builder::new()
+        .name("revfs-clock".into())
+        .spawn(|| loop {
+            std::thread::sleep(TICK);
+            tick(now());
+        })
+        .map(drop)
+}
+
+fn tick(at: u64) {
+    let before = LAST_TICK.swap(at, Ordering::AcqRel);
+    if before != 0 && at.saturating_sub(before) > PAUSE_MS {
+        RESUMED.fetch_max(at, Ordering::AcqRel);
+    }
+}
+
+/// How long a request started (or last progressing) at `start` has waited at `now`, given
+/// the clock's last note and the end of the last pause (0s: none): the time since the later
+/// of its start and the pause's end; none while the clock has not noted the process running
+/// for longer than a pause (the process has just run again, or its clock gets no CPU).
+fn waited(start: u64, now: u64, last_tick: u64, resumed: u64) -> u64 {
+    if last_tick != 0 && now.saturating_sub(last_tick) > PAUSE_MS {
+        return 0;
+    }
+    now.saturating_sub(start.max(resumed))
 }
 
 /// The requests being served (a handle on the process-wide slots).
@@ -80,6 +131,10 @@ impl Busy {
     /// The requests being served: how many, and the longest time one of them has gone
     /// without progress.
     pub fn snapshot(&self) -> (u32, Duration) {
+        let (last_tick, resumed) = (
+            LAST_TICK.load(Ordering::Acquire),
+            RESUMED.load(Ordering::Acquire),
+        );
         let now = now();
         let mut count = 0;
         let mut oldest = 0;
@@ -87,7 +142,7 @@ impl Busy {
             let t = s.load(Ordering::Acquire);
             if t != 0 {
                 count += 1;
-                oldest = oldest.max(now.saturating_sub(t));
+                oldest = oldest.max(waited(t, now, last_tick, resumed));
             }
         }
         (count, Duration::from_millis(oldest))
@@ -122,5 +177,19 @@ mod tests {
         t.join().unwrap();
         // Outside a request a heartbeat marks nothing.
         heartbeat();
+    }
+
+    #[test]
+    fn a_wait_counts_only_while_the_process_runs() {
+        // No clock: from the request's start.
+        assert_eq!(waited(1_000, 9_000, 0, 0), 8_000);
+        // A clock that ticks, no pause: the same.
+        assert_eq!(waited(1_000, 9_000, 8_950, 0), 8_000);
+        // Stopped from 2,000 to 7,000: since the clock's first note after it.
+        assert_eq!(waited(1_000, 9_000, 8_950, 7_000), 2_000);
+        // A request younger than the pause's end: from its start.
+        assert_eq!(waited(8_000, 9_000, 8_950, 7_000), 1_000);
+        // Run again, the clock not yet: nothing counts.
+        assert_eq!(waited(1_000, 9_000, 2_000, 0), 0);
     }
 }

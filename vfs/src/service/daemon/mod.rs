@@ -225,6 +225,9 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         source,
     };
     let busy = fs.busy();
+    if let Err(e) = crate::busy::start_clock() {
+        tracing::warn!("no clock thread: a wait through a stop of the daemon counts whole: {e}");
+    }
     let notifier_slot = fs.notifier_slot();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let _ = notifier_slot.set(session.notifier());
