@@ -24,8 +24,8 @@ pub struct Report {
     pub writes: u64,
     /// Rounds of commit and rebase.
     pub commits: u64,
-    /// How long hg took to give up in the frozen mount, when the step froze it.
-    pub frozen: Option<std::time::Duration>,
+    /// How `hg status` in the frozen mount ended, when the step froze it.
+    pub frozen: Option<crate::freeze::Outcome>,
     /// What the updater was doing when the step killed the daemon, when it did.
     pub killed: Option<InFlight>,
     pub failures: Vec<String>,
@@ -230,7 +230,7 @@ pub fn run(
                 drop(held);
                 let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
                 match result {
-                    Ok(took) => r.frozen = Some(took),
+                    Ok(outcome) => r.frozen = Some(outcome),
                     Err(e) => r.failures.push(e),
                 }
             })

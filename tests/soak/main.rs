@@ -139,7 +139,7 @@ fn main() {
     let mut rng = Rng::new(a.seed);
     let same = tracked::same_in_both(&revs, &mut rng, 200);
     let mut parent = 0;
-    let (mut rounds, mut freezes) = (0u64, 0u64);
+    let (mut rounds, mut freezes, mut kernel_bound) = (0u64, 0u64, 0u64);
     let end = Instant::now() + Duration::from_secs_f64(a.minutes * 60.0);
     let started = Instant::now();
     let (mut step, mut kills, mut mid_kills, mut checked) = (0u64, 0u64, 0u64, 0u64);
@@ -165,6 +165,7 @@ fn main() {
             seconds,
         );
         freezes += u64::from(r.frozen.is_some());
+        kernel_bound += u64::from(matches!(r.frozen, Some(freeze::Outcome::KernelBound(..))));
         let mut wrong = r.failures;
         let mut settled = String::new();
         if let Some(doing) = r.killed {
@@ -204,9 +205,15 @@ fn main() {
             r.updates,
             r.commits,
             r.writes,
-            r.frozen
-                .map(|t| format!(", frozen (hg gave up after {:.2} s)", t.as_secs_f64()))
-                .unwrap_or_default(),
+            match &r.frozen {
+                Some(freeze::Outcome::GaveUp(t)) =>
+                    format!(", frozen (hg gave up after {:.2} s)", t.as_secs_f64()),
+                Some(freeze::Outcome::KernelBound(t, w)) => format!(
+                    ", frozen (hg waited for the kernel to read .hg again: {:.2} s; {w})",
+                    t.as_secs_f64()
+                ),
+                None => String::new(),
+            },
             r.killed
                 .map(|d| format!(", killed during the step ({d:?}; {settled})"))
                 .unwrap_or_default(),
@@ -238,7 +245,7 @@ fn main() {
         }
     }
     println!(
-        "soak: seed {}, {step} steps in {:.0} s, {kills} kills after a step and {mid_kills} during one, {freezes} freezes, {rounds} commit rounds, {checked} file checks, {}",
+        "soak: seed {}, {step} steps in {:.0} s, {kills} kills after a step and {mid_kills} during one, {freezes} freezes ({kernel_bound} with hg waiting for .hg's reclaimed symlink), {rounds} commit rounds, {checked} file checks, {}",
         a.seed,
         started.elapsed().as_secs_f64(),
         if failed { "FAILED" } else { "0 wrong" }
