@@ -118,9 +118,9 @@ def _repository(orig, ui, *args, **kwargs):
     """hg.repository (6.3-7.2): the daemon of the mount hg opens answers a ping first,
     within the command's deadline. hg's opening stats the mount's root (hg.py, _local),
     which needs the daemon whenever the kernel's copy of the root's attributes is stale
-    (the soak caught it there; what makes them so is not pinned down yet): a frozen daemon
-    would hang hg there in the kernel, past the deadline, instead of the abort the
-    deadline gives."""
+    (a listing of the root from the daemon marks its atime stale; the soak caught hg there):
+    a frozen daemon would hang hg there in the kernel, past the deadline, instead of the
+    abort the deadline gives (tests/tests/hg_frozen_mount.rs)."""
     early = _early.pop(b'mount', None)
     path = kwargs.get('path', args[0] if args else b'')
     if early is not None and path:

@@ -9,6 +9,7 @@ pub mod lazy;
 pub mod mount;
 pub mod reclaim;
 pub mod served;
+pub mod waits;
 pub mod watch;
 pub mod watchdog;
 

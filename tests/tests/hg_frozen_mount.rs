@@ -9,7 +9,9 @@
 //! daemon in 3 runs of 3). Beside the other hg_in_mount tests (two at a time, with their
 //! clones and mounts) a clean-suite run saw that happen once. Alone, nothing else of the
 //! suite runs beside it (test binaries run one after another). docs/ARCHITECTURE.md,
-//! "Never waiting on itself", says what a user sees then.
+//! "Never waiting on itself", says what a user sees then. The second test makes the root's
+//! attributes stale (a listing), which the extension's ping before hg opens the repository
+//! keeps out of hg's way.
 
 use revfs_tests::mount::Mount;
 use std::path::Path;
@@ -38,8 +40,9 @@ fn hg_within(dir: &Path, args: &[&str], limit: Duration) -> (std::process::Outpu
         .expect("spawn hg");
     while child.try_wait().expect("wait").is_none() {
         if t0.elapsed() > limit {
+            let waits = revfs_tests::waits::where_it_waits(child.id());
             let _ = child.kill();
-            panic!("hg {args:?} still running after {limit:?}");
+            panic!("hg {args:?} still running after {limit:?}: {waits}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -133,5 +136,77 @@ fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
     mount.remount(&repo, None);
     let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "M a\n");
+    mount.unmount();
+}
+
+/// The kernel's copy of the root's attributes goes stale when the root is listed from the
+/// daemon (a listing the kernel did not hold: it marks the directory's atime stale), while
+/// its permission bits stay fresh: hg then walks into the mount without the daemon but
+/// its opening of the repository stats the root (hg.py `_local`), which would wait in the
+/// kernel for a frozen daemon. The extension asks the daemon first, within the deadline
+/// (`_repository`): hg aborts in time. Without that ping hg waits until the daemon runs
+/// again (shown on 9646994 by removing the wrap from the mount's copy of the extension:
+/// hg ended only after SIGCONT, at 8 s, exit 0).
+#[test]
+fn hg_stops_within_its_deadline_when_the_roots_attributes_are_stale() {
+    use std::process::{Command, Stdio};
+    let tmp = revfs_tests::scratch_dir();
+    let repo = revfs_tests::hg_repo(tmp.path(), &[("a", "a\n"), ("d/f", "f\n")]);
+    let mount = Mount::new(&repo, None);
+    let mnt = std::fs::canonicalize(&mount.dir).unwrap();
+    let (out, _) = hg_within(&mnt, &["status"], Duration::from_secs(30));
+    assert!(out.status.success(), "{out:?}");
+    // A listing the kernel does not hold: the root's attributes are stale from here.
+    let names: Vec<_> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let pid = mount.daemon_pid().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    // The daemon runs again at its time whatever happens (a call waiting on a stopped
+    // daemon through io_uring cannot be killed): 8 s, past hg's deadline and more.
+    let resume = Resume(pid.clone());
+    let waker = {
+        let pid = pid.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(8));
+            drop(Resume(pid));
+        })
+    };
+    let (out, took) = hg_within(
+        &mnt,
+        &["--config", "revfs.timeout=2", "status"],
+        Duration::from_secs(30),
+    );
+    // The premise, still frozen: a stat of the root waits for the daemon.
+    let mut stat = Command::new("stat")
+        .arg(&mnt)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let stale = stat.try_wait().unwrap().is_none();
+    waker.join().unwrap();
+    std::mem::forget(resume);
+    assert!(stat.wait().unwrap().success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "abort: the revfs daemon of {} is not answering: nothing heard for 2 s\n",
+            mnt.display()
+        )),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "hg took {took:?}");
+    assert!(
+        stale,
+        "the root's attributes were not stale: the test shows nothing"
+    );
     mount.unmount();
 }
