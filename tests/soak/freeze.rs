@@ -6,12 +6,16 @@
 //! kernel stacks of its threads and the system call each is in, with the path it names.
 //! Everything the load did while frozen is checked after the step like the rest.
 //!
-//! One wait is the kernel's, not revfs's, and is counted apart rather than failed: hg's
-//! first look at the mount (`findrepo`'s stat of `.hg`, before any extension loads)
-//! follows the `.hg` symlink, whose target the kernel keeps in its page cache; when memory
-//! pressure has reclaimed that page, the kernel asks the frozen daemon again and hg waits
-//! in `fuse_readlink_*` / `fuse_get_link` until the daemon runs (docs/ARCHITECTURE.md,
-//! "Never waiting on itself"). The probe then must end once the daemon runs again.
+//! One kind of wait is the kernel's, not revfs's, and is counted apart rather than failed:
+//! hg's first steps in a mount, before any extension loads, go through entries of the
+//! mount's root that the kernel holds from the mount on (`share::prime_kernel_cache`):
+//! `findrepo`'s stat of `.hg`, whose target is the symlink's page in the page cache, and
+//! (6.3, share-safe) the path auditor's lstat of the case-swapped `.HG`, a negative entry.
+//! When the kernel has dropped them (memory pressure, proactive reclaim), it asks the
+//! frozen daemon again and hg waits in `fuse_lookup` of `ROOT/.hg` or `ROOT/.HG`, or in
+//! `fuse_readlink_*` / `fuse_get_link`, until the daemon runs (docs/ARCHITECTURE.md,
+//! "Never waiting on itself"; made at will by stopping the daemon and `echo 1` or `echo
+//! 2 > /proc/sys/vm/drop_caches`). The probe then must end once the daemon runs again.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -28,8 +32,9 @@ const HUNG: Duration = Duration::from_secs(60);
 pub enum Outcome {
     /// hg gave up by its deadline with the extension's abort, after this long.
     GaveUp(Duration),
-    /// hg waited for the kernel to read `.hg`'s symlink again from the frozen daemon (a
-    /// reclaimed page), and ended once the daemon ran again: how long, and where it waited.
+    /// hg waited for the kernel to look up `.hg` or `.HG`, or read `.hg`'s target, again
+    /// from the frozen daemon (dropped from its caches), and ended once the daemon ran
+    /// again: how long, and where it waited.
     KernelBound(Duration, String),
 }
 
@@ -102,7 +107,7 @@ fn probe(mount: &Path, mut tick: impl FnMut() -> Result<(), String>) -> Result<O
         }
     };
     let took = started.elapsed();
-    if let Some(w) = waiting.as_ref().filter(|w| reading_dot_hg(w)) {
+    if let Some(w) = waiting.as_ref().filter(|w| reading_dot_hg(w, mount)) {
         return Ok(Outcome::KernelBound(took, w.clone()));
     }
     let out = child
@@ -128,11 +133,15 @@ fn probe(mount: &Path, mut tick: impl FnMut() -> Result<(), String>) -> Result<O
 }
 
 /// Whether hg's threads, as `where_it_waits` found them, wait for nothing but the kernel's
-/// read of a symlink's target from the daemon (`.hg` is the only symlink hg follows in a
-/// mount): its main thread in `fuse_readlink_*` or `fuse_get_link`.
-fn reading_dot_hg(waiting: &str) -> bool {
-    waiting
-        .split("; thread ")
-        .next()
-        .is_some_and(|main| main.contains("fuse_readlink") || main.contains("fuse_get_link"))
+/// look-up again of the entries of the mount's root it had cached for hg's first steps:
+/// its main thread in `fuse_readlink_*` or `fuse_get_link` (`.hg` is the only symlink hg
+/// follows in a mount), or in `fuse_lookup` of `ROOT/.hg` or `ROOT/.HG`.
+fn reading_dot_hg(waiting: &str, mount: &Path) -> bool {
+    let Some(main) = waiting.split("; thread ").next() else {
+        return false;
+    };
+    let named = |name: &str| main.contains(&format!("(path {:?})", mount.join(name)));
+    main.contains("fuse_readlink")
+        || main.contains("fuse_get_link")
+        || (main.contains("fuse_lookup") && (named(".hg") || named(".HG")))
 }

@@ -209,7 +209,7 @@ fn main() {
                 Some(freeze::Outcome::GaveUp(t)) =>
                     format!(", frozen (hg gave up after {:.2} s)", t.as_secs_f64()),
                 Some(freeze::Outcome::KernelBound(t, w)) => format!(
-                    ", frozen (hg waited for the kernel to read .hg again: {:.2} s; {w})",
+                    ", frozen (hg waited for the kernel to look up .hg again: {:.2} s; {w})",
                     t.as_secs_f64()
                 ),
                 None => String::new(),
@@ -245,7 +245,7 @@ fn main() {
         }
     }
     println!(
-        "soak: seed {}, {step} steps in {:.0} s, {kills} kills after a step and {mid_kills} during one, {freezes} freezes ({kernel_bound} with hg waiting for .hg's reclaimed symlink), {rounds} commit rounds, {checked} file checks, {}",
+        "soak: seed {}, {step} steps in {:.0} s, {kills} kills after a step and {mid_kills} during one, {freezes} freezes ({kernel_bound} with hg waiting for the kernel to look up .hg again), {rounds} commit rounds, {checked} file checks, {}",
         a.seed,
         started.elapsed().as_secs_f64(),
         if failed { "FAILED" } else { "0 wrong" }
