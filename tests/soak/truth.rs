@@ -38,6 +38,30 @@ impl Revision {
     /// The differences between the mount's tracked files and this revision's, each a line:
     /// a file missing or with other bytes, a file of `other` (the revision left) that
     /// should be gone.
+    /// Whose bytes `got` are, for a failure's report: the files of this revision or of
+    /// `other` that hold exactly them (another file's pages, or the other revision's), and
+    /// its first bytes.
+    fn whose(&self, got: &[u8], other: &Revision) -> String {
+        let mut same = Vec::new();
+        for rev in [self, other] {
+            for f in &rev.files {
+                let theirs = rev.tree.join(f);
+                let fits = theirs
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() == got.len() as u64);
+                if fits && std::fs::read(&theirs).is_ok_and(|b| b == got) {
+                    same.push(format!("{} in {}", f.display(), &rev.node[..12]));
+                }
+            }
+        }
+        let head = String::from_utf8_lossy(&got[..got.len().min(80)]).into_owned();
+        if same.is_empty() {
+            format!("no file of either revision holds these bytes; they begin {head:?}")
+        } else {
+            format!("the bytes of {}", same.join(", "))
+        }
+    }
+
     pub fn check(&self, mount: &Path, other: &Revision) -> Vec<String> {
         let mut wrong = Vec::new();
         for f in &self.files {
@@ -66,7 +90,11 @@ impl Revision {
             };
             match std::fs::read(&p) {
                 Ok(got) if got == want => {}
-                Ok(got) => wrong.push(first_difference(&p, &got, &want)),
+                Ok(got) => wrong.push(format!(
+                    "{}; {}",
+                    first_difference(&p, &got, &want),
+                    self.whose(&got, other)
+                )),
                 Err(e) => wrong.push(format!("{}: {e}", p.display())),
             }
         }
