@@ -107,7 +107,10 @@ fn probe(mount: &Path, mut tick: impl FnMut() -> Result<(), String>) -> Result<O
         }
     };
     let took = started.elapsed();
-    if let Some(w) = waiting.as_ref().filter(|w| reading_dot_hg(w, mount)) {
+    if let Some(w) = waiting
+        .as_ref()
+        .filter(|w| waits_for_roots_cached_entries(w, mount))
+    {
         return Ok(Outcome::KernelBound(took, w.clone()));
     }
     let out = child
@@ -136,10 +139,8 @@ fn probe(mount: &Path, mut tick: impl FnMut() -> Result<(), String>) -> Result<O
 /// look-up again of the entries of the mount's root it had cached for hg's first steps:
 /// its main thread in `fuse_readlink_*` or `fuse_get_link` (`.hg` is the only symlink hg
 /// follows in a mount), or in `fuse_lookup` of `ROOT/.hg` or `ROOT/.HG`.
-fn reading_dot_hg(waiting: &str, mount: &Path) -> bool {
-    let Some(main) = waiting.split("; thread ").next() else {
-        return false;
-    };
+fn waits_for_roots_cached_entries(waiting: &str, mount: &Path) -> bool {
+    let main = waiting.split("; thread ").next().unwrap_or_default();
     let named = |name: &str| main.contains(&format!("(path {:?})", mount.join(name)));
     main.contains("fuse_readlink")
         || main.contains("fuse_get_link")

@@ -35,9 +35,6 @@ impl Revision {
         std::fs::read(p).ok()
     }
 
-    /// The differences between the mount's tracked files and this revision's, each a line:
-    /// a file missing or with other bytes, a file of `other` (the revision left) that
-    /// should be gone.
     /// Whose bytes `got` are, for a failure's report: the files of this revision or of
     /// `other` that hold exactly them (another file's pages, or the other revision's), and
     /// its first bytes.
@@ -62,6 +59,9 @@ impl Revision {
         }
     }
 
+    /// The differences between the mount's tracked files and this revision's, each a line:
+    /// a file missing or with other bytes, a file of `other` (the revision left) that
+    /// should be gone.
     pub fn check(&self, mount: &Path, other: &Revision) -> Vec<String> {
         let mut wrong = Vec::new();
         for f in &self.files {

@@ -145,8 +145,8 @@ fn hg_stops_within_its_deadline_when_the_daemon_is_frozen_or_killed() {
 /// its opening of the repository stats the root (hg.py `_local`), which would wait in the
 /// kernel for a frozen daemon. The extension asks the daemon first, within the deadline
 /// (`_repository`): hg aborts in time. Without that ping hg waits until the daemon runs
-/// again (shown on 9646994 by removing the wrap from the mount's copy of the extension:
-/// hg ended only after SIGCONT, at 8 s, exit 0).
+/// again (shown on 2026-12-07 by building the extension without the wrap of
+/// hg.repository: hg ended only after SIGCONT, at 8 s, exit 0, and this test failed).
 #[test]
 fn hg_stops_within_its_deadline_when_the_roots_attributes_are_stale() {
     use std::process::{Command, Stdio};
