@@ -288,6 +288,56 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     assert_eq!(files_on_disk(mnt), files_on_disk(&wc));
 }
 
+/// The soak's wrong bytes (pt-off-uring, seed 15): a directory the kernel forgot, moved by
+/// an update to a revision where it has one more name, then listed again, numbered its last
+/// name with the first number of the next directory's block: a file the kernel still held.
+/// The kernel took the two names for one inode and served one file's bytes for the other.
+#[test]
+fn a_directory_updated_after_the_kernel_forgot_it_gives_each_file_its_own_inode_and_bytes() {
+    let _caches = kernel_caches();
+    let tmp = revfs_tests::scratch_dir();
+    let repo = hg_repo(
+        tmp.path(),
+        &[
+            ("d/a", "a\n"),
+            ("d/c", "c\n"),
+            ("d/z", "zzzzzzzz\n"),
+            ("e/g", "the bytes of e/g\n"),
+        ],
+    );
+    std::fs::write(repo.join("d/b"), "b\n").unwrap();
+    ok(hg_cmd(&repo, &["commit", "-qAm", "r1", "-d", "1 0"]));
+    let m = Mount::new(&repo, Some("0"));
+    let mnt = &m.dir;
+    // d's block of numbers, then e's right after it; e/g read and held open.
+    std::fs::read_dir(mnt.join("d")).unwrap().for_each(drop);
+    std::fs::read_dir(mnt.join("e")).unwrap().for_each(drop);
+    let held = std::fs::File::open(mnt.join("e/g")).unwrap();
+    let g_ino = held.metadata().unwrap().ino();
+    assert_eq!(
+        std::fs::read(mnt.join("e/g")).unwrap(),
+        b"the bytes of e/g\n"
+    );
+    // The kernel forgets d: its listing is dropped (the root, d, e and e/g stay).
+    assert_eq!(drop_and_settle(&m).0, 4, "entries once the kernel forgot d");
+    ok(revfs(mnt, &["update", "-q", "1"]));
+    for (path, data) in [
+        ("d/a", &b"a\n"[..]),
+        ("d/b", b"b\n"),
+        ("d/c", b"c\n"),
+        ("d/z", b"zzzzzzzz\n"),
+        ("e/g", b"the bytes of e/g\n"),
+    ] {
+        let meta = std::fs::metadata(mnt.join(path)).unwrap();
+        if path != "e/g" {
+            assert_ne!(meta.ino(), g_ino, "{path} has e/g's inode number");
+        }
+        assert_eq!(std::fs::read(mnt.join(path)).unwrap(), data, "{path}");
+    }
+    assert_eq!(held.metadata().unwrap().ino(), g_ino);
+    drop(held);
+}
+
 #[test]
 fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
     let tmp = revfs_tests::scratch_dir();

@@ -548,6 +548,21 @@ impl WorkingCopy {
             // (the conflict check keeps the update away from them).
             return Ok(true);
         }
+        if inner.keeps_entries_below(dir) {
+            // Its listing was dropped while entries of subdirectories stayed (listed, or
+            // held by the kernel): listed again from its own revision, they are its
+            // children again, and the update goes on below it as in any listed directory.
+            inner.load(dir)?;
+            return Ok(false);
+        }
+        let e = inner.entry_mut(dir)?;
+        let Kind::Dir {
+            source: Some(source),
+            children: None,
+        } = &mut e.kind
+        else {
+            return Ok(false);
+        };
         if exists || dir == ROOT_INO {
             source.manifest = target.clone();
         } else {

@@ -61,16 +61,8 @@ impl Inner {
             // below as its children again.
             self.kept_under.remove(&ino);
             // The listing's inode numbers: a block, the same each time the directory is
-            // listed again after its listing was dropped (`unload.rs`).
-            let first = match self.firsts.get(&ino) {
-                Some(f) => *f,
-                None => {
-                    let f = self.next_ino;
-                    self.next_ino += listing.len() as u64;
-                    self.firsts.insert(ino, f);
-                    f
-                }
-            };
+            // listed again with the same names after its listing was dropped (`blocks.rs`).
+            let first = self.block_for(ino, &listing);
             for (i, child) in listing.into_iter().enumerate() {
                 let child_ino = first + i as u64;
                 let name = match child {
@@ -615,7 +607,7 @@ impl Inner {
     /// Frees an unlinked inode with no kernel references.
     pub(crate) fn free(&mut self, ino: u64) -> Option<u64> {
         let e = self.entries.remove(&ino)?;
-        self.firsts.remove(&ino);
+        self.blocks.remove(&ino);
         self.kept_under.remove(&ino);
         match e.kind {
             Kind::File(FileData::Overlay { id }) => Some(id),

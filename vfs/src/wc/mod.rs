@@ -6,19 +6,21 @@
 //!
 //! Inode numbers are handed out the first time an entry is seen and never reused while the
 //! daemon runs: a directory's listing from the manifest gets a block of them, the same each
-//! time it is listed again. Entries come from the manifest only when their directory is
+//! time it is listed again with the same names. Entries come from the manifest only when their directory is
 //! first listed or looked up in, and files only when looked up; what the kernel forgets and
 //! a listing would give again leaves the table (`unload.rs`). Every path a change touches
 //! goes to the dirty set that `status` reads.
 //!
 //! This file holds `Inner` and `WorkingCopy`, opening and journaling; the types are
-//! `types.rs`, replay `replay.rs`, the inode table `inodes.rs`, what leaves it `unload.rs`,
-//! the base mapped from the manifest cache `mapped_base.rs`, reading `read.rs` (content:
-//! `content.rs`), changes `write.rs`, extended attributes `xattr.rs`, tracking and copies
-//! `tracking.rs`, the parents and what a move does to tracking `parents.rs`, status
-//! `status.rs`, the journal `journal/`, the overlay `overlay.rs`.
+//! `types.rs`, replay `replay.rs`, the inode table `inodes.rs`, the blocks of numbers
+//! listings get `blocks.rs`, what leaves the table `unload.rs`, the base mapped from the
+//! manifest cache `mapped_base.rs`, reading `read.rs` (content: `content.rs`), changes
+//! `write.rs`, extended attributes `xattr.rs`, tracking and copies `tracking.rs`, the
+//! parents and what a move does to tracking `parents.rs`, status `status.rs`, the journal
+//! `journal/`, the overlay `overlay.rs`.
 
 mod ahead;
+mod blocks;
 mod changes;
 pub mod children;
 pub mod content;
@@ -99,10 +101,10 @@ pub(crate) struct Inner {
     /// Files thawed, oldest first (some frozen or freed since): where a sweep
     /// (`unload.rs`) looks for entries to drop.
     pub(in crate::wc) thawed: std::collections::VecDeque<u64>,
-    /// The first inode number of the block a directory's listing from the manifest got
-    /// (child i of the manifest directory is first + i), kept while the directory lives:
-    /// a listing dropped and made again gives the same numbers.
-    pub(in crate::wc) firsts: HashMap<u64, u64>,
+    /// The block of inode numbers a directory's listing from a manifest got (child i of
+    /// the listing is first + i), kept while the directory lives: a listing dropped and
+    /// made again with the same names gives the same numbers (`blocks.rs`).
+    pub(in crate::wc) blocks: HashMap<u64, blocks::Block>,
     /// Directories listed from a manifest, oldest first (some dropped or freed since): where
     /// a sweep of listings (`unload.rs`) looks for listings to drop.
     pub(in crate::wc) listed: std::collections::VecDeque<u64>,
@@ -261,7 +263,7 @@ impl WorkingCopy {
                 provisional: false,
                 tentative: BTreeSet::new(),
                 thawed: Default::default(),
-                firsts: HashMap::new(),
+                blocks: HashMap::new(),
                 listed: Default::default(),
                 listed_names: 0,
                 kept_under: HashMap::new(),

@@ -72,6 +72,13 @@ impl Inner {
         }
     }
 
+    /// True when `dir`'s listing was dropped while entries of some of its subdirectories
+    /// stayed: they are found again only by listing it from the revision it was listed
+    /// from.
+    pub(crate) fn keeps_entries_below(&self, dir: u64) -> bool {
+        self.kept_under.contains_key(&dir)
+    }
+
     /// Drops the entry of directory `dir`, kept when its parent's listing was dropped (see
     /// [`Inner::unload_listing`]), if the parent's next listing makes the same one: the
     /// kernel holds no reference to it, it is not listed, has nothing of its own, takes its
@@ -115,7 +122,7 @@ impl Inner {
         if *count == 0 {
             self.kept_under.remove(&parent);
         }
-        // Its block of numbers (`firsts`) stays: listed again, its children get the same.
+        // Its block of numbers (`blocks.rs`) stays: listed again, its children get the same.
         self.entries.remove(&dir);
         true
     }
@@ -127,7 +134,7 @@ impl Inner {
     /// or a directory not listed, with nothing of its own either, taking its entries from
     /// the base). The directory then takes its entries from the base again, and its
     /// subdirectories' entries are dropped: the next listing makes them again, with the
-    /// same numbers (`Inner::firsts`).
+    /// same numbers (`blocks.rs`).
     ///
     /// With `held`, the kernel may hold the directory (a sweep of listings past
     /// `mount.listed_files`): the directory keeps its entry and takes its entries from the
@@ -154,7 +161,7 @@ impl Inner {
         if children.frozen() + children.subdirs() != children.len() as u32 {
             return false;
         }
-        let Some(&first) = self.firsts.get(&dir) else {
+        let Some(first) = self.block_first(dir) else {
             return false;
         };
         let base = self.base.clone();
