@@ -8,6 +8,8 @@ mod cache;
 mod chunk;
 mod index;
 mod stream;
+#[cfg(test)]
+mod strip_tests;
 
 pub use cache::TextCache;
 pub use index::{IndexEntry, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED};
@@ -330,11 +332,21 @@ impl Revlog {
     }
 
     /// The revision with exactly this node, if any. The null node gives `NULL_REV`.
+    ///
+    /// The map is made once, but a mapped revlog sees its file as it is now: after a strip
+    /// (hg strip, rebase, histedit truncate a revlog and append other revisions where the
+    /// stripped ones were) a rev number of the map may hold another node, whose text
+    /// would pass the node check of a read. The entry's node is checked: such a node is
+    /// unknown here, never another revision's text.
     pub fn rev_of(&self, node: &Node) -> Option<Rev> {
         if node.is_null() {
             return Some(NULL_REV);
         }
-        self.nodemap().get(node).copied()
+        let rev = *self.nodemap().get(node)?;
+        match self.entry(rev) {
+            Ok(e) if e.node == *node => Some(rev),
+            _ => None,
+        }
     }
 
     /// The revision whose node's hex form starts with `prefix` (lowercase hex digits).
