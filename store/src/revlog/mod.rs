@@ -6,6 +6,7 @@
 
 mod cache;
 mod chunk;
+pub mod guarded_map;
 mod index;
 mod stream;
 #[cfg(test)]
@@ -41,7 +42,7 @@ const MAP_THRESHOLD: u64 = 64 << 10;
 pub enum FileBytes {
     Empty,
     Read(Vec<u8>),
-    Mapped(memmap2::Mmap),
+    Mapped(guarded_map::GuardedMap),
 }
 
 impl FileBytes {
@@ -62,8 +63,10 @@ impl FileBytes {
                 .map_err(|e| StoreError::io(path, e));
         }
         // SAFETY: revlogs are append-only; the map covers the length seen at open and no
-        // writer truncates a revlog below that length except an explicit `hg strip`/recover.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
+        // writer truncates a revlog below that length except a strip or a recover, whose
+        // missing pages read as zeros (`guarded_map.rs`).
+        let map =
+            unsafe { guarded_map::GuardedMap::map(&file) }.map_err(|e| StoreError::io(path, e))?;
         Ok(Some(FileBytes::Mapped(map)))
     }
 }
