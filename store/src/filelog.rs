@@ -143,7 +143,8 @@ pub struct Filelog {
 }
 
 enum Backing {
-    Revlog(Revlog),
+    // Boxed: a revlog is several times the size of a shallow file's handle.
+    Revlog(Box<Revlog>),
     Shallow(ShallowFile),
 }
 
@@ -176,7 +177,7 @@ impl Filelog {
     pub fn new(path: Vec<u8>, revlog: Revlog) -> Filelog {
         Filelog {
             path,
-            backing: Backing::Revlog(revlog),
+            backing: Backing::Revlog(Box::new(revlog)),
         }
     }
 

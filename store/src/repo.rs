@@ -273,6 +273,15 @@ impl Repo {
         })
     }
 
+    /// Whether a strip (hg strip, rebase, histedit) rewrote the store since this handle
+    /// was opened: its changelog's last entry is not where it was. Its revlogs may then
+    /// number revisions differently from the files: reads through it can fail (never give
+    /// another revision's bytes: `Revlog::rev_of`, `revlog/guarded_map.rs`), and a handle
+    /// opened now reads them.
+    pub fn stripped_since_open(&self) -> bool {
+        self.changelog.rewritten_on_disk()
+    }
+
     /// Whether this handle sees a transaction's uncommitted changesets.
     pub fn sees_pending(&self) -> bool {
         self.pending_from.is_some()

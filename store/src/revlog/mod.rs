@@ -107,6 +107,9 @@ type DeltaChain = (Vec<Rev>, Option<Arc<[u8]>>);
 /// One open revlog.
 pub struct Revlog {
     name: String,
+    index_path: PathBuf,
+    /// Where the last entry was in the index file when opened, and its node.
+    tip_at_open: Option<(u64, Node)>,
     data_path: PathBuf,
     index: FileBytes,
     layout: Layout,
@@ -180,6 +183,16 @@ impl Revlog {
         if len > i32::MAX as usize {
             return Err(corrupt(format!("{len} revisions")));
         }
+        // The last entry as opened, to tell later whether a strip rewrote the file.
+        let tip_at_open = len.checked_sub(1).and_then(|r| {
+            let pos = match &layout {
+                Layout::Split => r * ENTRY_SIZE,
+                Layout::Inline { positions } => positions[r],
+            };
+            let bytes = index.get(pos..pos + ENTRY_SIZE)?;
+            let entry = IndexEntry::parse(r, bytes.try_into().ok()?);
+            Some((pos as u64, entry.node))
+        });
         let data = if header.inline {
             None
         } else {
@@ -187,6 +200,8 @@ impl Revlog {
         };
         Ok(Revlog {
             name,
+            index_path: index_path.to_owned(),
+            tip_at_open,
             data_path: data_path.to_owned(),
             index,
             layout,
@@ -257,6 +272,22 @@ impl Revlog {
         match &self.layout {
             Layout::Split => r * ENTRY_SIZE,
             Layout::Inline { positions } => positions[r],
+        }
+    }
+
+    /// Whether the index file on disk no longer holds, where this handle found its last
+    /// entry, that entry's node: a strip truncated it (and may have appended other
+    /// revisions since). Revisions appended after the open leave it as it was. One open
+    /// and one read of 64 bytes; an index that cannot be read counts as rewritten.
+    pub fn rewritten_on_disk(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some((pos, node)) = self.tip_at_open else {
+            return false;
+        };
+        let mut bytes = [0u8; ENTRY_SIZE];
+        match File::open(&self.index_path).and_then(|f| f.read_exact_at(&mut bytes, pos)) {
+            Ok(()) => IndexEntry::parse(self.len - 1, &bytes).node != node,
+            Err(_) => true,
         }
     }
 

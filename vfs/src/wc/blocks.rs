@@ -78,31 +78,8 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_repo::{hg, node, open_at, put};
     use super::*;
-    use std::process::Command;
-
-    fn hg(repo: &Path, args: &[&str]) -> String {
-        let out = Command::new("hg")
-            .args(args)
-            .current_dir(repo)
-            .env("HGPLAIN", "1")
-            .env("HGRCPATH", "")
-            .env("HGUSER", "t")
-            .output()
-            .expect("hg runs");
-        assert!(
-            out.status.success(),
-            "hg {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
-    }
-
-    fn put(root: &Path, path: &str, len: usize) {
-        let p = root.join(path);
-        std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(&p, vec![b'x'; len]).expect("write");
-    }
 
     /// A repository whose revision 0 has `d/` = `a c s/ z` and `e/g`, and revision 1 adds
     /// `d/b` and changes `d/s/f`: every file a different size, so a size names a file.
@@ -129,19 +106,14 @@ mod tests {
         std::fs::create_dir(&repo).expect("mkdir");
         hg(&repo, &["init"]);
         for (path, len) in SIZES {
-            put(&repo, path, len);
+            put(&repo, path, &vec![b'x'; len]);
         }
         hg(&repo, &["commit", "-qAm", "0"]);
-        put(&repo, "d/b", B_SIZE);
-        put(&repo, "d/s/f", F_AT_1);
+        put(&repo, "d/b", &[b'x'; B_SIZE]);
+        put(&repo, "d/s/f", &[b'x'; F_AT_1]);
         hg(&repo, &["commit", "-qAm", "1"]);
-        let node = |r: &str| {
-            let hex = hg(&repo, &["log", "-r", r, "-T", "{node}"]);
-            Node::from_hex(hex.as_bytes()).expect("a node")
-        };
-        let revs = [node("0"), node("1")];
+        let revs = [node(&repo, "0"), node(&repo, "1")];
         let state = tmp.path().join("state");
-        std::fs::create_dir(&state).expect("mkdir");
         Fixture {
             _tmp: tmp,
             repo,
@@ -151,20 +123,7 @@ mod tests {
     }
 
     fn open(f: &Fixture) -> WorkingCopy {
-        let repo = Repo::open(&f.repo).expect("repo");
-        let manifest = repo
-            .manifest_at(&f.revs[0])
-            .expect("manifest")
-            .expect("rev 0");
-        WorkingCopy::open(
-            Arc::new(repo),
-            f.revs[0],
-            manifest,
-            &f.state,
-            SystemTime::now(),
-            16,
-        )
-        .expect("working copy")
+        open_at(&f.repo, f.revs[0], &f.state)
     }
 
     fn update(wc: &WorkingCopy, f: &Fixture) {

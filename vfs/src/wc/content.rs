@@ -139,7 +139,36 @@ impl WorkingCopy {
     /// The content of revision `node` of the file at `path`. A big text comes from the
     /// on-disk cache (rebuilt into it the first time); when that cache cannot be written
     /// (a full disk), the text is rebuilt in memory instead, with a warning.
+    ///
+    /// A read that fails through a handle opened before a strip (hg strip, rebase,
+    /// histedit rewrote the store: the handle's revision numbers are not the files' any
+    /// more) is made again through a handle opened now, which becomes the working copy's
+    /// when `repo` was.
     pub fn store_text(&self, repo: &Repo, path: &[u8], node: &Node) -> Result<StoreText> {
+        match self.store_text_in(repo, path, node) {
+            Err(e) if repo.stripped_since_open() => {
+                let fresh = match Repo::open(repo.root()) {
+                    Ok(r) => Arc::new(r),
+                    Err(_) => return Err(e),
+                };
+                tracing::info!(
+                    path = %String::from_utf8_lossy(path),
+                    "the store was stripped since it was opened ({e}): read again from it as it is"
+                );
+                let text = self.store_text_in(&fresh, path, node)?;
+                let mut inner = self.write();
+                if std::ptr::eq(repo, &*inner.repo)
+                    && fresh.changelog().rev_of(&inner.base_node).is_some()
+                {
+                    inner.repo = fresh;
+                }
+                Ok(text)
+            }
+            other => other,
+        }
+    }
+
+    fn store_text_in(&self, repo: &Repo, path: &[u8], node: &Node) -> Result<StoreText> {
         let fl = repo.filelog(path)?;
         let rev = fl.rev_of(node)?;
         if fl.raw_len(rev)?.unwrap_or(0) > BIG_TEXT {

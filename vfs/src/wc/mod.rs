@@ -37,7 +37,11 @@ mod parents;
 mod read;
 mod replay;
 pub mod status;
+#[cfg(test)]
+mod strip_tests;
 mod target;
+#[cfg(test)]
+mod test_repo;
 mod tracking;
 mod types;
 mod unload;
@@ -349,16 +353,18 @@ impl WorkingCopy {
         self.read().provisional
     }
 
-    /// The handle to read `node` with: the current one (warm caches) when it knows it and
-    /// sees no transaction under way; otherwise one opened afresh (hg has just written the
-    /// revision), as hg's hooks see the store when `pending` (`node` may be a changeset of
-    /// the hg transaction under way).
+    /// The handle to read `node` with: the current one (warm caches) when it knows it, sees
+    /// no transaction under way and no strip rewrote the store since it was opened;
+    /// otherwise one opened afresh (hg has just written the revision, or renumbered them),
+    /// as hg's hooks see the store when `pending` (`node` may be a changeset of the hg
+    /// transaction under way).
     pub fn repo_for(&self, node: &Node, pending: bool) -> Result<Arc<Repo>> {
         let current = self.repo();
         Ok(if pending {
             Arc::new(Repo::open_pending(current.root())?)
         } else if !current.sees_pending()
             && (node.is_null() || current.changelog().rev_of(node).is_some())
+            && !current.stripped_since_open()
         {
             current
         } else {
