@@ -17,7 +17,15 @@ else
   cargo build --release --locked -q
   revfs=$here/target/release/revfs
 fi
-work=${1:-$(mktemp -d)}
+# A work directory of its own goes at the end, whatever happens (the mount first).
+made=
+if [ -n "${1:-}" ]; then work=$1; else work=$(mktemp -d); made=1; fi
+mnt=
+finish() {
+  if [ -n "$mnt" ]; then "$revfs" unmount --force "$mnt" 2>/dev/null || true; fi
+  if [ -n "$made" ]; then cd / && rm -rf "$work"; fi
+}
+trap finish EXIT
 repo=$work/sample
 export HGPLAIN=1 HGRCPATH= HGUSER="Demo <demo@example.org>"
 rm -rf "$repo"
@@ -48,11 +56,10 @@ done
 echo "== every answer above equals hg's"
 
 echo "== revfs mount: the tip as a lazy, read-only directory"
+mkdir -p "$work/mnt"
 mnt=$work/mnt
-mkdir -p "$mnt"
 export REVFS_STATE_DIR=$work/state
 "$revfs" mount "$repo" "$mnt"
-trap '"$revfs" unmount --force "$mnt" 2>/dev/null || true' EXIT
 "$revfs" list
 ls -la "$mnt" "$mnt/src"
 cmp <(cat "$mnt/src/main.c") <(hg cat -r tip src/main.c)
@@ -87,5 +94,5 @@ printf '/* again */\n' >> src/main.c
 cd "$work"
 echo "== revfs unmount"
 "$revfs" unmount "$mnt"
-trap - EXIT
+mnt=
 echo "== done"
