@@ -377,6 +377,10 @@ impl Revlog {
             return Some(NULL_REV);
         }
         let rev = *self.nodemap().get(node)?;
+        // An index read into memory is the map's own snapshot: nothing to check there.
+        if !matches!(self.index, FileBytes::Mapped(_)) {
+            return Some(rev);
+        }
         match self.entry(rev) {
             Ok(e) if e.node == *node => Some(rev),
             _ => None,

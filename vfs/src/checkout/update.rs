@@ -524,28 +524,19 @@ impl WorkingCopy {
         target: &Arc<Manifest>,
         out: &mut UpdateOutcome,
     ) -> Result<bool> {
-        match &inner.entry(dir)?.kind {
+        let (current, moved) = match &inner.entry(dir)?.kind {
             Kind::Dir {
-                source: Some(_),
+                source: Some(source),
                 children: None,
-            } => {}
+            } => (
+                Arc::ptr_eq(&source.manifest, target),
+                *source.path != *dir_path,
+            ),
             _ => return Ok(false),
-        }
-        let exists = target_at(target, dir_path)? == Target::Dir;
-        let e = inner.entry_mut(dir)?;
-        let Kind::Dir {
-            source: Some(source),
-            children: None,
-        } = &mut e.kind
-        else {
-            return Ok(false);
         };
-        if Arc::ptr_eq(&source.manifest, target) {
-            return Ok(true);
-        }
-        if *source.path != *dir_path {
-            // A directory moved before it was ever listed: its entries are local changes
-            // (the conflict check keeps the update away from them).
+        // A directory moved before it was ever listed: its entries are local changes (the
+        // conflict check keeps the update away from them).
+        if current || moved {
             return Ok(true);
         }
         if inner.keeps_entries_below(dir) {
@@ -555,10 +546,11 @@ impl WorkingCopy {
             inner.load(dir)?;
             return Ok(false);
         }
+        let exists = target_at(target, dir_path)? == Target::Dir;
         let e = inner.entry_mut(dir)?;
         let Kind::Dir {
             source: Some(source),
-            children: None,
+            ..
         } = &mut e.kind
         else {
             return Ok(false);

@@ -138,6 +138,13 @@ mod tests {
             .ino
     }
 
+    fn listing_dropped(wc: &WorkingCopy, dir: u64) -> bool {
+        matches!(
+            wc.read().entry(dir).map(|e| &e.kind),
+            Ok(Kind::Dir { children: None, .. })
+        )
+    }
+
     fn size(wc: &WorkingCopy, ino: u64) -> u64 {
         wc.getattr(ino).expect("getattr").size
     }
@@ -151,13 +158,7 @@ mod tests {
         let z = ino(&wc, d, "z");
         wc.forget(z, 1);
         wc.forget(d, 1);
-        assert!(
-            matches!(
-                wc.read().entry(d).map(|e| &e.kind),
-                Ok(Kind::Dir { children: None, .. })
-            ),
-            "d's listing was dropped"
-        );
+        assert!(listing_dropped(&wc, d), "d's listing was dropped");
         let d = ino(&wc, ROOT_INO, "d");
         wc.readdir(d).expect("readdir");
         assert_eq!(ino(&wc, d, "z"), z);
@@ -181,13 +182,7 @@ mod tests {
         wc.readdir(s).expect("readdir");
         wc.forget(s, 1);
         wc.forget(d, 1);
-        assert!(
-            matches!(
-                wc.read().entry(d).map(|e| &e.kind),
-                Ok(Kind::Dir { children: None, .. })
-            ),
-            "d's listing was dropped"
-        );
+        assert!(listing_dropped(&wc, d), "d's listing was dropped");
         let blocks_before = wc.read().blocks.len();
         update(&wc, &f);
         let d = ino(&wc, ROOT_INO, "d");
@@ -231,13 +226,7 @@ mod tests {
         wc.set_listed_files(0);
         wc.sweep_listings(100);
         wc.forget(d, 1);
-        assert!(
-            matches!(
-                wc.read().entry(d).map(|e| &e.kind),
-                Ok(Kind::Dir { children: None, .. })
-            ),
-            "d's listing was dropped"
-        );
+        assert!(listing_dropped(&wc, d), "d's listing was dropped");
         assert!(wc.read().keeps_entries_below(d), "s's entry was kept");
         wc.set_listed_files(DEFAULT_LISTED_FILES);
         update(&wc, &f);
