@@ -59,6 +59,15 @@ log "debootstrap --variant=minbase bookworm"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 30 "$root.log" >&2; exit 1; }
 rm -f "$root.log"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The network's own certificate authorities, part of "a network" (a proxy that inspects
+# TLS signs with one): the host's additions, where Debian's ca-certificates takes them in
+# when it is installed, and the host's bundle, where curl, cargo and hg look before.
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates" "$root/etc/ssl/certs"
+  cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+  [ -f /etc/ssl/certs/ca-certificates.crt ] &&
+    cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+fi
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
 mnt "$root/proc" -t proc proc
