@@ -20,6 +20,7 @@ DEPS_MAIN=(
   fusermount3:fuse3
   /usr/bin/python3:python3
   python3:python3
+  cc:build-essential        # cargo's linker; zstd's C code (zstd-sys)
 )
 # What the test suite (tests/run.sh) needs beyond DEPS_MAIN.
 DEPS_TEST=(
