@@ -571,6 +571,24 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// The filesystem requests the daemon has been sent, by opcode (`lookup`, `create`...),
+    /// the kinds sent at least once.
+    pub fn requests(&self) -> std::collections::BTreeMap<String, u64> {
+        let r = self.value["requests"]
+            .as_object()
+            .unwrap_or_else(|| panic!("requests in {}", self.answer));
+        r.iter()
+            .map(|(k, v)| {
+                let n = v
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("requests.{k} in {}", self.answer));
+                (k.clone(), n)
+            })
+            .collect()
+    }
+}
+
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.answer.trim_end())

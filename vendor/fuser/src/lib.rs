@@ -30,6 +30,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 pub use crate::access_flags::AccessFlags;
+pub use crate::counts::request_counts;
 pub use crate::bsd_file_flags::BsdFileFlags;
 use crate::forget_one::ForgetOne;
 pub use crate::ll::Errno;
@@ -85,6 +86,7 @@ pub use crate::session::SessionUnmounter;
 mod access_flags;
 mod bsd_file_flags;
 mod channel;
+mod counts;
 mod dev_fuse;
 /// Experimental APIs
 #[cfg(feature = "experimental")]

@@ -229,7 +229,7 @@ pub struct MountInfo {
 
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// How long [`Request::Quiesce`] keeps the daemon out of its mount, and how long it waits
 /// for what the daemon has open there.
@@ -297,6 +297,11 @@ pub enum Response {
         /// them (`lease.rs`; missing from older daemons: 0).
         #[serde(default)]
         lease_listings: u64,
+        /// The filesystem requests the kernel has sent the daemon since it started, by
+        /// opcode (`lookup`, `create`, `write`...; the kinds sent at least once): what an
+        /// operation costs in round trips (version 11; missing from older daemons: none).
+        #[serde(default)]
+        requests: std::collections::BTreeMap<String, u64>,
     },
     /// Status lines in hg's order: (letter, path), and copy sources (destination, source).
     Status {

@@ -270,6 +270,7 @@ fn stats(ctx: &Ctx) -> Response {
         cached_opens,
         pushed_opens,
         lease_listings: ctx.passthrough.leases.listings(),
+        requests: fuser::request_counts().into_iter().collect(),
     }
 }
 
