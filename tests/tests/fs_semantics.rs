@@ -362,20 +362,3 @@ fn holes_seek_data_and_fallocate_modes_behave_as_on_ext4() {
     assert_eq!(String::from_utf8_lossy(&st.stdout), "M store\n? sparse\n");
     m.unmount();
 }
-
-#[test]
-fn o_tmpfile_is_refused_with_eopnotsupp_so_that_tools_fall_back() {
-    // O_TMPFILE needs hard links (linkat from /proc/self/fd), which come with the hard-link
-    // issue; until then it is refused the way file systems without it refuse it.
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let repo = hg_repo(tmp.path(), &[("a", "a\n")]);
-    let m = Mount::new(&repo, None);
-    let out = python(
-        "import errno, os, sys\n\
-         try:\n    os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)\n    print('opened')\n\
-         except OSError as e:\n    print(errno.errorcode[e.errno])\n",
-        &m.dir,
-    );
-    assert_eq!(out, "ENOTSUP\n", "EOPNOTSUPP");
-    m.unmount();
-}

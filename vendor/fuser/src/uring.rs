@@ -121,7 +121,9 @@ fn op_in_size(opcode: u32) -> Option<usize> {
         x if x == op::FUSE_OPEN as u32 || x == op::FUSE_OPENDIR as u32 => {
             size_of::<abi::fuse_open_in>()
         }
-        x if x == op::FUSE_CREATE as u32 => size_of::<abi::fuse_create_in>(),
+        x if x == op::FUSE_CREATE as u32 || x == op::FUSE_TMPFILE as u32 => {
+            size_of::<abi::fuse_create_in>()
+        }
         x if x == op::FUSE_READ as u32
             || x == op::FUSE_READDIR as u32
             || x == op::FUSE_READDIRPLUS as u32 =>

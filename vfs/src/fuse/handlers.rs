@@ -568,62 +568,32 @@ impl Filesystem for RevFs {
         }
         let (owner, _) = self.creator(req, parent.0);
         let result = self.wc.create(parent.0, name.as_bytes(), mode & !umask);
-        let a = match self.adopt(owner, result) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno("create", &e)),
-        };
-        let attr = self.file_attr(&a);
-        if !self.passthrough.on() {
-            return reply.created(
-                &TTL,
-                &attr,
-                Generation(0),
-                FileHandle(0),
-                FopenFlags::empty(),
-            );
-        }
-        // A new file is an overlay file: written by the kernel directly from the start.
-        let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let file = self.wc.passthrough_file(a.ino, write, false).ok().flatten();
-        let decision = match &file {
-            Some((_, f)) => {
-                let make = || reply.open_backing(&**f);
-                self.passthrough.decide(a.ino, Some(&make), false)
-            }
-            None => self.passthrough.decide(a.ino, None, false),
-        };
-        match (decision, file) {
-            (Decision::Through(backing), Some((id, _))) => {
-                let fh = self.through_handle(id, write);
-                reply.created_passthrough(
-                    &TTL,
-                    &attr,
-                    Generation(0),
-                    FileHandle(fh),
-                    FopenFlags::empty(),
-                    &backing,
-                )
-            }
-            (decision, file) => {
-                if file.is_some() {
-                    self.wc.unpin(a.ino);
-                }
-                if let Decision::Through(_) = decision {
-                    self.passthrough.released(a.ino, true);
-                    self.passthrough.decide(a.ino, None, false);
-                }
-                let keep = !matches!(decision, Decision::Cached { keep: false, .. });
-                reply.created(
-                    &TTL,
-                    &attr,
-                    Generation(0),
-                    FileHandle(0),
-                    cached_flags(keep),
-                )
-            }
+        match self.adopt(owner, result) {
+            Ok(a) => self.reply_created(&a, flags, reply),
+            Err(e) => reply.error(errno("create", &e)),
         }
     }
 
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let _busy = self.busy.enter();
+        if is_control(parent.0) || parent.0 == DOT_HG_INO {
+            return reply.error(Errno::EPERM);
+        }
+        let (owner, _) = self.creator(req, parent.0);
+        let result = self.wc.tmpfile(parent.0, mode & !umask);
+        match self.adopt(owner, result) {
+            Ok(a) => self.reply_created(&a, flags, reply),
+            Err(e) => reply.error(errno("tmpfile", &e)),
+        }
+    }
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let _busy = self.busy.enter();
         // No per-directory state: with FUSE_NO_OPENDIR_SUPPORT the kernel stops sending

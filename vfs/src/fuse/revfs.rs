@@ -4,10 +4,12 @@
 
 use crate::busy::Busy;
 use crate::fuse::events::Events;
-use crate::fuse::passthrough::{Passthrough, FH_PASSTHROUGH, FH_WRITER};
+use crate::fuse::passthrough::{Decision, Passthrough, FH_PASSTHROUGH, FH_WRITER};
 use crate::readahead::readers::Readers;
 use crate::wc::{Attr, EntryType, SetAttr, WcError, WorkingCopy};
-use fuser::{FileAttr, Generation, INodeNo, ReplyEntry, Request};
+use fuser::{
+    FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyEntry, Request,
+};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -136,6 +138,61 @@ impl RevFs {
         match result {
             Ok(a) => reply.entry(&TTL, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(op, &e)),
+        }
+    }
+
+    /// Answers a create or tmpfile that made file `a` (the kernel takes one reference to
+    /// it), opened with `flags`: with passthrough on, the kernel writes its overlay file
+    /// directly from the start.
+    pub(super) fn reply_created(&self, a: &Attr, flags: i32, reply: ReplyCreate) {
+        let attr = self.file_attr(a);
+        if !self.passthrough.on() {
+            return reply.created(
+                &TTL,
+                &attr,
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::empty(),
+            );
+        }
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let file = self.wc.passthrough_file(a.ino, write, false).ok().flatten();
+        let decision = match &file {
+            Some((_, f)) => {
+                let make = || reply.open_backing(&**f);
+                self.passthrough.decide(a.ino, Some(&make), false)
+            }
+            None => self.passthrough.decide(a.ino, None, false),
+        };
+        match (decision, file) {
+            (Decision::Through(backing), Some((id, _))) => {
+                let fh = self.through_handle(id, write);
+                reply.created_passthrough(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                    &backing,
+                )
+            }
+            (decision, file) => {
+                if file.is_some() {
+                    self.wc.unpin(a.ino);
+                }
+                if let Decision::Through(_) = decision {
+                    self.passthrough.released(a.ino, true);
+                    self.passthrough.decide(a.ino, None, false);
+                }
+                let keep = !matches!(decision, Decision::Cached { keep: false, .. });
+                reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(0),
+                    cached_flags(keep),
+                )
+            }
         }
     }
 

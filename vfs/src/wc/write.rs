@@ -35,6 +35,26 @@ impl WorkingCopy {
         self.attr_of(&inner, ino)
     }
 
+    /// Creates a regular file with no name (open(2) with `O_TMPFILE` in directory
+    /// `parent`): an overlay file that nothing journals until `link` gives it a name, freed
+    /// with its overlay file when the kernel forgets it (as a file unlinked while open);
+    /// after a crash its overlay file is garbage, as an ext4 orphan is.
+    pub fn tmpfile(&self, parent: u64, mode: u32) -> Result<Attr> {
+        self.room()?;
+        let mut inner = self.write();
+        if !inner.is_dir(parent) {
+            return Err(WcError::NotDir);
+        }
+        let id = self.new_overlay(&mut inner, b"")?;
+        let ino = inner.alloc(0, b"", Kind::File(FileData::Overlay { id }), mode & 0o7777);
+        let now = Some(inner.now());
+        let e = inner.entry_mut(ino)?;
+        e.mtime = now;
+        e.ctime = now;
+        e.nlookup += 1;
+        self.attr_of(&inner, ino)
+    }
+
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
         self.room()?;
         check_new_name(name)?;
@@ -157,13 +177,90 @@ impl WorkingCopy {
             if !inner.is_dir(parent) {
                 return Err(WcError::NotDir);
             }
-            let from = inner.path_of(ino).ok_or(WcError::NotFound)?;
             let to = child_path(&inner, parent, name)?;
+            if inner.entry(ino)?.parent == 0 {
+                // A file with no name (`O_TMPFILE`; the kernel links no other nameless
+                // file) gets its first.
+                self.name_nameless(&mut inner, ino, parent, name, to)?;
+                inner.entry_mut(ino)?.nlookup += 1;
+                return self.attr_of(&inner, ino);
+            }
+            let from = inner.path_of(ino).ok_or(WcError::NotFound)?;
             inner.add_name(ino, parent, name)?;
             self.record(&mut inner, Record::Link { from, to })?;
             inner.entry_mut(ino)?.nlookup += 1;
             return self.attr_of(&inner, ino);
         }
+    }
+
+    /// Gives nameless file `ino` (an overlay file) the name `name` in `parent`, at `path`,
+    /// and journals it as made there with what it holds now: its overlay file, mode, owner,
+    /// access time and extended attributes (none of which were journaled while it had no
+    /// name).
+    fn name_nameless(
+        &self,
+        inner: &mut Inner,
+        ino: u64,
+        parent: u64,
+        name: &[u8],
+        path: Vec<u8>,
+    ) -> Result<()> {
+        check_new_name(name)?;
+        if inner.child(parent, name)?.is_some() {
+            return Err(WcError::Exists);
+        }
+        let e = inner.entry(ino)?;
+        let Kind::File(FileData::Overlay { id }) = e.kind else {
+            return Err(WcError::NotFound);
+        };
+        let mode = e.mode;
+        let owner = e.owner;
+        let atime = e.atime;
+        let xattrs: Vec<(Vec<u8>, Vec<u8>)> = e
+            .xattrs
+            .iter()
+            .flat_map(|x| x.iter())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        let mut records = vec![Record::Create {
+            path: path.clone(),
+            id,
+            mode,
+        }];
+        if let Some((uid, gid)) = owner {
+            records.push(Record::SetOwner {
+                path: path.clone(),
+                uid,
+                gid,
+            });
+        }
+        if let Some(t) = atime {
+            let (secs, nanos) = unix_time(t);
+            records.push(Record::SetAtime {
+                path: path.clone(),
+                secs,
+                nanos,
+            });
+        }
+        for (name, value) in xattrs {
+            records.push(Record::SetXattr {
+                path: path.clone(),
+                name,
+                value,
+            });
+        }
+        inner.children_mut(parent)?.insert(name.into(), ino, false);
+        inner.touch_dir(parent);
+        let now = Some(inner.now());
+        let e = inner.entry_mut(ino)?;
+        e.parent = parent;
+        e.name = name.into();
+        e.ctime = now;
+        for rec in records {
+            self.record(inner, rec)?;
+        }
+        self.feed_covers(ino);
+        Ok(())
     }
 
     /// Renames; returns nothing, like rename(2). `flags` as renameat2.
