@@ -30,6 +30,8 @@ if [ "$mode" = readme ] && [ -n "$(git status --porcelain --untracked-files=no)"
   exit 2
 fi
 root=$(mktemp -d /var/tmp/revfs-fresh-root.XXXXXX)
+# A machine's / is 0755 (mktemp made it 0700: no other user could run a program in it).
+chmod 755 "$root"
 # Mounted below the root, innermost last; undone in reverse.
 mounted=()
 cleanup() {
@@ -110,13 +112,14 @@ for f in "$cargo_bin"/*; do
 done
 [ -x "$root/root/.cargo/bin/cargo" ] || { echo "no cargo proxy in $cargo_bin" >&2; exit 1; }
 # The kernel's interfaces a machine has: devices (FUSE's among them), sysfs (the FUSE
-# connections), and fresh memory file systems for /dev/shm and /tmp.
+# connections), and a fresh memory file system for /dev/shm. /tmp stays the root's own
+# directory, on its disk, as Debian 12 installs it (a memory /tmp came with Debian 13).
 mnt "$root/dev" --rbind /dev
 mount --make-rslave "$root/dev"
 mnt "$root/dev/shm" -t tmpfs -o mode=1777,size=50% tmpfs
 mnt "$root/sys" --rbind /sys
 mount --make-rslave "$root/sys"
-mnt "$root/tmp" -t tmpfs -o mode=1777,size=50% tmpfs
+chmod 1777 "$root/tmp"
 log "clone of HEAD ($(git rev-parse --short HEAD)) into the root"
 git clone -q --no-hardlinks "$PWD" "$root/root/revfs"
 # The README's block, as written.

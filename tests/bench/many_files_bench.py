@@ -2,6 +2,7 @@
 """Benchmark (not a test): many new files in a mount against ext4, side by side in one run.
 
 Usage: tests/bench/many_files_bench.py CORPUS [--revfs BIN] [--dir DIR] [--n 100000] [--runs 3]
+                                        [--passthrough] [--only one,tree,tar]
 
 CORPUS is a corpus working copy (../shared/corpus, e.g. the linux tree): its files, without
 .hg, are archived once into DIR/corpus.tar. For each run, on ext4 (a directory in DIR) and in
@@ -15,7 +16,10 @@ in turns:
   rm -rf      of what it made
 
 Times are wall clock, each followed by a sync of the target's file system. Prints a
-markdown table of medians and ratios.
+markdown table of medians and ratios. --passthrough adds a third target, a mount with
+`mount.passthrough = true`; the order of the targets rotates from run to run. For each
+mount, the requests the daemon got during each step, per file made (its `stats` answer's
+counts by opcode), from the first run.
 """
 import argparse, os, shutil, statistics, subprocess, tarfile, tempfile, time
 
@@ -60,15 +64,50 @@ def archive(corpus, out):
     os.rename(tmp, out)
 
 
-def workload(target, n, tar):
+def requests(state):
+    """The daemon's request counts by opcode (None for ext4)."""
+    if state is None:
+        return None
+    import glob, json, socket
+    for sock in glob.glob(os.path.join(state, 'mounts', '*', 'control.sock')):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        s.sendall(b'{"cmd":"stats"}\n')
+        s.shutdown(socket.SHUT_WR)
+        data = b''
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        return json.loads(data.splitlines()[-1]).get('requests', {})
+    return None
+
+
+def workload(target, n, tar, only, state=None, counts=None):
     out = {}
-    out['one dir'] = timed(['python3', '-c', LOOP, os.path.join(target, 'one'), str(n), 'one'])
-    out['tree'] = timed(['python3', '-c', LOOP, os.path.join(target, 'tree'), str(n), 'tree'])
-    out['rm -rf (both)'] = timed(['rm', '-rf', os.path.join(target, 'one'),
-                                  os.path.join(target, 'tree')])
-    os.mkdir(os.path.join(target, 'src'))
-    out['tar xf corpus'] = timed(['tar', 'xf', tar, '-C', os.path.join(target, 'src')])
-    out['rm -rf corpus'] = timed(['rm', '-rf', os.path.join(target, 'src')])
+
+    def step(name, args, files):
+        before = requests(state)
+        out[name] = timed(args)
+        after = requests(state)
+        if counts is not None and before is not None and after is not None and files:
+            counts[name] = {k: (v - before.get(k, 0)) / files for k, v in sorted(after.items())
+                            if v - before.get(k, 0) > 0 and 'forget' not in k}
+
+    if 'one' in only:
+        step('one dir', ['python3', '-c', LOOP, os.path.join(target, 'one'), str(n), 'one'], n)
+    if 'tree' in only:
+        step('tree', ['python3', '-c', LOOP, os.path.join(target, 'tree'), str(n), 'tree'], n)
+    if 'one' in only or 'tree' in only:
+        out['rm -rf (both)'] = timed(['rm', '-rf', os.path.join(target, 'one'),
+                                      os.path.join(target, 'tree')])
+    if 'tar' in only:
+        os.mkdir(os.path.join(target, 'src'))
+        with tarfile.open(tar) as t:
+            files = sum(1 for m in t if m.isfile())
+        step('tar xf corpus', ['tar', 'xf', tar, '-C', os.path.join(target, 'src')], files)
+        out['rm -rf corpus'] = timed(['rm', '-rf', os.path.join(target, 'src')])
     return out
 
 
@@ -80,39 +119,58 @@ def main():
     ap.add_argument('--dir', default='/var/tmp/revfs-bench/many')
     ap.add_argument('--n', type=int, default=100000)
     ap.add_argument('--runs', type=int, default=3)
+    ap.add_argument('--passthrough', action='store_true')
+    ap.add_argument('--only', default='one,tree,tar')
     a = ap.parse_args()
+    only = set(a.only.split(','))
     os.makedirs(a.dir, exist_ok=True)
     tar = os.path.join(a.dir, 'corpus.tar')
     archive(a.corpus, tar)
-    results = {'ext4': [], 'revfs': []}
+    kinds = ['ext4', 'revfs'] + (['revfs+pt'] if a.passthrough else [])
+    results = {k: [] for k in kinds}
+    counts = {k: {} for k in kinds}
     for run in range(a.runs):
-        for kind in (['ext4', 'revfs'] if run % 2 == 0 else ['revfs', 'ext4']):
+        for kind in kinds[run % len(kinds):] + kinds[:run % len(kinds)]:
             work = tempfile.mkdtemp(dir=a.dir)
             try:
                 if kind == 'ext4':
                     target = os.path.join(work, 'ext4')
                     os.mkdir(target)
-                    results[kind].append(workload(target, a.n, tar))
+                    results[kind].append(workload(target, a.n, tar, only))
                 else:
                     repo, mnt = os.path.join(work, 'repo'), os.path.join(work, 'mnt')
                     sh(['hg', 'init', repo])
                     os.mkdir(mnt)
-                    env = dict(ENV, REVFS_STATE_DIR=os.path.join(work, 'state'))
+                    state = os.path.join(work, 'state')
+                    env = dict(ENV, REVFS_STATE_DIR=state)
+                    if kind == 'revfs+pt':
+                        cfg = os.path.join(work, 'config.toml')
+                        with open(cfg, 'w') as f:
+                            f.write('[mount]\npassthrough = true\n')
+                        env['REVFS_CONFIG'] = cfg
                     sh([a.revfs, 'mount', repo, mnt], env=env)
                     try:
-                        results[kind].append(workload(mnt, a.n, tar))
+                        results[kind].append(workload(mnt, a.n, tar, only, state,
+                                                      counts[kind] if run < len(kinds) else None))
                     finally:
                         sh([a.revfs, 'unmount', mnt], env=env)
             finally:
                 shutil.rmtree(work)
             print(kind, run, {k: round(v, 2) for k, v in results[kind][-1].items()}, flush=True)
     print()
-    print(f'| {a.n:,} files; seconds, median of {a.runs} | ext4 | revfs | revfs / ext4 |')
-    print('|---|---:|---:|---:|')
+    mounts = kinds[1:]
+    print(f'| {a.n:,} files; seconds, median of {a.runs} | ext4 | '
+          + ' | '.join(mounts) + ' | ' + ' | '.join(f'{m} / ext4' for m in mounts) + ' |')
+    print('|---|' + '---:|' * (1 + 2 * len(mounts)))
     for k in results['ext4'][0]:
         e = statistics.median(r[k] for r in results['ext4'])
-        r = statistics.median(r[k] for r in results['revfs'])
-        print(f'| {k} | {e:.2f} | {r:.2f} | {r / e:.1f}x |')
+        ms = [statistics.median(r[k] for r in results[m]) for m in mounts]
+        print(f'| {k} | {e:.2f} | ' + ' | '.join(f'{m:.2f}' for m in ms) + ' | '
+              + ' | '.join(f'{m / e:.2f}x' for m in ms) + ' |')
+    for m in mounts:
+        for step, c in counts[m].items():
+            print(f'{m}, {step}: requests per file: '
+                  + ', '.join(f'{k} {v:.2f}' for k, v in c.items()))
 
 
 if __name__ == '__main__':

@@ -172,8 +172,10 @@ fn assert_resident<P: AsRef<std::path::Path>>(files: &[P], paged_out_before: u64
 fn read_ahead_reads_store_files_the_page_cache_lost_from_the_disk() {
     // Reading the disk ahead of a reader overlaps its reads with the reader's work
     // (docs/BENCHMARKS.md): the store files of d/f060 to d/f119 are out of the page cache,
-    // and read-ahead reads them all the same.
-    let tmp = tempfile::tempdir().unwrap();
+    // and read-ahead reads them all the same. The repository on a disk (/var/tmp): a memory
+    // file system's pages (a tmpfs /tmp, as Debian 13 and Fedora mount it) cannot leave
+    // the page cache.
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
     let repo = repo(tmp.path());
     let index = |i: usize| repo.join(format!(".hg/store/data/d/f{i:03}.i"));
     for i in 60..120 {
