@@ -3,7 +3,8 @@
 side by side with the corpus's own checkout (native), in the same run.
 
 Usage: tests/bench/first_touch_bench.py CORPUS [--bin REVFS[::CONFIG] ...] [--runs N]
-                                        [--only warm,stat,grep,list,cold,parallel,latency] [--out FILE]
+                                        [--only warm,stat,grep,list,cold,parallel,readers,latency]
+                                        [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh (an hg repository with a working
 copy at tip). Each --bin (default target/release/revfs) is measured on fresh mounts of tip;
 CONFIG is a revfs configuration file (REVFS_CONFIG), so one build with two configurations
@@ -23,6 +24,12 @@ compares in one run (read-ahead on and off, say). Per run:
   parallel  the top-level directories split into 8 groups of about equal size: one tar per
             group at once (8 readers), against one tar of the same groups one after
             another (1 reader), each on a fresh mount, warm store; and native;
+  readers   1, 2, 4 and 8 readers at once, each a tar of its share of the tree (its
+            directories split in groups of about equal bytes, a big directory split into
+            what it holds), on a fresh mount, warm
+            store, against the same on the native checkout; with the CPU time the whole
+            machine was busy meanwhile (/proc/stat), which says whether one reader already
+            keeps every CPU busy;
   latency   a foreground reader's first reads while read-ahead works: one process reads
             the first file of the corpus's biggest directories (each starts a round of
             read-ahead), while another reads the files of other directories one by one
@@ -64,14 +71,42 @@ class Mounted:
         sh('rm -rf %s %s' % (self.state, self.dir))
 
 
-def groups(corpus, n=8):
-    """The top-level directories and files split into n groups of about equal bytes."""
+def groups(corpus, n=8, split=False):
+    """The top-level directories and files split into n groups of about equal bytes. With
+    split, a directory bigger than a quarter of a group's share is replaced by what it holds
+    (again and again), so that one big directory (linux's drivers/) does not make a group
+    of its own that the others wait for."""
+    if split:
+        du = subprocess.run(['du', '-b', '--exclude=.hg', '.'], cwd=corpus, capture_output=True,
+                            text=True, check=True).stdout
+        dirs = {}
+        for line in du.splitlines():
+            size, path = line.split('\t', 1)
+            dirs[os.path.normpath(path)] = int(size)
     sizes = []
     for name in sorted(os.listdir(corpus)):
         if name.startswith('.hg') or name == '.corpus-done':
             continue
-        out = subprocess.run(['du', '-sb', name], cwd=corpus, capture_output=True, text=True)
-        sizes.append((int(out.stdout.split()[0]), name))
+        if split:
+            path = os.path.join(corpus, name)
+            size = dirs.get(name) if os.path.isdir(path) else os.lstat(path).st_size
+        else:
+            out = subprocess.run(['du', '-sb', name], cwd=corpus, capture_output=True, text=True)
+            size = int(out.stdout.split()[0])
+        sizes.append((size, name))
+    if split:
+        total = sum(size for size, _ in sizes)
+        while True:
+            size, name = max(sizes)
+            path = os.path.join(corpus, name)
+            if size <= total / (4 * n) or os.path.islink(path) or not os.path.isdir(path):
+                break
+            sizes.remove((size, name))
+            for child in sorted(os.listdir(path)):
+                rel = os.path.join(name, child)
+                full = os.path.join(corpus, rel)
+                isdir = os.path.isdir(full) and not os.path.islink(full)
+                sizes.append((dirs.get(rel, 0) if isdir else os.lstat(full).st_size, rel))
     sizes.sort(reverse=True)
     out = [[] for _ in range(n)]
     load = [0] * n
@@ -79,11 +114,19 @@ def groups(corpus, n=8):
         i = load.index(min(load))
         out[i].append(name)
         load[i] += size
-    return [g for g in out if g]
+    return [sorted(g) for g in out if g]
 
 
 def tar_of(names):
     return 'tar cf - %s | wc -c' % ' '.join("'%s'" % n for n in names)
+
+
+def busy_cpu():
+    """Seconds of CPU time the machine has spent busy (user, nice, system, irq, softirq)."""
+    with open('/proc/stat') as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf('SC_CLK_TCK')
 
 
 def parallel(cwd, gs):
@@ -211,6 +254,20 @@ def main():
                         add((kind, label), t)
                     finally:
                         m.close()
+            if 'readers' in only:
+                timed(native_tar, corpus)
+                for n in (1, 2, 4, 8):
+                    gn = groups(corpus, n, split=True)
+                    b = busy_cpu()
+                    add(('%d readers' % n, 'native'), parallel(corpus, gn))
+                    add(('%d readers, busy CPU s' % n, 'native'), busy_cpu() - b)
+                    m = Mounted(revfs, config, corpus)
+                    try:
+                        b = busy_cpu()
+                        add(('%d readers' % n, label), parallel(m.dir, gn))
+                        add(('%d readers, busy CPU s' % n, label), busy_cpu() - b)
+                    finally:
+                        m.close()
             if 'latency' in only:
                 m = Mounted(revfs, config, corpus)
                 try:
@@ -236,7 +293,9 @@ def main():
                 row.append('')
                 continue
             med = statistics.median(v)
-            if 'us' in k:
+            if 'busy CPU' in k:
+                row.append('%.1f' % med)
+            elif 'us' in k:
                 row.append('%.0f' % med)
             elif nat and l != 'native':
                 row.append('%.2f s (%.1fx)' % (med, med / statistics.median(nat)))

@@ -465,3 +465,54 @@ fn an_unsupported_requirement_and_a_foreign_directory() {
         ),
     );
 }
+
+/// Puts haltpoll's polling back as it was, however the test ends.
+struct PollRestore(String);
+
+impl Drop for PollRestore {
+    fn drop(&mut self) {
+        let _ = std::fs::write(POLL_NS, &self.0);
+    }
+}
+
+const POLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+
+#[test]
+fn idle_cpus_that_halt_at_once_are_noted_on_a_haltpoll_guest() {
+    let t = Setup::new();
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .unwrap_or_default();
+    let Ok(before) = std::fs::read_to_string(POLL_NS) else {
+        // Not a haltpoll guest: nothing is said about idle CPUs.
+        let (code, out) = t.doctor(&[]);
+        assert_eq!(code, 0, "{out}");
+        assert!(!out.contains("idle CPUs"), "{out}");
+        return;
+    };
+    assert_eq!(
+        driver.trim(),
+        "haltpoll",
+        "haltpoll's module without its driver"
+    );
+    let _restore = PollRestore(before);
+    let note = " idle CPUs halt at once: each request to a mount's daemon and each answer may \
+                wait for a halted CPU to wake, which made a round trip 2 to 3 times slower on \
+                a KVM guest; as root, `echo 200000 > /sys/module/haltpoll/parameters/\
+                guest_halt_poll_ns` lets an idle CPU poll 200 us before it halts";
+    std::fs::write(POLL_NS, "0").expect("set guest_halt_poll_ns (root)");
+    let (code, out) = t.doctor(&[]);
+    assert_eq!(code, 0, "a note, not a problem:\n{out}");
+    let at = out
+        .lines()
+        .position(|l| l == "checking idle CPUs (haltpoll, guest_halt_poll_ns = 0)")
+        .unwrap_or_else(|| panic!("no idle CPU check in:\n{out}"));
+    assert_eq!(out.lines().nth(at + 1), Some(note), "{out}");
+    std::fs::write(POLL_NS, "200000").expect("set guest_halt_poll_ns (root)");
+    let (code, out) = t.doctor(&[]);
+    assert_eq!(code, 0, "{out}");
+    has_line(
+        &out,
+        "checking idle CPUs (haltpoll, guest_halt_poll_ns = 200000)",
+    );
+    assert!(!out.contains("halt at once"), "{out}");
+}
