@@ -43,6 +43,7 @@ DEPS_TEST=(
 # What the benchmarks (tests/bench/) need beyond DEPS_TEST.
 DEPS_BENCH=(
   hyperfine:hyperfine       # read-all.sh
+  rg:ripgrep                # first_touch_bench.py: rg's parallel walk
   bc:bc                     # build_bench.sh
   /usr/bin/time:time        # peak RSS
   flex:flex                 # build_bench.sh: a kernel build (make allnoconfig, make)

@@ -3,7 +3,8 @@
 side by side with the corpus's own checkout (native), in the same run.
 
 Usage: tests/bench/first_touch_bench.py CORPUS [--bin REVFS[::CONFIG] ...] [--runs N]
-                                        [--only warm,stat,grep,list,cold,parallel,readers,latency]
+                                        [--only warm,stat,grep,rg,list,cold,parallel,readers,
+                                        latency]
                                         [--out FILE]
 CORPUS is a tree made by ../shared/corpus/make-corpus.sh (an hg repository with a working
 copy at tip). Each --bin (default target/release/revfs) is measured on fresh mounts of tip;
@@ -17,6 +18,9 @@ compares in one run (read-ahead on and off, say). Per run:
             find on the native checkout (`.hg` left out), warm;
   grep      `grep -r` of a string found nowhere (reads every file, no stat after a read, as
             a code search or an indexer does) on a fresh mount, against native, warm;
+  rg        `rg -uuu` of a string found nowhere, with its own parallel walk (one thread a
+            CPU: directories in the order its threads take them, not the listing's), on a
+            fresh mount, against native, warm;
   list      `find . -type f | wc -l` on a fresh mount (names only: readdir's types, no
             stat), against native, warm;
   cold      the same with every cache dropped before (`echo 3 > /proc/sys/vm/drop_caches`),
@@ -237,6 +241,10 @@ def main():
                 grep = "grep -r --exclude-dir=.hg revfs_bench_matches_nothing . | wc -l"
                 warm_store()
                 side_by_side('grep', grep, grep)
+            if 'rg' in only:
+                rg = "rg -uuu -g '!.hg' -c revfs_bench_matches_nothing . | wc -l"
+                warm_store()
+                side_by_side('rg', rg, rg)
             if 'list' in only:
                 names = "find . -type f -not -path './.hg/*' | wc -l"
                 side_by_side('list', names, names)

@@ -687,6 +687,9 @@ fn the_directories_a_reader_comes_to_next_are_read_ahead_and_pushed_before_it_do
     // read, is not walked to again).
     assert_eq!(s.readahead("walked"), Some(11), "{s}");
     assert_eq!(s.readahead("rounds"), Some(1 + 11), "{s}");
+    // The program went where the walk went: it started it once, and it never paused.
+    assert_eq!(s.readahead("walk_starts"), Some(1), "{s}");
+    assert_eq!(s.readahead("walk_pauses"), Some(0), "{s}");
     assert_eq!(s.readahead("pushed"), Some(4 * 15 - 2), "{s}");
     let used = s.readahead("used");
     // Every pushed file's page is in the page cache before the program reads it.
@@ -771,6 +774,35 @@ fn a_walk_that_starts_over_reads_nothing_again_that_it_read_ahead_lately() {
         s.readahead("files").unwrap() <= files_before + 2,
         "{first}\n{s}"
     );
+    for (name, data) in &files {
+        assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
+    }
+}
+
+#[test]
+fn a_walk_its_program_does_not_follow_pauses_and_each_directory_still_gets_its_round() {
+    // A program reads d5, d4, d3, d2 in that order (rg's parallel walk, or two programs,
+    // do not go where the walk goes, in listing order): each directory it lists is one
+    // the walk had not come to, and starts it again. Three in a row pause the walk; each
+    // directory the program lists still has its files read ahead.
+    let tmp = tempfile::tempdir().unwrap();
+    let files = tree_files(&[], 6, 5, false);
+    let repo = hg_repo(tmp.path(), &files);
+    let m = unseen_opens_mount(&repo);
+    std::fs::read(m.dir.join("x/one")).unwrap();
+    for d in ["d5", "d4", "d3", "d2"] {
+        let (f0, f1) = (format!("{d}/f0"), format!("{d}/f1"));
+        list_then_read(&m, d, 5, &[&f0, &f1]);
+        settled(&m);
+    }
+    let s = settled(&m);
+    assert_eq!(s.readahead("walk_starts"), Some(3), "{s}");
+    assert_eq!(s.readahead("walk_reaches"), Some(0), "{s}");
+    assert_eq!(s.readahead("walk_pauses"), Some(1), "{s}");
+    // The rounds of the four directories the program listed (the walk from d5 and d4
+    // came to no directory the program had not had read ahead: x was read, d5 listed).
+    assert_eq!(s.readahead("rounds"), Some(4), "{s}");
+    assert_eq!(s.readahead("walked"), Some(0), "{s}");
     for (name, data) in &files {
         assert!(std::fs::read(m.dir.join(name)).unwrap() == *data, "{name}");
     }

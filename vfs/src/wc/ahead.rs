@@ -200,6 +200,7 @@ pub(super) fn round_jobs(
                 node,
                 ino: None,
                 push: true,
+                walked: false,
             }),
             Err(ino) => match &inner.entry(ino).ok()?.kind {
                 Kind::File(FileData::Store { path, node, .. }) => Some(Job {
@@ -207,6 +208,7 @@ pub(super) fn round_jobs(
                     node: *node,
                     ino: Some(ino),
                     push: true,
+                    walked: false,
                 }),
                 _ => None,
             },
