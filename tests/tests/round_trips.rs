@@ -65,9 +65,10 @@ fn expected(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 /// - `getattr` of the directory: a create makes the kernel drop the directory's
 ///   attributes (`fuse_dir_changed`), and with `default_permissions` it needs them for the
 ///   permission check of the next name in it;
-/// - `getxattr` (`security.capability`): the kernel asks before every write to a file
-///   whether writing must drop a capability (`file_remove_privs`); FUSE has no answer the
-///   kernel keeps (only ENOSYS, which would turn off every xattr);
+/// - `getxattr` (`security.capability`): the kernel asks before the first write to a file
+///   whether writing must drop a capability (`file_remove_privs`); the create's attributes
+///   clear the inode's "no security attributes" mark, so a new file's first write asks
+///   (the next ones do not: below);
 /// - `write`: the bytes (no write-back cache: the overlay and journal see every write);
 /// - `release`: the close, sent in the background.
 ///
@@ -121,5 +122,45 @@ fn with_passthrough_a_new_file_written_once_costs_no_write_request() {
             ("release", FILES),
         ]),
         "requests for {FILES} new files"
+    );
+}
+
+/// A file written in several writes, as `tar xf` writes a file of more than one record, then
+/// given its owner, as tar does: the kernel asks for `security.capability` before the first
+/// write only (the daemon kills set-user-ID itself, `FUSE_HANDLE_KILLPRIV_V2`, so the kernel
+/// may keep the inode's "no security attributes" mark), and once more for the chown, which
+/// drops capabilities (`ATTR_KILL_PRIV`); the chown needs no `getattr` first. The one
+/// `getattr` is the directory's, for the create's permission check. Before, each write
+/// asked (6 `getxattr` here) and the chown fetched the file's attributes (2 `getattr`).
+#[test]
+fn a_file_written_in_several_writes_and_chowned_asks_for_its_capability_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = hg_repo(tmp.path(), &[("a", "a\n")]);
+    let m = Mount::new(&repo, None);
+    let dir = m.dir.join("new");
+    std::fs::create_dir(&dir).unwrap();
+    create_files(&dir, 0, 1);
+    let before = settled(&m, &BTreeMap::new(), "release", 1);
+    let path = dir.join("several");
+    {
+        let mut f = std::fs::File::create(&path).unwrap();
+        for i in 0..5 {
+            f.write_all(format!("record {i}\n").as_bytes()).unwrap();
+        }
+        std::os::unix::fs::fchown(&f, Some(0), Some(0)).unwrap();
+    }
+    let after = settled(&m, &before, "release", 1);
+    assert_eq!(
+        delta(&before, &after),
+        expected(&[
+            ("create", 1),
+            ("getattr", 1),
+            ("getxattr", 2),
+            ("lookup", 1),
+            ("release", 1),
+            ("setattr", 1),
+            ("write", 5),
+        ]),
+        "requests for a file written in 5 writes and chowned"
     );
 }

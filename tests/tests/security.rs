@@ -85,3 +85,109 @@ fn with_allow_other_the_kernel_checks_the_permission_bits() {
     );
     assert_eq!(std::fs::read(f).unwrap(), b"public\n");
 }
+
+/// Writes, truncates and chowns of set-user-ID and set-group-ID files in `dir`, by root
+/// and by `nobody`; each file's mode after them (`name mode`, octal).
+fn privilege_story(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.display();
+    let make = |name: &str, mode: u32| {
+        let f = dir.join(name);
+        std::fs::write(&f, b"#!/bin/sh\necho hi\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    for (name, mode) in [
+        ("w_root", 0o6777),
+        ("w_nobody", 0o6777),
+        ("t_nobody", 0o6777),
+        ("sgid_no_gx", 0o2767),
+        ("chown_root", 0o6755),
+        ("chown_no_gx", 0o2745),
+    ] {
+        make(name, mode);
+    }
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("w_root"))
+            .unwrap();
+        f.write_all(b"# root\n").unwrap();
+    }
+    for script in [
+        format!("echo '# nobody' >> {d}/w_nobody"),
+        format!(": > {d}/t_nobody"),
+        format!("echo '# nobody' >> {d}/sgid_no_gx"),
+    ] {
+        let (ok, err) = as_nobody(&script);
+        assert!(ok, "{script}: {err}");
+    }
+    for name in ["chown_root", "chown_no_gx"] {
+        let out = Command::new("chown")
+            .args(["nobody", &format!("{d}/{name}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let mut modes = Vec::new();
+    for name in [
+        "w_root",
+        "w_nobody",
+        "t_nobody",
+        "sgid_no_gx",
+        "chown_root",
+        "chown_no_gx",
+    ] {
+        let mode = std::fs::metadata(dir.join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        modes.push(format!("{name} {:o}", mode & 0o7777));
+    }
+    modes
+}
+
+#[test]
+fn writes_truncates_and_chowns_kill_set_user_id_as_on_a_local_file_system() {
+    // The kernel leaves this to the daemon (FUSE_HANDLE_KILLPRIV_V2): a write or truncate
+    // by a user without CAP_FSETID, and any chown, drop set-user-ID, and set-group-ID when
+    // the group may execute or the caller is neither in the file's group nor root; root's
+    // write keeps them.
+    let local = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(local.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let expected = privilege_story(local.path());
+    assert_eq!(
+        expected,
+        [
+            "w_root 6777",
+            "w_nobody 777",
+            "t_nobody 777",
+            "sgid_no_gx 767",
+            "chown_root 755",
+            "chown_no_gx 2745"
+        ]
+    );
+    let tmp = open_tmp();
+    let repo = repo(tmp.path());
+    let m = Mount::with_args(&repo, &["--allow-other"]);
+    std::fs::set_permissions(
+        m.dir.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir(m.dir.join("p")).unwrap();
+    std::fs::set_permissions(m.dir.join("p"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(privilege_story(&m.dir.join("p")), expected);
+    // As the journal has them: the same after a remount.
+    m.unmount();
+    m.remount(&repo, None);
+    let mut again = Vec::new();
+    for line in &expected {
+        let name = line.split(' ').next().unwrap();
+        let mode = std::fs::metadata(m.dir.join("p").join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        again.push(format!("{name} {:o}", mode & 0o7777));
+    }
+    assert_eq!(again, expected);
+}

@@ -40,6 +40,9 @@ impl Filesystem for RevFs {
             // Every listing is a READDIRPLUS (not the kernel's "auto" choice): `readdirplus`
             // decides per listing whether its entries carry attributes.
             InitFlags::FUSE_DO_READDIRPLUS,
+            // The daemon kills set-user-ID and set-group-ID when the kernel says
+            // (`killpriv.rs`): no GETXATTR before each write, no GETATTR before a chown.
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks {cap:?}");
@@ -164,6 +167,7 @@ impl Filesystem for RevFs {
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
         _flags: Option<fuser::BsdFileFlags>,
+        kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
         let _busy = self.busy.enter();
@@ -190,6 +194,11 @@ impl Filesystem for RevFs {
         // A truncate waits for a push into the page cache of the file (`passthrough.rs`).
         let _change =
             (size.is_some() && self.passthrough.on()).then(|| self.passthrough.begin_change(ino.0));
+        // A truncate by a caller without CAP_FSETID, or a chown (`killpriv.rs`).
+        let mode = match mode {
+            None if kill_suidgid => self.killed_mode(req, ino.0).ok().flatten(),
+            mode => mode,
+        };
         let change = SetAttr {
             mode,
             uid,
@@ -479,17 +488,22 @@ impl Filesystem for RevFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let _busy = self.busy.enter();
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = self.kill_suidgid(req, ino.0) {
+                return reply.error(errno("write", &e));
+            }
+        }
         match self.wc.write_file(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno("write", &e)),

@@ -10,6 +10,7 @@
 pub mod bdi;
 pub mod events;
 pub mod handlers;
+mod killpriv;
 mod listing;
 pub mod mount_table;
 pub mod notify;

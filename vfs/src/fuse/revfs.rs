@@ -264,6 +264,36 @@ impl RevFs {
         self.events.is_helper(req.pid())
     }
 
+    /// Kills the set-user-ID and set-group-ID bits of file `ino` before a write by a caller
+    /// without CAP_FSETID (`killpriv.rs`), and drops the kernel's attributes of it, which
+    /// still have them (a write's answer carries none): an `exec` after the write reads
+    /// them again.
+    pub(super) fn kill_suidgid(&self, req: &Request, ino: u64) -> Result<(), WcError> {
+        let Some(mode) = self.killed_mode(req, ino)? else {
+            return Ok(());
+        };
+        let change = SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        };
+        self.wc.setattr(ino, &change)?;
+        if let Some(n) = self.filler.notifier.get() {
+            // Attributes only (offset -1): takes no lock the writer holds.
+            let _ = n.inval_inode(fuser::INodeNo(ino), -1, 0);
+        }
+        Ok(())
+    }
+
+    /// The mode of `ino` without the bits that `req`'s write, truncate or chown kills
+    /// (`killpriv.rs`); `None` when nothing goes.
+    pub(super) fn killed_mode(&self, req: &Request, ino: u64) -> Result<Option<u32>, WcError> {
+        use super::killpriv::{in_group_or_root, killed};
+        let ((_, group), mode) = self.wc.owner_and_mode(ino)?;
+        Ok(killed(mode, || {
+            in_group_or_root(req.pid(), req.uid(), req.gid(), group)
+        }))
+    }
+
     /// Whether `req` comes from the daemon's own lease helper (`lease.rs`), not a program.
     pub(super) fn is_helper(&self, req: &Request) -> bool {
         self.passthrough.leases.helper_pid() == Some(req.pid())

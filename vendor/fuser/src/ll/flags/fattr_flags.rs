@@ -17,6 +17,9 @@ bitflags! {
         const FATTR_MTIME_NOW = 1 << 8;
         const FATTR_LOCKOWNER = 1 << 9;
         const FATTR_CTIME = 1 << 10;
+        /// Kill the file's set-user-ID and set-group-ID bits (FUSE_HANDLE_KILLPRIV_V2):
+        /// a truncate by a caller without CAP_FSETID, or a chown of a non-directory.
+        const FATTR_KILL_SUIDGID = 1 << 11;
         #[cfg(target_os = "macos")]
         const FATTR_CRTIME = 1 << 28;
         #[cfg(target_os = "macos")]
