@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark (not a test): many new files in a mount against ext4, side by side in one run.
 
-Usage: tests/bench/many_files_bench.py CORPUS [--revfs BIN] [--dir DIR] [--n 100000] [--runs 3]
-                                        [--passthrough] [--only one,tree,tar]
+Usage: tests/bench/many_files_bench.py CORPUS [--revfs BIN] [--before BIN] [--dir DIR] [--n 100000]
+                                        [--runs 3] [--passthrough] [--only one,tree,tar]
 
 CORPUS is a corpus working copy (../shared/corpus, e.g. the linux tree): its files, without
 .hg, are archived once into DIR/corpus.tar. For each run, on ext4 (a directory in DIR) and in
@@ -16,8 +16,9 @@ in turns:
   rm -rf      of what it made
 
 Times are wall clock, each followed by a sync of the target's file system. Prints a
-markdown table of medians and ratios. --passthrough adds a third target, a mount with
-`mount.passthrough = true`; the order of the targets rotates from run to run. For each
+markdown table of medians and ratios. --passthrough adds a target, a mount with
+`mount.passthrough = true`, and --before another, a mount by another build (an earlier
+commit's); the order of the targets rotates from run to run. For each
 mount, the requests the daemon got during each step, per file made (its `stats` answer's
 counts by opcode), from the first run.
 """
@@ -120,13 +121,15 @@ def main():
     ap.add_argument('--n', type=int, default=100000)
     ap.add_argument('--runs', type=int, default=3)
     ap.add_argument('--passthrough', action='store_true')
+    ap.add_argument('--before')
     ap.add_argument('--only', default='one,tree,tar')
     a = ap.parse_args()
     only = set(a.only.split(','))
     os.makedirs(a.dir, exist_ok=True)
     tar = os.path.join(a.dir, 'corpus.tar')
     archive(a.corpus, tar)
-    kinds = ['ext4', 'revfs'] + (['revfs+pt'] if a.passthrough else [])
+    kinds = ['ext4', 'revfs'] + (['revfs+pt'] if a.passthrough else []) \
+        + (['before'] if a.before else [])
     results = {k: [] for k in kinds}
     counts = {k: {} for k in kinds}
     for run in range(a.runs):
@@ -148,18 +151,20 @@ def main():
                         with open(cfg, 'w') as f:
                             f.write('[mount]\npassthrough = true\n')
                         env['REVFS_CONFIG'] = cfg
-                    sh([a.revfs, 'mount', repo, mnt], env=env)
+                    binary = a.before if kind == 'before' else a.revfs
+                    sh([binary, 'mount', repo, mnt], env=env)
                     try:
                         results[kind].append(workload(mnt, a.n, tar, only, state,
                                                       counts[kind] if run < len(kinds) else None))
                     finally:
-                        sh([a.revfs, 'unmount', mnt], env=env)
+                        sh([binary, 'unmount', mnt], env=env)
             finally:
                 shutil.rmtree(work)
             print(kind, run, {k: round(v, 2) for k, v in results[kind][-1].items()}, flush=True)
     print()
     mounts = kinds[1:]
-    print(f'| {a.n:,} files; seconds, median of {a.runs} | ext4 | '
+    what = f'{a.n:,} files; ' if only & {'one', 'tree'} else ''
+    print(f'| {what}seconds, median of {a.runs} | ext4 | '
           + ' | '.join(mounts) + ' | ' + ' | '.join(f'{m} / ext4' for m in mounts) + ' |')
     print('|---|' + '---:|' * (1 + 2 * len(mounts)))
     for k in results['ext4'][0]:
