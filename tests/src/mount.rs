@@ -46,6 +46,19 @@ impl Mount {
         )
     }
 
+    /// Mounts `repo` with this revfs configuration and extra `revfs mount` arguments.
+    pub fn with_config_args(repo: &Path, config: &str, extra: &[&str]) -> Mount {
+        Mount::mount_full(
+            repo,
+            None,
+            None,
+            extra,
+            watchdog::default_deadline(),
+            config,
+            None,
+        )
+    }
+
     /// Mounts revision `rev` of `repo` with this revfs configuration.
     pub fn at_with_config(repo: &Path, rev: &str, config: &str) -> Mount {
         Mount::mount_full(

@@ -191,3 +191,21 @@ fn writes_truncates_and_chowns_kill_set_user_id_as_on_a_local_file_system() {
     }
     assert_eq!(again, expected);
 }
+
+#[test]
+fn with_passthrough_writes_truncates_and_chowns_kill_set_user_id_as_on_a_local_file_system() {
+    let local = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(local.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let expected = privilege_story(local.path());
+    let tmp = open_tmp();
+    let repo = repo(tmp.path());
+    let m = Mount::with_config_args(&repo, "[mount]\npassthrough = true\n", &["--allow-other"]);
+    std::fs::set_permissions(
+        m.dir.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir(m.dir.join("p")).unwrap();
+    std::fs::set_permissions(m.dir.join("p"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(privilege_story(&m.dir.join("p")), expected);
+}

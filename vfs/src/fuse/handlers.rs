@@ -411,11 +411,15 @@ impl Filesystem for RevFs {
                 self.passthrough.open_delay.wait();
             }
             let decision = match &file {
-                Some((_, f)) => {
+                Some((_, f)) if !(write && self.set_id(ino.0)) => {
                     let make = || reply.open_backing(&**f);
                     self.passthrough.decide(ino.0, Some(&make), may_push)
                 }
-                None => self.passthrough.decide(ino.0, None, may_push),
+                // A write to a set-user-ID or set-group-ID file reaches the daemon, which
+                // kills those bits (`killpriv.rs`): the kernel writes a backing file
+                // without asking. (Through anyway when the inode has handles on its
+                // backing file already: the kernel keeps an inode in one mode.)
+                _ => self.passthrough.decide(ino.0, None, may_push),
             };
             match (decision, file) {
                 (Decision::Through(backing), Some((id, _))) => {

@@ -6,7 +6,9 @@
 //! `security.capability` attribute (it may cache "no security attributes" on an inode only
 //! when the daemon handles the killing), and fetched the attributes before every chown:
 //! `tar xf` sent 4.3 GETXATTR and 2 GETATTR a file, now 2 and 1 (docs/BENCHMARKS.md).
-//! Removing `security.capability` stays the kernel's (it sends a REMOVEXATTR).
+//! Removing `security.capability` stays the kernel's (it sends a REMOVEXATTR). With
+//! passthrough on, a set-user-ID or set-group-ID file opened for writing is not passed
+//! through (`handlers.rs`'s `open`): the kernel writes a backing file without asking.
 //!
 //! The rule is the VFS's (`setattr_should_drop_suidgid`, Linux 6.2 and later): set-user-ID
 //! goes; set-group-ID goes with group execute, and without it (where it marks mandatory

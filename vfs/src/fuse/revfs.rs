@@ -284,6 +284,13 @@ impl RevFs {
         Ok(())
     }
 
+    /// Whether file `ino` is set-user-ID or set-group-ID.
+    pub(super) fn set_id(&self, ino: u64) -> bool {
+        self.wc
+            .owner_and_mode(ino)
+            .is_ok_and(|(_, mode)| mode & (libc::S_ISUID | libc::S_ISGID) != 0)
+    }
+
     /// The mode of `ino` without the bits that `req`'s write, truncate or chown kills
     /// (`killpriv.rs`); `None` when nothing goes.
     pub(super) fn killed_mode(&self, req: &Request, ino: u64) -> Result<Option<u32>, WcError> {
