@@ -54,6 +54,8 @@ enum Command {
     List(commands::mount::ListArgs),
     /// Delete the working copy kept for a mountpoint that is not mounted
     Discard(commands::mount::DiscardArgs),
+    /// Bind-mount directories of a mount from local disk, for what must run at native speed
+    Redirect(commands::redirect::RedirectArgs),
     /// Show changed files in the working copy
     #[command(alias = "st")]
     Status(commands::wc::StatusArgs),
@@ -155,6 +157,7 @@ fn main() -> ExitCode {
         Command::Unmount(args) => commands::mount::unmount(args),
         Command::List(args) => commands::mount::list(args),
         Command::Discard(args) => commands::mount::discard(args),
+        Command::Redirect(args) => commands::redirect::run(&cli, args),
         Command::Status(args) => commands::wc::status(&cli, args),
         Command::Add(args) => commands::track::add(&cli, args),
         Command::Forget(args) => commands::track::forget(&cli, args),

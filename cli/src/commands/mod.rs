@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod files;
 pub mod log;
 pub mod mount;
+pub mod redirect;
 pub mod repo;
 pub mod revert;
 pub mod track;

@@ -9,9 +9,10 @@ use revfs_vfs::client::kernel::{
 };
 use revfs_vfs::client::{control_deadline, NotAnswering};
 use revfs_vfs::config::Config;
-use revfs_vfs::service::control::{self, ControlError, Request, Response};
+use revfs_vfs::service::control::{self, ControlError, RedirectOp, Request, Response};
 use revfs_vfs::service::daemon::{self, MountRequest};
 use revfs_vfs::service::kept;
+use revfs_vfs::service::redirect::{self, Redirections};
 use revfs_vfs::service::state::StateDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -501,6 +502,7 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
         deadline
     };
     let health = health(&state_dir, ask);
+    let gone = matches!(health, Health::Gone);
     if !args.force {
         if let Health::Stuck(why) = health {
             return Err(NotAnswering {
@@ -514,12 +516,43 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
         // daemon lets them go and takes no new one for a while. An older daemon does not
         // know the request; it has none.
         let _ = control::request(&state_dir.socket(), &Request::Quiesce, ask);
+        // A bind on the mount would make its unmount fail as busy: the daemon unbinds its
+        // redirections first, and binds them again if the unmount does not go ahead.
+        let redirected = !Redirections::of(state_dir.path())
+            .load()
+            .unwrap_or_default()
+            .is_empty();
+        if redirected && gone {
+            // No daemon to unbind them or to flush anything: the mount is detached with
+            // its binds.
+            detach(&mountpoint)?;
+            return Ok(0);
+        }
+        if redirected {
+            let unbind = Request::Redirect {
+                op: RedirectOp::Unbind,
+            };
+            match control::request(&state_dir.socket(), &unbind, ask) {
+                Ok(Response::Error { message }) => bail!("{message}"),
+                Ok(_) => {}
+                Err(e) => bail!("unmounting {}: {e}", mountpoint.display()),
+            }
+        }
+        let rebind = || {
+            if redirected {
+                let bind = Request::Redirect {
+                    op: RedirectOp::Bind,
+                };
+                let _ = control::request(&state_dir.socket(), &bind, ask);
+            }
+        };
         let out = Command::new("fusermount3")
             .arg("-u")
             .arg(&mountpoint)
             .output()
             .context("running fusermount3 (is fuse3 installed?)")?;
         if !out.status.success() {
+            rebind();
             let err = String::from_utf8_lossy(&out.stderr);
             if err.contains("busy") {
                 bail!(
@@ -602,6 +635,10 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
             None => bail!("the working copy kept for {mp} does not say its repository"),
         }
     }
+    // The files of its redirections go with the state directory.
+    let reds = Redirections::of(state_dir.path());
+    let redirected = reds.load().unwrap_or_default();
+    let redirected_files = redirect::ignored_files(&reds).map_or(0, |f| f.len());
     kept::discard(&state_dir)?;
     match kept {
         Some(k) => {
@@ -616,6 +653,15 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
             );
         }
         None => println!("discarded the working copy kept for {mp}"),
+    }
+    if !redirected.is_empty() {
+        println!(
+            "removed its redirection{} {} and the {redirected_files} file{} in {}",
+            if redirected.len() == 1 { "" } else { "s" },
+            redirected.join(", "),
+            if redirected_files == 1 { "" } else { "s" },
+            if redirected.len() == 1 { "it" } else { "them" },
+        );
     }
     if let Some(r) = repo.filter(|r| super::cloned::is_revfs_clone(r)) {
         let from = super::cloned::server(&r)
@@ -634,6 +680,31 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The redirections kept for a working copy, each with whether it is bound (`None`: not
+/// mounted), for `revfs list`. Read from the state directory, never through the mount.
+fn redirections(state_dir: &StateDir) -> Vec<(String, Option<bool>)> {
+    let Ok(list) = Redirections::of(state_dir.path()).load() else {
+        return Vec::new();
+    };
+    let mountpoint = state_dir.load().ok().flatten().map(|s| s.mountpoint);
+    let bound = mountpoint
+        .as_deref()
+        .map(redirect::bound_below)
+        .unwrap_or_default();
+    let mounted = mountpoint
+        .as_deref()
+        .is_some_and(|m| is_mounted(m).unwrap_or(false));
+    list.into_iter()
+        .map(|p| {
+            let b = mountpoint
+                .as_deref()
+                .filter(|_| mounted)
+                .map(|m| redirect::is_bound(&bound, m, &p));
+            (p, b)
+        })
+        .collect()
 }
 
 /// A repository as `revfs list` shows it: its path, and the server it was cloned from.
@@ -656,7 +727,8 @@ pub fn list(args: &ListArgs) -> Result<u8> {
         let state_dir = StateDir::for_mountpoint(&km.mountpoint)?;
         let state = state_dir.load().ok().flatten();
         let health = health(&state_dir, Duration::from_secs(2));
-        rows.push((km.mountpoint.clone(), state, health));
+        let reds = redirections(&state_dir);
+        rows.push((km.mountpoint.clone(), state, health, reds));
     }
     // Working copies kept for mountpoints that are not mounted.
     let mut kept_rows = Vec::new();
@@ -666,13 +738,14 @@ pub fn list(args: &ListArgs) -> Result<u8> {
             continue;
         }
         let kept = kept::inspect(&sd);
-        kept_rows.push((state, kept));
+        let reds = redirections(&sd);
+        kept_rows.push((state, kept, reds));
     }
     kept_rows.sort_by(|a, b| a.0.mountpoint.cmp(&b.0.mountpoint));
     if json {
         let items: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(m, s, health)| {
+            .map(|(m, s, health, reds)| {
                 serde_json::json!({
                     "mountpoint": m,
                     "repo": s.as_ref().map(|s| &s.repo),
@@ -681,9 +754,10 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                     "mounted": true,
                     "running": !matches!(health, Health::Gone),
                     "answering": matches!(health, Health::Answers),
+                    "redirections": reds.iter().map(|(p, _)| p).collect::<Vec<_>>(),
                 })
             })
-            .chain(kept_rows.iter().map(|(s, kept)| {
+            .chain(kept_rows.iter().map(|(s, kept, reds)| {
                 let (node, changes, error) = match kept {
                     Ok(Some(k)) => (k.parent.to_hex(), Some(k.changes.len()), None),
                     Ok(None) => (s.node.clone(), Some(0), None),
@@ -697,12 +771,23 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                     "mounted": false,
                     "changes": changes,
                     "error": error,
+                    "redirections": reds.iter().map(|(p, _)| p).collect::<Vec<_>>(),
                 })
             }))
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        for (m, s, health) in rows {
+        let show = |reds: &[(String, Option<bool>)]| {
+            for (path, bound) in reds {
+                let note = if *bound == Some(false) {
+                    " (not bound)"
+                } else {
+                    ""
+                };
+                println!("  redirection {path}{note}");
+            }
+        };
+        for (m, s, health, reds) in rows {
             let (repo, node) = match &s {
                 Some(s) => (from_server(&s.repo), s.node[..12].to_owned()),
                 None => ("?".into(), "?".into()),
@@ -716,8 +801,9 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                 ),
             };
             println!("{}  {repo}  {node}{note}", m.display());
+            show(&reds);
         }
-        for (s, kept) in &kept_rows {
+        for (s, kept, reds) in &kept_rows {
             let (node, note) = match kept {
                 Ok(Some(k)) => (
                     k.parent.to_hex()[..12].to_owned(),
@@ -738,6 +824,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
                 s.mountpoint.display(),
                 from_server(&s.repo)
             );
+            show(reds);
         }
     }
     Ok(0)

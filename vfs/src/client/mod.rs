@@ -17,6 +17,7 @@ pub mod copy;
 pub mod dirstate;
 mod error;
 pub mod kernel;
+pub mod redirect;
 pub mod revert;
 pub mod status;
 pub mod track;

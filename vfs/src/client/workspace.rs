@@ -94,6 +94,11 @@ impl MountRef {
         crate::service::share::dir(self.state_dir.path())
     }
 
+    /// The mount's state directory.
+    pub fn state_dir(&self) -> &StateDir {
+        &self.state_dir
+    }
+
     /// The daemon's pid: from its last answer, else as its state directory records it.
     fn daemon_pid(&self) -> Option<u32> {
         self.pid

@@ -54,6 +54,22 @@ fn parse_mountinfo(text: &str) -> Vec<KernelMount> {
     out
 }
 
+/// Every mountpoint strictly below `dir` (a bind mount inside a revfs mount: a
+/// redirection), from the kernel's mount table.
+pub fn mountpoints_below(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut text = String::with_capacity(64 * 1024);
+    std::fs::File::open("/proc/self/mountinfo")?.read_to_string(&mut text)?;
+    Ok(below(&text, dir))
+}
+
+fn below(text: &str, dir: &std::path::Path) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|mp| PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(mp))))
+        .filter(|mp| mp != dir && mp.starts_with(dir))
+        .collect()
+}
+
 /// Undoes the octal escapes (`\040` for a space) of /proc/self/mountinfo.
 fn unescape_mountinfo(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
@@ -77,6 +93,20 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountpoints_below_a_directory_are_the_ones_strictly_inside_it() {
+        let text = "\
+36 35 98:0 / / rw - ext4 /dev/vda rw
+120 29 0:63 / /tmp/m rw - fuse.revfs revfs:/r rw
+130 120 98:0 /var/tmp/s/redirections/ab /tmp/m/out\\040dir rw - ext4 /dev/vda rw
+131 36 98:0 / /tmp/mm rw - ext4 /dev/vda rw
+";
+        assert_eq!(
+            below(text, std::path::Path::new("/tmp/m")),
+            [PathBuf::from("/tmp/m/out dir")]
+        );
+    }
 
     #[test]
     fn mountinfo_gives_revfs_mounts_with_their_connection() {

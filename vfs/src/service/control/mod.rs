@@ -154,6 +154,11 @@ pub enum Request {
     /// sends it first, so that read-ahead's read leases (`lease.rs`) never make the
     /// unmount fail as busy (version 8).
     Quiesce,
+    /// A change to the mount's redirections (`revfs redirect`, `revfs unmount`); version
+    /// 12.
+    Redirect {
+        op: RedirectOp,
+    },
     /// Debug builds only: read-ahead pushes nothing into the page cache from now on, for
     /// tests of what read-ahead holds itself (version 8).
     DebugNoPush,
@@ -227,9 +232,23 @@ pub struct MountInfo {
     pub requests: Option<String>,
 }
 
+/// What [`Request::Redirect`] asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum RedirectOp {
+    /// `path` becomes a redirection (answered `done`, or an error saying why not).
+    Add { path: Vec<u8> },
+    /// Redirection `path` goes, with its files (refused when it holds any, unless `force`).
+    Remove { path: Vec<u8>, force: bool },
+    /// Every bound redirection is unmounted, before the mount is (refused when one is busy).
+    Unbind,
+    /// Every redirection not bound is bound again (an unmount that could not finish).
+    Bind,
+}
+
 /// The version of the control protocol this code speaks: 2 added `lookup` and
 /// `Info.protocol`, for the Mercurial extension.
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// How long [`Request::Quiesce`] keeps the daemon out of its mount, and how long it waits
 /// for what the daemon has open there.

@@ -6,7 +6,8 @@ use crate::busy::Busy;
 use crate::checkout::{CommitSpec, ProgressFn};
 use crate::fuse::notify::{path_invalidations, Invalidator};
 use crate::fuse::passthrough::Passthrough;
-use crate::service::control::{self, MountInfo, Progress, Request, Response};
+use crate::service::control::{self, MountInfo, Progress, RedirectOp, Request, Response};
+use crate::service::redirect::{self, Redirections};
 use crate::service::state::{MountState, StateDir};
 use crate::wc::status::StatusRequest;
 use crate::wc::Invalidation;
@@ -207,6 +208,7 @@ pub(super) fn handle(ctx: &Ctx, req: Request, progress: &Progress) -> Answer {
                 .quiesce(control::QUIESCE_PAUSE, control::QUIESCE_WAIT);
             Ok(Response::Done)
         }
+        Request::Redirect { op } => redirect(ctx, op),
         Request::DebugNoPush => Ok(debug_only("debug_no_push", || {
             ctx.passthrough.stop_background_pushes();
             ctx.wc.stop_walking();
@@ -277,9 +279,26 @@ fn stats(ctx: &Ctx) -> Response {
 fn status(ctx: &Ctx, req: StatusRequest, dirs: bool) -> Answer {
     let wc = &ctx.wc;
     let warnings = req.ignored || req.unknown;
-    let entries = wc.status(req)?;
+    let ignored = req.ignored;
+    let mut entries: Vec<(char, Vec<u8>)> = wc
+        .status(req)?
+        .into_iter()
+        .map(|e| (e.letter, e.path))
+        .collect();
+    // The files in redirections are ignored, as if `.hgignore` named them: the daemon
+    // never sees them, they are listed from their directories on local disk.
+    if ignored {
+        let mut redirected = redirect::ignored_files(&Redirections::of(ctx.state_dir.path()))
+            .map_err(|e| WcError::Io(std::io::Error::other(e.to_string())))?;
+        if !redirected.is_empty() {
+            entries.extend(redirected.drain(..).map(|p| ('I', p)));
+            // hg's order: by letter (M A R ! ? I C), then by path.
+            let rank = |l: char| "MAR!?IC".find(l).unwrap_or(7);
+            entries.sort_by(|a, b| (rank(a.0), &a.1).cmp(&(rank(b.0), &b.1)));
+        }
+    }
     Ok(Response::Status {
-        entries: entries.into_iter().map(|e| (e.letter, e.path)).collect(),
+        entries,
         copies: wc.copies().into_iter().collect(),
         warnings: if warnings {
             wc.ignore_warnings()
@@ -290,6 +309,75 @@ fn status(ctx: &Ctx, req: StatusRequest, dirs: bool) -> Answer {
     })
 }
 
+/// A change to the redirections: each answered once its binds are made or undone.
+fn redirect(ctx: &Ctx, op: RedirectOp) -> Answer {
+    let reds = Redirections::of(ctx.state_dir.path());
+    let done = match op {
+        RedirectOp::Add { path } => {
+            redirect::add(&reds, &ctx.wc, &ctx.mountpoint, &path).map(|()| Response::Done)
+        }
+        RedirectOp::Remove { path, force } => {
+            redirect::remove(&reds, &ctx.mountpoint, &path, force).map(|()| Response::Done)
+        }
+        RedirectOp::Unbind => redirect::unbind_all(&reds, &ctx.mountpoint, false).map(|paths| {
+            if !paths.is_empty() {
+                tracing::info!(
+                    redirections = paths.len(),
+                    "redirections unbound for an unmount"
+                );
+            }
+            Response::Done
+        }),
+        RedirectOp::Bind => {
+            redirect::bind_all(&reds, &ctx.mountpoint);
+            Ok(Response::Done)
+        }
+    };
+    Ok(done.unwrap_or_else(|e| Response::Error {
+        message: e.to_string(),
+    }))
+}
+
+/// An update to a revision that tracks files in a redirection is refused: they would go
+/// into the mount under the bind, where no program sees them.
+fn redirect_tracked_in(
+    ctx: &Ctx,
+    repo: &revfs_store::Repo,
+    node: &Node,
+) -> Result<Option<Response>, WcError> {
+    let list = match Redirections::of(ctx.state_dir.path()).load() {
+        Ok(l) if l.is_empty() => return Ok(None),
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(Some(Response::Error {
+                message: e.to_string(),
+            }))
+        }
+    };
+    let Some(manifest) = repo.manifest_at(node)? else {
+        return Ok(None);
+    };
+    for r in list {
+        let prefix = format!("{r}/");
+        let tracked = match manifest.find(r.as_bytes())? {
+            Some(_) => Some(r.clone()),
+            None => match manifest.iter_prefix(prefix.as_bytes()).next() {
+                Some(e) => Some(String::from_utf8_lossy(e?.path).into_owned()),
+                None => None,
+            },
+        };
+        if let Some(path) = tracked {
+            return Ok(Some(Response::Error {
+                message: format!(
+                    "revision {} tracks {path}, in the redirection {r} (remove it first: revfs redirect remove {r})",
+                    &node.to_hex()[..12]
+                ),
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// `add`/`forget` of paths; inside an hg transaction (`txn`), tentatively.
 fn track_paths(
     ctx: &Ctx,
@@ -297,6 +385,14 @@ fn track_paths(
     track: crate::wc::journal::Track,
     txn: bool,
 ) -> Answer {
+    if track == crate::wc::journal::Track::Added {
+        let added: Vec<&[u8]> = paths.iter().map(Vec::as_slice).collect();
+        if let Err(e) = redirect::refuse_tracking(&Redirections::of(ctx.state_dir.path()), &added) {
+            return Ok(Response::Error {
+                message: e.to_string(),
+            });
+        }
+    }
     for p in paths {
         if txn {
             ctx.wc.set_tracking_tentative(&p, track)?;
@@ -309,6 +405,16 @@ fn track_paths(
 
 /// Copy sources set or cleared; inside an hg transaction (`txn`), tentatively.
 fn copy(ctx: &Ctx, copies: Vec<(Vec<u8>, Option<Vec<u8>>)>, txn: bool) -> Answer {
+    let dests: Vec<&[u8]> = copies
+        .iter()
+        .filter(|(_, s)| s.is_some())
+        .map(|(d, _)| d.as_slice())
+        .collect();
+    if let Err(e) = redirect::refuse_tracking(&Redirections::of(ctx.state_dir.path()), &dests) {
+        return Ok(Response::Error {
+            message: e.to_string(),
+        });
+    }
     for (dest, source) in copies {
         if txn {
             ctx.wc.set_copy_tentative(&dest, source.as_deref())?;
@@ -433,6 +539,9 @@ fn update(
         return Err(WcError::Invalid);
     }
     let repo = wc.repo_for(&node, how.pending)?;
+    if let Some(refusal) = redirect_tracked_in(ctx, &repo, &node)? {
+        return Ok(refusal);
+    }
     match wc.update_around(repo, node, how, report) {
         Ok(outcome) if how.dry_run => Ok(Response::Updated {
             updated: outcome.updated,

@@ -264,6 +264,10 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
             source,
         })?;
     crate::service::share::prime_kernel_cache(&req.mountpoint);
+    // The redirections are bound again (through the mount, which serves by now) before
+    // `revfs mount` returns.
+    let redirections = crate::service::redirect::Redirections::of(state_dir.path());
+    crate::service::redirect::bind_all(&redirections, &req.mountpoint);
     // From a thread that serves no request: it looks at the mount's root.
     passthrough.leases.start(&req.mountpoint);
     events.start(&req.mountpoint);
@@ -305,11 +309,18 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
         signal_hook::consts::SIGINT,
     ]);
     if let Ok(mut signals) = signals {
+        let mountpoint = req.mountpoint.clone();
         let _ = std::thread::Builder::new()
             .name("revfs-signals".into())
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
                     tracing::info!(sig, "signal received, unmounting");
+                    // A bind on the mount would make its unmount fail as busy.
+                    if let Err(e) =
+                        crate::service::redirect::unbind_all(&redirections, &mountpoint, true)
+                    {
+                        tracing::error!("redirections not unbound: {e}");
+                    }
                     if let Err(e) = unmounter.unmount() {
                         tracing::error!("unmount on signal failed: {e}");
                     }
