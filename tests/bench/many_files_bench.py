@@ -2,7 +2,8 @@
 """Benchmark (not a test): many new files in a mount against ext4, side by side in one run.
 
 Usage: tests/bench/many_files_bench.py CORPUS [--revfs BIN] [--before BIN] [--dir DIR] [--n 100000]
-                                        [--runs 3] [--passthrough] [--only one,tree,tar]
+                                        [--runs 3] [--passthrough] [--redirect]
+                                        [--only one,tree,tar]
 
 CORPUS is a corpus working copy (../shared/corpus, e.g. the linux tree): its files, without
 .hg, are archived once into DIR/corpus.tar. For each run, on ext4 (a directory in DIR) and in
@@ -17,7 +18,8 @@ in turns:
 
 Times are wall clock, each followed by a sync of the target's file system. Prints a
 markdown table of medians and ratios. --passthrough adds a target, a mount with
-`mount.passthrough = true`, and --before another, a mount by another build (an earlier
+`mount.passthrough = true`, --redirect one whose work goes into a redirection of a mount
+(`revfs redirect add work`: a bind mount from the state directory's disk), and --before another, a mount by another build (an earlier
 commit's); the order of the targets rotates from run to run. For each
 mount, the requests the daemon got during each step, per file made (its `stats` answer's
 counts by opcode), from the first run.
@@ -121,6 +123,7 @@ def main():
     ap.add_argument('--n', type=int, default=100000)
     ap.add_argument('--runs', type=int, default=3)
     ap.add_argument('--passthrough', action='store_true')
+    ap.add_argument('--redirect', action='store_true')
     ap.add_argument('--before')
     ap.add_argument('--only', default='one,tree,tar')
     a = ap.parse_args()
@@ -129,7 +132,7 @@ def main():
     tar = os.path.join(a.dir, 'corpus.tar')
     archive(a.corpus, tar)
     kinds = ['ext4', 'revfs'] + (['revfs+pt'] if a.passthrough else []) \
-        + (['before'] if a.before else [])
+        + (['redirect'] if a.redirect else []) + (['before'] if a.before else [])
     results = {k: [] for k in kinds}
     counts = {k: {} for k in kinds}
     for run in range(a.runs):
@@ -154,7 +157,11 @@ def main():
                     binary = a.before if kind == 'before' else a.revfs
                     sh([binary, 'mount', repo, mnt], env=env)
                     try:
-                        results[kind].append(workload(mnt, a.n, tar, only, state,
+                        target = mnt
+                        if kind == 'redirect':
+                            sh([binary, 'redirect', 'add', 'work'], cwd=mnt, env=env)
+                            target = os.path.join(mnt, 'work')
+                        results[kind].append(workload(target, a.n, tar, only, state,
                                                       counts[kind] if run < len(kinds) else None))
                     finally:
                         sh([binary, 'unmount', mnt], env=env)

@@ -13,9 +13,10 @@ pub struct RedirectArgs {
 
 #[derive(Subcommand, Debug)]
 enum RedirectCommand {
-    /// Make directories of the mount bind mounts of directories on local disk: what is
-    /// written there runs at native speed, is ignored by status and kept across remounts
-    /// (refused on tracked paths and on directories that are not empty)
+    /// Make directories of the mount bind mounts of directories on local disk
+    ///
+    /// What is written there runs at native speed, is ignored by status and kept across
+    /// remounts. Refused on tracked paths and on directories that are not empty.
     Add {
         /// Directories of the mount
         #[arg(value_name = "PATH")]
