@@ -143,6 +143,51 @@ fn a_redirection_is_ignored_by_status_as_hgignore_would_ignore_it_and_survives_a
         "z\n"
     );
     check("after a remount");
+
+    // hg's purge of everything untracked empties the redirection as it empties an ignored
+    // directory of a clone: the same files left, no warning (the redirection's own
+    // directory stays, a mountpoint, empty).
+    let purge = |dir: &Path, extra: &[&str]| {
+        let mut args = vec!["purge", "--all", "--config", "extensions.purge="];
+        args.extend_from_slice(extra);
+        let out = hg_cmd(dir, &args);
+        assert!(
+            out.status.success(),
+            "hg purge in {}: {:?}",
+            dir.display(),
+            text(&out)
+        );
+        text(&out)
+    };
+    assert_eq!(
+        purge(&clone, &["--config", &ui_ignore]),
+        (String::new(), String::new())
+    );
+    assert_eq!(purge(&m.dir, &[]), (String::new(), String::new()));
+    assert_eq!(files_in(&m.dir), files_in(&clone));
+    assert_eq!(std::fs::read_dir(m.dir.join("out")).unwrap().count(), 0);
+    assert!(!clone.join("out").exists());
+}
+
+/// The files and symbolic links under `root` (outside `.hg`), relative, sorted.
+fn files_in(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let kind = e.file_type().unwrap();
+            if kind.is_dir() {
+                if e.file_name() != ".hg" {
+                    stack.push(e.path());
+                }
+            } else {
+                out.push(e.path().strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 #[test]

@@ -224,10 +224,12 @@ pub fn bound_below(mountpoint: &Path) -> Vec<PathBuf> {
 }
 
 /// Makes the directories of `path` in the mount as needed, through the mount (from a
-/// thread that serves no filesystem request). A symbolic link or a file on the way is
-/// refused: the bind must land inside the mount, on a directory.
-fn make_target(mountpoint: &Path, path: &str) -> Result<PathBuf, RedirectError> {
+/// thread that serves no filesystem request), and says whether it made the last one. A
+/// symbolic link or a file on the way is refused: the bind must land inside the mount, on
+/// a directory.
+fn make_target(mountpoint: &Path, path: &str) -> Result<(PathBuf, bool), RedirectError> {
     let mut at = mountpoint.to_path_buf();
+    let mut made = false;
     for part in path.split('/') {
         at.push(part);
         match std::fs::symlink_metadata(&at) {
@@ -246,11 +248,14 @@ fn make_target(mountpoint: &Path, path: &str) -> Result<PathBuf, RedirectError> 
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir(&at).map_err(io_err(&at))?;
+                made = true;
+                continue;
             }
             Err(e) => return Err(io_err(&at)(e)),
         }
+        made = false;
     }
-    Ok(at)
+    Ok((at, made))
 }
 
 fn c_path(path: &Path) -> Result<std::ffi::CString, RedirectError> {
@@ -327,14 +332,21 @@ pub fn add(
     if let Some(what) = tracked_at(wc, &path)? {
         return Err(RedirectError::Tracked { path, what });
     }
-    let target = make_target(mountpoint, &path)?;
+    let (target, made) = make_target(mountpoint, &path)?;
     let mut entries = std::fs::read_dir(&target).map_err(io_err(&target))?;
     if entries.next().is_some() {
         return Err(RedirectError::NotEmpty { path });
     }
     let backing = reds.backing(&path);
     std::fs::create_dir_all(&backing).map_err(io_err(&backing))?;
-    bind(&backing, &target)?;
+    if let Err(e) = bind(&backing, &target) {
+        // Nothing left behind: the empty directories this made.
+        let _ = std::fs::remove_dir(&backing);
+        if made {
+            let _ = std::fs::remove_dir(&target);
+        }
+        return Err(e);
+    }
     list.push(path.clone());
     if let Err(e) = reds.save(&list) {
         let _ = unbind(&target, true);
@@ -443,7 +455,7 @@ pub fn bind_all(reds: &Redirections, mountpoint: &Path) {
         let made = std::fs::create_dir_all(&backing)
             .map_err(io_err(&backing))
             .and_then(|()| make_target(mountpoint, &path))
-            .and_then(|target| bind(&backing, &target));
+            .and_then(|(target, _)| bind(&backing, &target));
         match made {
             Ok(()) => tracing::info!(path = %path, "redirection bound"),
             Err(e) => tracing::error!(path = %path, "redirection not bound: {e}"),
@@ -471,11 +483,12 @@ pub fn unbind_all(
     Ok(done)
 }
 
-/// The files and symbolic links in the redirections (repository paths, unsorted): what
-/// status lists as ignored. Read from their directories on local disk, never through
-/// the mount.
-pub fn ignored_files(reds: &Redirections) -> Result<Vec<Vec<u8>>, RedirectError> {
-    let mut out = Vec::new();
+/// What the redirections hold, as repository paths (unsorted): their files and symbolic
+/// links, which status lists as ignored, and the directories below them (not their roots,
+/// which are mountpoints), which hg's purge may remove once the files are gone. Read from
+/// their directories on local disk, never through the mount.
+pub fn contents(reds: &Redirections) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), RedirectError> {
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
     for path in reds.load()? {
         let root = reds.backing(&path);
         let mut stack = vec![(root, path.into_bytes())];
@@ -492,14 +505,15 @@ pub fn ignored_files(reds: &Redirections) -> Result<Vec<Vec<u8>>, RedirectError>
                 child.push(b'/');
                 child.extend_from_slice(entry.file_name().as_bytes());
                 if kind.is_dir() {
+                    dirs.push(child.clone());
                     stack.push((entry.path(), child));
                 } else if kind.is_file() || kind.is_symlink() {
-                    out.push(child);
+                    files.push(child);
                 }
             }
         }
     }
-    Ok(out)
+    Ok((files, dirs))
 }
 
 #[cfg(test)]
