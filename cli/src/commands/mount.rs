@@ -638,7 +638,7 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
     // The files of its redirections go with the state directory.
     let reds = Redirections::of(state_dir.path());
     let redirected = reds.load().unwrap_or_default();
-    let redirected_files = redirect::contents(&reds).map_or(0, |(f, _)| f.len());
+    let redirected_files = redirect::contents(&reds).map_or(0, |c| c.files.len());
     kept::discard(&state_dir)?;
     match kept {
         Some(k) => {

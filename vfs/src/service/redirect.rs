@@ -487,7 +487,7 @@ pub fn unbind_all(
 /// links, which status lists as ignored, and the directories below them (not their roots,
 /// which are mountpoints), which hg's purge may remove once the files are gone. Read from
 /// their directories on local disk, never through the mount.
-pub fn contents(reds: &Redirections) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), RedirectError> {
+pub fn contents(reds: &Redirections) -> Result<Contents, RedirectError> {
     let (mut files, mut dirs) = (Vec::new(), Vec::new());
     for path in reds.load()? {
         let root = reds.backing(&path);
@@ -513,7 +513,16 @@ pub fn contents(reds: &Redirections) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), Red
             }
         }
     }
-    Ok((files, dirs))
+    Ok(Contents { files, dirs })
+}
+
+/// What the redirections hold ([`contents`]).
+#[derive(Debug, Default)]
+pub struct Contents {
+    /// Files and symbolic links.
+    pub files: Vec<Vec<u8>>,
+    /// Directories below the redirections' own.
+    pub dirs: Vec<Vec<u8>>,
 }
 
 #[cfg(test)]

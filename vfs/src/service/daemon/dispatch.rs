@@ -299,7 +299,10 @@ fn status(ctx: &Ctx, req: StatusRequest, dirs: bool) -> Answer {
         dirs.retain(|d| !roots.iter().any(|r| r.as_bytes() == d.as_slice()));
     }
     if ignored {
-        let (mut files, redirected_dirs) = redirect::contents(&reds).map_err(redirect_err)?;
+        let redirect::Contents {
+            mut files,
+            dirs: redirected_dirs,
+        } = redirect::contents(&reds).map_err(redirect_err)?;
         if !files.is_empty() {
             entries.extend(files.drain(..).map(|p| ('I', p)));
             // hg's order: by letter (M A R ! ? I C), then by path.
