@@ -149,12 +149,18 @@ mod tests {
         }
 
         let pages = write_man_pages(dir.path())?;
-        let cmd = crate::Cli::command();
-        let visible: Vec<_> = cmd
-            .get_subcommands()
-            .filter(|s| !s.is_hide_set())
-            .map(|s| format!("revfs-{}.1", s.get_name()))
-            .collect();
+        // A page for every visible subcommand, and for theirs (`revfs-redirect-add.1`).
+        fn visible_pages(cmd: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                let name = format!("{prefix}-{}", sub.get_name());
+                out.push(format!("{name}.1"));
+                visible_pages(sub, &name, out);
+            }
+        }
+        let cmd = crate::Cli::command().disable_help_subcommand(true);
+        let mut visible = Vec::new();
+        visible_pages(&cmd, "revfs", &mut visible);
+        assert!(visible.contains(&"revfs-redirect-add.1".to_owned()));
         assert_eq!(pages.len(), visible.len() + 1);
         assert!(dir.path().join("revfs.1").is_file());
         for name in &visible {

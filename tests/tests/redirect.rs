@@ -229,6 +229,26 @@ fn a_redirection_is_refused_where_it_would_hide_or_lose_something_and_nothing_ch
         &root,
         "abort: src/a.c/x: a file (src/a.c) is in the way\n",
     );
+    // A link on the way could send the bind outside the mount.
+    std::os::unix::fs::symlink(tmp.path(), m.dir.join("lnk")).unwrap();
+    refused(
+        &["redirect", "add", "lnk"],
+        &root,
+        "abort: lnk: a symbolic link (lnk) is in the way\n",
+    );
+    // hg's path auditor stops this one in the command; the daemon refuses it too, asked
+    // directly.
+    refused(
+        &["redirect", "add", "lnk/x"],
+        &root,
+        "abort: path 'lnk/x' traverses symbolic link 'lnk'\n",
+    );
+    assert_eq!(
+        m.control(r#"{"cmd":"redirect","op":{"op":"add","path":[108,110,107,47,120]}}"#),
+        "{\"reply\":\"error\",\"message\":\"lnk/x: a symbolic link (lnk) is in the way\"}\n"
+    );
+    assert!(!tmp.path().join("x").exists());
+    std::fs::remove_file(m.dir.join("lnk")).unwrap();
     refused(
         &["redirect", "add", "junk"],
         &root,

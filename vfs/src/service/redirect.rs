@@ -13,6 +13,7 @@ use crate::wc::WorkingCopy;
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -224,38 +225,62 @@ pub fn bound_below(mountpoint: &Path) -> Vec<PathBuf> {
 }
 
 /// Makes the directories of `path` in the mount as needed, through the mount (from a
-/// thread that serves no filesystem request), and says whether it made the last one. A
-/// symbolic link or a file on the way is refused: the bind must land inside the mount, on
-/// a directory.
-fn make_target(mountpoint: &Path, path: &str) -> Result<(PathBuf, bool), RedirectError> {
+/// thread that serves no filesystem request), and opens the last one (`O_PATH`): the bind
+/// is made on that descriptor, so a component another user swaps for a symbolic link
+/// meanwhile cannot send it elsewhere. Says whether it made the last directory. A symbolic
+/// link or a file on the way is refused: the bind must land inside the mount, on a
+/// directory.
+fn make_target(mountpoint: &Path, path: &str) -> Result<(OwnedFd, bool), RedirectError> {
+    let open = |dir: Option<&OwnedFd>, name: &std::ffi::CStr, follow: bool| {
+        let flags = libc::O_PATH
+            | libc::O_DIRECTORY
+            | libc::O_CLOEXEC
+            | if follow { 0 } else { libc::O_NOFOLLOW };
+        let at = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        // SAFETY: openat reads a NUL-terminated name; the descriptor returned is ours.
+        let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just opened, owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let mut cur = open(None, &c_path(mountpoint)?, true).map_err(io_err(mountpoint))?;
     let mut at = mountpoint.to_path_buf();
     let mut made = false;
     for part in path.split('/') {
         at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => {}
-            Ok(m) => {
-                let what = if m.file_type().is_symlink() {
-                    "a symbolic link"
-                } else {
-                    "a file"
-                };
+        let name = c_path(Path::new(part))?;
+        made = false;
+        let next = match open(Some(&cur), &name, false) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                // SAFETY: mkdirat reads a NUL-terminated name relative to a directory we hold.
+                if unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o777) } != 0 {
+                    return Err(io_err(&at)(std::io::Error::last_os_error()));
+                }
+                made = true;
+                open(Some(&cur), &name, false).map_err(io_err(&at))?
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
+                let link = std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
                 let rel = at.strip_prefix(mountpoint).unwrap_or(&at);
+                let what = if link { "a symbolic link" } else { "a file" };
                 return Err(RedirectError::InTheWay {
                     path: path.to_owned(),
                     what: format!("{what} ({})", rel.display()),
                 });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&at).map_err(io_err(&at))?;
-                made = true;
-                continue;
-            }
             Err(e) => return Err(io_err(&at)(e)),
-        }
-        made = false;
+        };
+        cur = next;
     }
-    Ok((at, made))
+    Ok((cur, made))
+}
+
+/// The path through which the kernel reaches what `fd` is open on.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 fn c_path(path: &Path) -> Result<std::ffi::CString, RedirectError> {
@@ -265,9 +290,9 @@ fn c_path(path: &Path) -> Result<std::ffi::CString, RedirectError> {
     })
 }
 
-/// Bind-mounts `source` on `target`.
-fn bind(source: &Path, target: &Path) -> Result<(), RedirectError> {
-    let (s, t) = (c_path(source)?, c_path(target)?);
+/// Bind-mounts `source` on `on` (a descriptor's path), which is redirection `target`.
+fn bind(source: &Path, on: &Path, target: &Path) -> Result<(), RedirectError> {
+    let (s, t) = (c_path(source)?, c_path(on)?);
     // SAFETY: mount(2) reads two NUL-terminated paths; the type and data may be null for a
     // bind.
     let rc = unsafe {
@@ -332,14 +357,15 @@ pub fn add(
     if let Some(what) = tracked_at(wc, &path)? {
         return Err(RedirectError::Tracked { path, what });
     }
-    let (target, made) = make_target(mountpoint, &path)?;
-    let mut entries = std::fs::read_dir(&target).map_err(io_err(&target))?;
+    let (dir, made) = make_target(mountpoint, &path)?;
+    let target = target(mountpoint, &path);
+    let mut entries = std::fs::read_dir(fd_path(&dir)).map_err(io_err(&target))?;
     if entries.next().is_some() {
         return Err(RedirectError::NotEmpty { path });
     }
     let backing = reds.backing(&path);
     std::fs::create_dir_all(&backing).map_err(io_err(&backing))?;
-    if let Err(e) = bind(&backing, &target) {
+    if let Err(e) = bind(&backing, &fd_path(&dir), &target) {
         // Nothing left behind: the empty directories this made.
         let _ = std::fs::remove_dir(&backing);
         if made {
@@ -455,7 +481,7 @@ pub fn bind_all(reds: &Redirections, mountpoint: &Path) {
         let made = std::fs::create_dir_all(&backing)
             .map_err(io_err(&backing))
             .and_then(|()| make_target(mountpoint, &path))
-            .and_then(|(target, _)| bind(&backing, &target));
+            .and_then(|(dir, _)| bind(&backing, &fd_path(&dir), &target(mountpoint, &path)));
         match made {
             Ok(()) => tracing::info!(path = %path, "redirection bound"),
             Err(e) => tracing::error!(path = %path, "redirection not bound: {e}"),
