@@ -7,7 +7,8 @@
 # CORPUS is the linux corpus of ../shared/corpus/make-corpus.sh. Each build is
 # `make allnoconfig` then `make -j$(nproc)` (vmlinux and friends), in a fresh native copy, then
 # on fresh mounts with mount.passthrough off and on (the objects are written into the
-# overlay: a build's write-heavy phase). Prints the wall times of both steps, medians of RUNS.
+# overlay: a build's write-heavy phase). Prints the wall times of both steps, medians of RUNS,
+# and each run's. PT="false" builds on the default mount only (default: "false true").
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 bench_init build-bench "$1" "${2:-}"
@@ -26,7 +27,7 @@ for ((r = 0; r < runs; r++)); do
   rmdir "$nat"; hg -R "$corpus" archive -q -r 0 --config ui.archivemeta=false "$nat"
   res[native]+="$(build "$nat");"
   rm -rf "$nat"
-  for pt in false true; do
+  for pt in ${PT:-false true}; do
     export REVFS_STATE_DIR="$work/state-$pt" REVFS_CONFIG="$work/config-$pt.toml"
     printf '[mount]\npassthrough = %s\n' "$pt" > "$REVFS_CONFIG"
     m="$work/mnt-$pt"; mkdir -p "$m"
@@ -37,12 +38,22 @@ for ((r = 0; r < runs; r++)); do
   done
 done
 med() { tr ';' '\n' | sed '/^$/d' | awk -v f="$1" '{print $f}' | median; }
-echo "| step | native | mount, passthrough off | mount, passthrough on |"
-echo "|---|---:|---:|---:|"
+read -ra modes <<< "${PT:-false true}"
+header="| step | native |"; rule="|---|---:|"
+for pt in "${modes[@]}"; do
+  [ "$pt" = false ] && header+=" mount, passthrough off |" || header+=" mount, passthrough on |"
+  rule+="---:|"
+done
+echo "$header"; echo "$rule"
 for f in 1 2; do
   [ $f = 1 ] && name="make allnoconfig" || name="make -j$(nproc)"
   n=$(echo "${res[native]}" | med $f)
-  off=$(echo "${res[false]}" | med $f)
-  on=$(echo "${res[true]}" | med $f)
-  printf '| %s | %.1f s | %.1f s (%.2fx) | %.1f s (%.2fx) |\n' "$name" "$n" "$off" "$(echo "$off / $n" | bc -l)" "$on" "$(echo "$on / $n" | bc -l)"
+  row=$(printf '| %s | %.1f s |' "$name" "$n")
+  for pt in "${modes[@]}"; do
+    m=$(echo "${res[$pt]}" | med $f)
+    row+=$(printf ' %.1f s (%.2fx) |' "$m" "$(echo "$m / $n" | bc -l)")
+  done
+  echo "$row"
 done
+echo "each run (allnoconfig build):"
+for k in native "${modes[@]}"; do echo "  $k: ${res[$k]}"; done
