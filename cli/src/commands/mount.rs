@@ -638,7 +638,7 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
     // The files of its redirections go with the state directory.
     let reds = Redirections::of(state_dir.path());
     let redirected = reds.load().unwrap_or_default();
-    let redirected_files = redirect::contents(&reds).map_or(0, |c| c.files.len());
+    let redirected_files = redirect::contents(&reds, &redirected).map_or(0, |c| c.files.len());
     kept::discard(&state_dir)?;
     match kept {
         Some(k) => {
@@ -682,26 +682,20 @@ pub fn discard(args: &DiscardArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// The redirections kept for a working copy, each with whether it is bound (`None`: not
-/// mounted), for `revfs list`. Read from the state directory, never through the mount.
-fn redirections(state_dir: &StateDir) -> Vec<(String, Option<bool>)> {
+/// The redirections kept for a working copy, each with whether it is bound when it is
+/// mounted at `mounted` (`None`: not mounted), for `revfs list`. Read from the state
+/// directory and the kernel's mount table, never through the mount.
+fn redirections(state_dir: &StateDir, mounted: Option<&Path>) -> Vec<(String, Option<bool>)> {
     let Ok(list) = Redirections::of(state_dir.path()).load() else {
         return Vec::new();
     };
-    let mountpoint = state_dir.load().ok().flatten().map(|s| s.mountpoint);
-    let bound = mountpoint
-        .as_deref()
-        .map(redirect::bound_below)
-        .unwrap_or_default();
-    let mounted = mountpoint
-        .as_deref()
-        .is_some_and(|m| is_mounted(m).unwrap_or(false));
+    let bound = match mounted {
+        Some(m) if !list.is_empty() => redirect::bound_below(m),
+        _ => Vec::new(),
+    };
     list.into_iter()
         .map(|p| {
-            let b = mountpoint
-                .as_deref()
-                .filter(|_| mounted)
-                .map(|m| redirect::is_bound(&bound, m, &p));
+            let b = mounted.map(|m| redirect::is_bound(&bound, m, &p));
             (p, b)
         })
         .collect()
@@ -727,7 +721,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
         let state_dir = StateDir::for_mountpoint(&km.mountpoint)?;
         let state = state_dir.load().ok().flatten();
         let health = health(&state_dir, Duration::from_secs(2));
-        let reds = redirections(&state_dir);
+        let reds = redirections(&state_dir, Some(&km.mountpoint));
         rows.push((km.mountpoint.clone(), state, health, reds));
     }
     // Working copies kept for mountpoints that are not mounted.
@@ -738,7 +732,7 @@ pub fn list(args: &ListArgs) -> Result<u8> {
             continue;
         }
         let kept = kept::inspect(&sd);
-        let reds = redirections(&sd);
+        let reds = redirections(&sd, None);
         kept_rows.push((state, kept, reds));
     }
     kept_rows.sort_by(|a, b| a.0.mountpoint.cmp(&b.0.mountpoint));

@@ -19,11 +19,16 @@ pub struct KernelMount {
 
 /// The mounts the kernel knows of whose type is `fuse.revfs`.
 pub fn revfs_mounts() -> std::io::Result<Vec<KernelMount>> {
-    // One read into a buffer that fits a usual table: the kernel formats the whole table
-    // again for each read of a /proc file, and a growing buffer would read it in pieces.
+    Ok(parse_mountinfo(&read_mountinfo()?))
+}
+
+/// `/proc/self/mountinfo`, in one read into a buffer that fits a usual table: the kernel
+/// formats the whole table again for each read of a /proc file, and a growing buffer would
+/// read it in pieces.
+fn read_mountinfo() -> std::io::Result<String> {
     let mut text = String::with_capacity(64 * 1024);
     std::fs::File::open("/proc/self/mountinfo")?.read_to_string(&mut text)?;
-    Ok(parse_mountinfo(&text))
+    Ok(text)
 }
 
 fn parse_mountinfo(text: &str) -> Vec<KernelMount> {
@@ -57,9 +62,7 @@ fn parse_mountinfo(text: &str) -> Vec<KernelMount> {
 /// Every mountpoint strictly below `dir` (a bind mount inside a revfs mount: a
 /// redirection), from the kernel's mount table.
 pub fn mountpoints_below(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut text = String::with_capacity(64 * 1024);
-    std::fs::File::open("/proc/self/mountinfo")?.read_to_string(&mut text)?;
-    Ok(below(&text, dir))
+    Ok(below(&read_mountinfo()?, dir))
 }
 
 fn below(text: &str, dir: &std::path::Path) -> Vec<PathBuf> {

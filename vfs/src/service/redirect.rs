@@ -12,7 +12,6 @@
 use crate::wc::WorkingCopy;
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
-use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -161,14 +160,8 @@ impl Redirections {
             reason: e.to_string(),
         })?;
         bytes.push(b'\n');
-        let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(&bytes).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        if let Ok(d) = std::fs::File::open(&self.state_dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        crate::service::state::write_durably(&tmp, &path, &bytes)
+            .map_err(|(path, source)| RedirectError::Io { path, source })
     }
 }
 
@@ -200,12 +193,15 @@ pub fn check_path(path: &[u8]) -> Result<String, RedirectError> {
     Ok(text.to_owned())
 }
 
+/// Whether repository path `a` is `b` or inside it.
+fn within(a: &[u8], b: &[u8]) -> bool {
+    a.starts_with(b) && a.get(b.len()).is_none_or(|&c| c == b'/')
+}
+
 /// The redirection of `list` that is `path`, or holds it, or is inside it.
 pub fn overlapping<'a>(list: &'a [String], path: &str) -> Option<&'a String> {
-    let inside =
-        |a: &str, b: &str| a.len() > b.len() && a.starts_with(b) && a.as_bytes()[b.len()] == b'/';
     list.iter()
-        .find(|o| o.as_str() == path || inside(path, o) || inside(o, path))
+        .find(|o| within(path.as_bytes(), o.as_bytes()) || within(o.as_bytes(), path.as_bytes()))
 }
 
 /// A redirection's directory in the mount.
@@ -402,13 +398,8 @@ fn tracked_at(wc: &WorkingCopy, path: &str) -> Result<Option<&'static str>, Redi
 /// reach the daemon, so a tracked one would only ever be missing.
 pub fn refuse_tracking(reds: &Redirections, paths: &[&[u8]]) -> Result<(), RedirectError> {
     let list = reds.load()?;
-    if list.is_empty() {
-        return Ok(());
-    }
     for p in paths {
-        let found = list
-            .iter()
-            .find(|r| p.starts_with(r.as_bytes()) && p.get(r.len()).is_none_or(|&b| b == b'/'));
+        let found = list.iter().find(|r| within(p, r.as_bytes()));
         if let Some(r) = found {
             return Err(RedirectError::Redirected {
                 path: String::from_utf8_lossy(p).into_owned(),
@@ -513,11 +504,11 @@ pub fn unbind_all(
 /// links, which status lists as ignored, and the directories below them (not their roots,
 /// which are mountpoints), which hg's purge may remove once the files are gone. Read from
 /// their directories on local disk, never through the mount.
-pub fn contents(reds: &Redirections) -> Result<Contents, RedirectError> {
+pub fn contents(reds: &Redirections, list: &[String]) -> Result<Contents, RedirectError> {
     let (mut files, mut dirs) = (Vec::new(), Vec::new());
-    for path in reds.load()? {
-        let root = reds.backing(&path);
-        let mut stack = vec![(root, path.into_bytes())];
+    for path in list {
+        let root = reds.backing(path);
+        let mut stack = vec![(root, path.clone().into_bytes())];
         while let Some((dir, rel)) = stack.pop() {
             let entries = match std::fs::read_dir(&dir) {
                 Ok(e) => e,

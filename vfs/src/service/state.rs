@@ -242,15 +242,26 @@ impl StateDir {
             reason: e.to_string(),
         })?;
         bytes.push(b'\n');
-        let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(&bytes).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        if let Ok(d) = std::fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        write_durably(&tmp, &path, &bytes).map_err(|(p, source)| StateError::Io { path: p, source })
     }
+}
+
+/// Writes `bytes` to `path` atomically and durably: into `tmp` (beside it), fsync'd, renamed
+/// over `path`, its directory synced. A failure names the file it was about.
+pub(crate) fn write_durably(
+    tmp: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(), (PathBuf, std::io::Error)> {
+    let at_tmp = |e| (tmp.to_owned(), e);
+    let mut f = std::fs::File::create(tmp).map_err(at_tmp)?;
+    f.write_all(bytes).map_err(at_tmp)?;
+    f.sync_all().map_err(at_tmp)?;
+    std::fs::rename(tmp, path).map_err(|e| (path.to_owned(), e))?;
+    if let Some(Ok(d)) = path.parent().map(std::fs::File::open) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -97,7 +97,8 @@ impl Scope {
 }
 
 /// The order hg prints the groups in.
-const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
+/// hg's order of status letters.
+pub(crate) const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
 
 impl WorkingCopy {
     fn now_of(&self, inner: &mut Inner, walk: &mut Walk, path: &[u8]) -> Result<Now> {

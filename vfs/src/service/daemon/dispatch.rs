@@ -289,29 +289,31 @@ fn status(ctx: &Ctx, req: StatusRequest, dirs: bool) -> Answer {
     // The files in redirections are ignored, as if `.hgignore` named them: the daemon
     // never sees them, they are listed from their directories on local disk; the
     // directories below them are among those a purge of ignored files may empty.
-    // A redirection's own directory is a mountpoint: never one a purge may remove.
-    let reds = Redirections::of(ctx.state_dir.path());
-    let redirect_err =
-        |e: redirect::RedirectError| WcError::Io(std::io::Error::other(e.to_string()));
+    // The files in redirections are ignored, as if `.hgignore` named them: the daemon
+    // never sees them, they are listed from their directories on local disk; the
+    // directories below them are among those a purge of ignored files may empty, and a
+    // redirection's own directory, a mountpoint, is never one.
     let mut dirs = if dirs { wc.changed_dirs()? } else { Vec::new() };
-    if !dirs.is_empty() {
-        let roots = reds.load().map_err(redirect_err)?;
-        dirs.retain(|d| !roots.iter().any(|r| r.as_bytes() == d.as_slice()));
-    }
-    if ignored {
-        let redirect::Contents {
-            mut files,
-            dirs: redirected_dirs,
-        } = redirect::contents(&reds).map_err(redirect_err)?;
-        if !files.is_empty() {
-            entries.extend(files.drain(..).map(|p| ('I', p)));
-            // hg's order: by letter (M A R ! ? I C), then by path.
-            let rank = |l: char| "MAR!?IC".find(l).unwrap_or(7);
-            entries.sort_by(|a, b| (rank(a.0), &a.1).cmp(&(rank(b.0), &b.1)));
-        }
-        if want_dirs && !redirected_dirs.is_empty() {
-            dirs.extend(redirected_dirs);
-            dirs.sort();
+    if ignored || !dirs.is_empty() {
+        let redirect_err =
+            |e: redirect::RedirectError| WcError::Io(std::io::Error::other(e.to_string()));
+        let reds = Redirections::of(ctx.state_dir.path());
+        let list = reds.load().map_err(redirect_err)?;
+        dirs.retain(|d| !list.iter().any(|r| r.as_bytes() == d.as_slice()));
+        if ignored && !list.is_empty() {
+            let redirect::Contents {
+                files,
+                dirs: redirected_dirs,
+            } = redirect::contents(&reds, &list).map_err(redirect_err)?;
+            if !files.is_empty() {
+                entries.extend(files.into_iter().map(|p| ('I', p)));
+                let rank = |l: char| crate::wc::status::ORDER.iter().position(|&o| o == l);
+                entries.sort_by(|a, b| (rank(a.0), &a.1).cmp(&(rank(b.0), &b.1)));
+            }
+            if want_dirs && !redirected_dirs.is_empty() {
+                dirs.extend(redirected_dirs);
+                dirs.sort();
+            }
         }
     }
     Ok(Response::Status {
