@@ -14,8 +14,13 @@ use std::time::{Duration, Instant};
 /// change the other's counts.
 static KERNEL_CACHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn kernel_caches() -> std::sync::MutexGuard<'static, ()> {
-    KERNEL_CACHES.lock().unwrap_or_else(|p| p.into_inner())
+/// Proof that a test holds `KERNEL_CACHES`: the functions that drop the kernel's caches
+/// take it, so a test that drops them without the lock does not compile. (One did, and the
+/// forgetting test beside it saw files forgotten between its lstats and its count.)
+struct KernelCaches(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+fn kernel_caches() -> KernelCaches {
+    KernelCaches(KERNEL_CACHES.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// (entries, manifests, manifest bytes on the heap and mapped) from the daemon's `stats`.
@@ -134,13 +139,13 @@ fn one_base_manifest_is_held_across_commits_updates_and_new_parents() {
 
 /// Drops the kernel's dentries and inodes, waits until the daemon's FORGETs are done (its
 /// stats unchanged for a while), and returns (entries, frozen files).
-fn drop_and_settle(m: &Mount) -> (u64, u64) {
+fn drop_and_settle(held: &KernelCaches, m: &Mount) -> (u64, u64) {
     // The kernel frees some inodes only on a later drop (one whose page cache it had not
     // dropped yet, a directory renamed just before): drops until two give the same.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = drop_once(m);
+    let mut last = drop_once(held, m);
     loop {
-        let now = drop_once(m);
+        let now = drop_once(held, m);
         if now == last {
             return (now.0, now.1);
         }
@@ -153,7 +158,7 @@ fn drop_and_settle(m: &Mount) -> (u64, u64) {
 }
 
 /// One drop of the kernel's caches; the daemon's stats once they stop changing.
-fn drop_once(m: &Mount) -> (u64, u64, u64, u64) {
+fn drop_once(_held: &KernelCaches, m: &Mount) -> (u64, u64, u64, u64) {
     // The page cache too: the kernel frees an inode whose file has cached pages only after
     // dropping them, on a later pass, which a count taken once the daemon settled may miss.
     std::fs::write("/proc/sys/vm/drop_caches", "1\n").unwrap();
@@ -176,7 +181,7 @@ fn drop_once(m: &Mount) -> (u64, u64, u64, u64) {
 
 #[test]
 fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
-    let _caches = kernel_caches();
+    let caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for d in 0..4 {
@@ -224,7 +229,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     // Everything forgotten: the files are frozen and the directories' listings dropped
     // (the root's stays: the kernel never forgets the root), so the table holds the root
     // and its four subdirectories, not listed, and the root's two files are frozen.
-    assert_eq!(drop_and_settle(&m), (1 + 4, 2));
+    assert_eq!(drop_and_settle(&caches, &m), (1 + 4, 2));
     let after = lstat_tree(mnt);
     assert_eq!(before, after);
     assert_eq!(
@@ -236,7 +241,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     // What changed stays loaded; what did not goes again. Every change then works on a
     // file that came back: a write, a rename, an unlink, a chmod, a directory renamed with
     // frozen files in it (their contents come from where they were).
-    assert_eq!(drop_and_settle(&m), (1 + 4, 2));
+    assert_eq!(drop_and_settle(&caches, &m), (1 + 4, 2));
     let change = |root: &Path| {
         std::fs::write(root.join("d0/sub/f1"), "changed\n").unwrap();
         std::fs::rename(root.join("d0/sub/f2"), root.join("d0/f2-moved")).unwrap();
@@ -251,7 +256,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     let ino_f5 = std::fs::metadata(mnt.join("d1/sub/f5")).unwrap().ino();
     // d0 and d0/sub keep their listings (changed files in them) and the changed files
     // their entries (f1, f2-moved, f4); the rest goes.
-    assert_eq!(drop_and_settle(&m), (1 + 4 + 1 + 3, 2 + 1 + 21));
+    assert_eq!(drop_and_settle(&caches, &m), (1 + 4 + 1 + 3, 2 + 1 + 21));
     std::fs::rename(mnt.join("d1/sub"), mnt.join("d1/moved")).unwrap();
     assert_eq!(std::fs::read(mnt.join("d1/moved/f5")).unwrap(), b"1 5\n");
     assert_eq!(
@@ -261,7 +266,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
     // A file in the moved directory is frozen again (its filelog is not at its directory's
     // path any more, but the directory knows where it was listed from); the directory is
     // renamed (its own ctime), so its listing stays.
-    let (entries, frozen) = drop_and_settle(&m);
+    let (entries, frozen) = drop_and_settle(&caches, &m);
     assert_eq!(
         (entries, frozen),
         (1 + 4 + 1 + 3 + 1, 2 + 1 + 21 + 1 + 25),
@@ -294,7 +299,7 @@ fn files_the_kernel_forgets_leave_the_inode_table_and_come_back_the_same() {
 /// The kernel took the two names for one inode and served one file's bytes for the other.
 #[test]
 fn a_directory_updated_after_the_kernel_forgot_it_gives_each_file_its_own_inode_and_bytes() {
-    let _caches = kernel_caches();
+    let caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let repo = hg_repo(
         tmp.path(),
@@ -319,7 +324,11 @@ fn a_directory_updated_after_the_kernel_forgot_it_gives_each_file_its_own_inode_
         b"the bytes of e/g\n"
     );
     // The kernel forgets d: its listing is dropped (the root, d, e and e/g stay).
-    assert_eq!(drop_and_settle(&m).0, 4, "entries once the kernel forgot d");
+    assert_eq!(
+        drop_and_settle(&caches, &m).0,
+        4,
+        "entries once the kernel forgot d"
+    );
     ok(revfs(mnt, &["update", "-q", "1"]));
     for (path, data) in [
         ("d/a", &b"a\n"[..]),
@@ -340,6 +349,7 @@ fn a_directory_updated_after_the_kernel_forgot_it_gives_each_file_its_own_inode_
 
 #[test]
 fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
+    let caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for d in 0..3 {
@@ -375,7 +385,7 @@ fn a_tar_of_the_whole_tree_leaves_status_clean_and_nothing_in_the_overlay() {
             .collect();
         assert!(kept.is_empty(), "overlay files after a tar: {kept:?}");
         // Everything unloaded but the root's listing of three directories.
-        assert_eq!(drop_and_settle(&m), (1 + 3, 0));
+        assert_eq!(drop_and_settle(&caches, &m), (1 + 3, 0));
     }
 }
 
@@ -474,7 +484,7 @@ fn find_and_wait_for_listings(m: &Mount, limit: u64) {
 
 #[test]
 fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_directories() {
-    let _caches = kernel_caches();
+    let caches = kernel_caches();
     let tmp = revfs_tests::scratch_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for d in 0..6 {
@@ -494,7 +504,7 @@ fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_di
     // forgotten: the listings go the usual way.
     let before = lstat_tree(mnt);
     assert!(listed(&m) > limit, "{} listed", listed(&m));
-    drop_and_settle(&m);
+    drop_and_settle(&caches, &m);
 
     // A process whose current directory is in the tree while its listing goes.
     let go = tmp.path().join("go");
@@ -527,14 +537,14 @@ fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_di
     // Once the kernel forgets them, the directories kept when their parent's listing went
     // go too: the root and its listing's 6 directories are left, as after a fresh mount's
     // `ls`.
-    let (entries, _) = drop_and_settle(&m);
+    let (entries, _) = drop_and_settle(&caches, &m);
     assert_eq!((entries, listed(&m)), (1 + 6, 6), "{}", m.stats());
 
     // Invisible to programs: the same inode numbers, times, modes, sizes and links.
     assert_eq!(lstat_tree(mnt), before);
 
     // Changes in directories whose listings went, as in a clone.
-    drop_and_settle(&m);
+    drop_and_settle(&caches, &m);
     find_and_wait_for_listings(&m, limit);
     let change = |root: &Path| {
         std::fs::write(root.join("d4/s2/f1"), "changed\n").unwrap();
@@ -561,7 +571,7 @@ fn past_mount_listed_files_unchanged_listings_go_while_the_kernel_holds_their_di
     // Once more through a drop of everything: the listings with changes stay, counted as
     // they were listed (the root's 6 names, d0's 5, d0/s0-moved's 8 (renamed: a ctime of
     // its own), d1's 5, d2/s2's 8, d4/s2's 8, d5's 5 and d5/s0's 8), the others go.
-    drop_and_settle(&m);
+    drop_and_settle(&caches, &m);
     find_and_wait_for_listings(&m, 6 + 5 + 8 + 5 + 8 + 8 + 5 + 8);
     assert_eq!(files_on_disk(mnt), files_on_disk(&wc));
     assert!(!m.log().contains(" ERROR "), "{}", m.log());
