@@ -176,6 +176,11 @@ impl crate::readahead::Pusher for PageFiller {
                 if !still_ahead(job) {
                     return false;
                 }
+                // A test's hold or delay stops this push: the files pushed before it are
+                // let go first, or their writers would wait for it.
+                if self.passthrough.push_delay.may_wait() {
+                    leases.tell_now();
+                }
                 let (keep, filled) = self.fill_with(ino, job.node, content);
                 leases.let_go(i);
                 self.drop_if_changed(ino, keep);

@@ -182,6 +182,12 @@ impl PushGate {
         }
     }
 
+    /// Whether a push may wait here longer than a push takes: a delay is set, or pushes
+    /// are held.
+    pub fn may_wait(&self) -> bool {
+        self.delay.0.load(Ordering::Relaxed) > 0 || self.holding.load(Ordering::Acquire)
+    }
+
     /// After a push filled its pages: the delay.
     pub fn after(&self) {
         self.delay.wait();

@@ -11,7 +11,8 @@
 //! kernel's write-back cache (revfs never asks for it) no dirty page outlives a writer's
 //! descriptor. A lease break's signal (SIGIO) is ignored by the daemon: read-ahead takes
 //! the leases of a batch of files in one round trip to the helper ([`Leases::take`]),
-//! pushes them, and lets them all go unasked, a fraction of a millisecond later.
+//! pushes them, and lets each go unasked after its push, the helper told of a few at once
+//! (within [`LET_GO_WITHIN`]).
 //!
 //! The descriptor is one of the mount's: an unmount while it is open fails as busy, so
 //! `revfs unmount` first asks the daemon to take no lease for a while
@@ -74,7 +75,18 @@ pub struct LeaseBatch<'a> {
     /// granted.
     granted: Vec<Option<(u64, RawFd)>>,
     leases: &'a Leases,
+    /// Leases let go ([`LeaseBatch::let_go`]) and not told to the helper yet, and since
+    /// when the oldest waits.
+    untold: Vec<RawFd>,
+    untold_since: Option<Instant>,
 }
+
+/// How long a lease let go may wait to be told to the helper together with the next ones.
+/// Telling it wakes it: a pipe write and a switch to another process for each file, a
+/// tenth of read-ahead's time in a first tar (`perf record --call-graph dwarf` of the
+/// daemon, docs/BENCHMARKS.md) when each file's lease was told alone. A writer of the file
+/// waits at most this and one more push.
+const LET_GO_WITHIN: Duration = Duration::from_millis(2);
 
 impl LeaseBatch<'_> {
     /// The inode of the `i`th path asked for, when its lease was granted.
@@ -82,12 +94,27 @@ impl LeaseBatch<'_> {
         self.granted.get(i).copied().flatten().map(|(ino, _)| ino)
     }
 
-    /// Lets go of the `i`th path's lease now, not with the batch: a writer of that file
-    /// waits for its own push only, not for the pushes of the files after it.
+    /// Lets go of the `i`th path's lease after its push, not with the batch: a writer of
+    /// that file waits for its own push and at most [`LET_GO_WITHIN`] more, not for the
+    /// pushes of all the files after it. The helper is told of the leases let go together,
+    /// once the oldest has waited that long (or at [`LeaseBatch::tell_now`], or when the
+    /// batch ends).
     pub fn let_go(&mut self, i: usize) {
         if let Some((_, fd)) = self.granted.get_mut(i).and_then(Option::take) {
-            self.release(&[fd.to_string()]);
+            self.untold.push(fd);
+            let since = *self.untold_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= LET_GO_WITHIN {
+                self.tell_now();
+            }
         }
+    }
+
+    /// Tells the helper now of the leases let go so far: before a push that may wait
+    /// longer than a push takes (a test's hold or delay).
+    pub fn tell_now(&mut self) {
+        let fds: Vec<String> = self.untold.drain(..).map(|fd| fd.to_string()).collect();
+        self.untold_since = None;
+        self.release(&fds);
     }
 
     fn release(&self, fds: &[String]) {
@@ -106,10 +133,11 @@ impl LeaseBatch<'_> {
 impl Drop for LeaseBatch<'_> {
     fn drop(&mut self) {
         let fds: Vec<String> = self
-            .granted
+            .untold
             .iter()
-            .flatten()
-            .map(|(_, fd)| fd.to_string())
+            .copied()
+            .chain(self.granted.iter().flatten().map(|&(_, fd)| fd))
+            .map(|fd| fd.to_string())
             .collect();
         self.release(&fds);
     }
@@ -215,6 +243,8 @@ impl Leases {
         let mut batch = LeaseBatch {
             granted: vec![None; paths.len()],
             leases: self,
+            untold: Vec::new(),
+            untold_since: None,
         };
         let asked: Vec<usize> = (0..paths.len())
             .filter(|&i| !paths[i].is_empty() && !paths[i].contains(&b'\n'))

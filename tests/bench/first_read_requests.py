@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): what a first read of a tree asks of the daemon. For each
+workload, on a fresh mount with the store warm: the daemon's requests by opcode per file,
+read-ahead's counts, and the CPU seconds of the daemon and of its helper processes (the
+lease and events helpers, `vfs/src/helper.rs`), with the workload's wall time.
+
+Usage: tests/bench/first_read_requests.py CORPUS [--bin REVFS ...] [--runs N]
+                                         [--only tar,grep,rg]
+CORPUS is a tree made by ../shared/corpus/make-corpus.sh. Each --bin (default
+target/release/revfs) is run in turns (A B A B). Prints one markdown table per workload and
+build: medians over the runs (the counts differ from run to run with how far read-ahead
+got ahead of the reader).
+"""
+import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
+
+ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
+WORKLOADS = {
+    'tar': 'tar cf - . | wc -c',
+    'grep': 'grep -r revfs-needle-not-there . | wc -c',
+    'rg': 'rg -uuu revfs-needle-not-there . | wc -c',
+}
+
+
+def sh(cmd, env=None, **kw):
+    return subprocess.run(cmd, shell=True, check=True, env=env or ENV, **kw)
+
+
+def stats(state):
+    for root, _dirs, files in os.walk(os.path.join(state, 'mounts')):
+        if 'control.sock' in files:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(os.path.join(root, 'control.sock'))
+            s.sendall(b'{"cmd":"stats"}\n')
+            s.shutdown(socket.SHUT_WR)
+            data = b''
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+            return json.loads(data.splitlines()[-1])
+    raise SystemExit('no control socket under %s' % state)
+
+
+def cpu_of(mountpoint):
+    """CPU seconds (user + system, all threads) of the daemon and of its helpers: the
+    processes whose command line names the mountpoint."""
+    tick = os.sysconf('SC_CLK_TCK')
+    daemon = helpers = 0.0
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                argv = f.read().split(b'\0')
+            with open('/proc/%s/stat' % pid) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        if mountpoint.encode() not in argv:
+            continue
+        secs = (int(fields[11]) + int(fields[12])) / tick
+        if b'--foreground' in argv:
+            daemon += secs
+        elif argv[0] == b'/proc/self/exe':
+            helpers += secs
+    return daemon, helpers
+
+
+def files_in(corpus):
+    out = subprocess.run("find . -path ./.hg -prune -o -type f -print | wc -l", shell=True,
+                         cwd=corpus, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def one_run(revfs, corpus, cmd):
+    state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
+    mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
+    env = dict(ENV, REVFS_STATE_DIR=state)
+    try:
+        sh('timeout 60 %s mount %s %s' % (revfs, corpus, mnt), env=env)
+        before = stats(state).get('requests', {})
+        cpu0 = cpu_of(mnt)
+        t = time.perf_counter()
+        sh('timeout 600 sh -c %s' % repr(cmd), cwd=mnt, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        cpu1 = cpu_of(mnt)
+        st = stats(state)
+        after = st.get('requests', {})
+        req = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        return {'wall': wall, 'daemon_cpu': cpu1[0] - cpu0[0],
+                'helper_cpu': cpu1[1] - cpu0[1], 'requests': req,
+                'readahead': st.get('readahead', {})}
+    finally:
+        subprocess.run('timeout 60 %s unmount %s' % (revfs, mnt), shell=True, env=env)
+        sh('rm -rf %s %s' % (state, mnt))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('corpus')
+    ap.add_argument('--bin', action='append')
+    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--only', default='tar,grep,rg')
+    args = ap.parse_args()
+    bins = [os.path.abspath(b) for b in (args.bin or ['target/release/revfs'])]
+    corpus = os.path.abspath(args.corpus)
+    # The store warm: read once.
+    sh('tar cf - .hg/store | wc -c', cwd=corpus, stdout=subprocess.DEVNULL)
+    nfiles = files_in(corpus)
+    for name in args.only.split(','):
+        runs = {b: [] for b in bins}
+        for _ in range(args.runs):
+            for b in bins:
+                runs[b].append(one_run(b, corpus, WORKLOADS[name]))
+        for b in bins:
+            report(name, b, runs[b], nfiles)
+
+
+def report(name, revfs, runs, nfiles):
+    med = statistics.median
+    print('\n%s (`%s`) with %s, %d files, median of %d' % (
+        name, WORKLOADS[name], revfs, nfiles, len(runs)))
+    print('wall %.2f s, daemon CPU %.2f s, helpers CPU %.2f s' % (
+        med([r['wall'] for r in runs]), med([r['daemon_cpu'] for r in runs]),
+        med([r['helper_cpu'] for r in runs])))
+    print('| request | a run | a file |')
+    print('|---|---:|---:|')
+    for op in sorted({k for r in runs for k in r['requests']}):
+        n = med([r['requests'].get(op, 0) for r in runs])
+        if n:
+            print('| %s | %d | %.2f |' % (op, n, n / nfiles))
+    total = med([sum(r['requests'].values()) for r in runs])
+    print('| all | %d | %.2f |' % (total, total / nfiles))
+    for key in ('files', 'pushed', 'used', 'dropped', 'leaps'):
+        print('read-ahead %s: %d' % (key, med([r['readahead'].get(key, 0) for r in runs])))
+    sys.stdout.flush()
+
+
+if __name__ == '__main__':
+    main()
