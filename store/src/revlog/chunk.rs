@@ -34,6 +34,88 @@ pub fn decompress(chunk: &[u8], hint: usize) -> Result<Cow<'_, [u8]>, String> {
     }
 }
 
+/// Decompresses one stored chunk into a shared buffer: the whole text of a revision stored
+/// in one chunk. A zstd frame that gives its size is decoded straight into the buffer the
+/// text is shared in, not into a vector copied into it (that copy, and the page faults of
+/// the vector, were a tenth of a first read's work in the daemon: docs/BENCHMARKS.md).
+pub fn decompress_shared(chunk: &[u8], hint: usize) -> Result<std::sync::Arc<[u8]>, String> {
+    if chunk.first() == Some(&b'(') {
+        if let Some(size) = zstd_known_size(chunk) {
+            return zstd_decompress_shared(chunk, size);
+        }
+    }
+    decompress(chunk, hint).map(|text| std::sync::Arc::from(&*text))
+}
+
+/// The content size a zstd frame's header gives, when it gives one no larger than the frame
+/// could hold (a larger one is not believed: it would be allocated before decoding).
+fn zstd_known_size(chunk: &[u8]) -> Option<usize> {
+    zstd::zstd_safe::get_frame_content_size(chunk)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= max_output(chunk, ZSTD_MAX_RATIO))
+}
+
+/// The not yet written bytes of a fresh shared buffer, as zstd writes into them: `filled`
+/// says how many it wrote.
+struct UninitBuf<'a> {
+    buf: &'a mut [std::mem::MaybeUninit<u8>],
+    filled: usize,
+}
+
+// SAFETY: `as_mut_ptr` points at `buf`, valid for `capacity()` = `buf.len()` bytes of
+// writes; `as_slice` covers the first `filled` bytes only, which `filled_until` (zstd's
+// promise that it wrote them) alone raises, never past the buffer.
+unsafe impl zstd::zstd_safe::WriteBuf for UninitBuf<'_> {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes were written (see `filled_until`).
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.filled) }
+    }
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr().cast::<u8>()
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n.min(self.buf.len());
+    }
+}
+
+/// [`zstd_decompress`] of a frame of `size` bytes, into a shared buffer of that size.
+fn zstd_decompress_shared(chunk: &[u8], size: usize) -> Result<std::sync::Arc<[u8]>, String> {
+    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
+    let mut shared = std::sync::Arc::<[u8]>::new_uninit_slice(size);
+    let Some(slots) = std::sync::Arc::get_mut(&mut shared) else {
+        return Err("zstd output buffer shared".to_owned());
+    };
+    let mut out = UninitBuf {
+        buf: slots,
+        filled: 0,
+    };
+    ZSTD.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| "zstd context unavailable".to_owned())?;
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().map_err(err)?);
+        }
+        let Some(d) = slot.as_mut() else {
+            return Err("zstd context unavailable".to_owned());
+        };
+        d.decompress_to_buffer(chunk, &mut out).map_err(err)
+    })?;
+    if out.filled != size {
+        return Err(format!(
+            "revlog decompress error: frame says {size} bytes, got {}",
+            out.filled
+        ));
+    }
+    // SAFETY: zstd wrote all `size` bytes of the buffer (`filled` == its length).
+    Ok(unsafe { shared.assume_init() })
+}
+
 thread_local! {
     /// One zstd decompression context per thread: creating a context costs more than
     /// decompressing a typical small chunk.
@@ -179,6 +261,35 @@ mod tests {
         // The reused context is not left in a bad state by a broken frame.
         assert!(decompress_prefix(&zs[..zs.len() / 2], 800_000).is_err());
         assert_eq!(decompress_prefix(&zs, 8).unwrap(), &text[..8]);
+    }
+
+    #[test]
+    fn a_shared_text_is_the_chunks_text_for_every_kind_and_frame() {
+        let text: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let zs = zstd::bulk::compress(&text, 3).unwrap();
+        assert_eq!(zstd_known_size(&zs), Some(text.len()));
+        assert_eq!(&*decompress_shared(&zs, 0).unwrap(), &text[..]);
+        // The same context again, then an empty frame, a broken one, and the good again.
+        assert_eq!(&*decompress_shared(&zs, 7).unwrap(), &text[..]);
+        let empty = zstd::bulk::compress(b"", 3).unwrap();
+        assert_eq!(&*decompress_shared(&empty, 0).unwrap(), b"");
+        assert!(decompress_shared(&zs[..zs.len() / 2], 0).is_err());
+        assert!(decompress_shared(b"(\xb5\x2f\xfd\x00", 0).is_err());
+        assert_eq!(&*decompress_shared(&zs, 0).unwrap(), &text[..]);
+        // A frame whose header claims more than its blocks hold: an error, no uninitialized
+        // bytes handed out.
+        let mut frame = b"(\xb5\x2f\xfd\x20".to_vec(); // single segment, 1-byte size
+        frame.push(10);
+        frame.extend_from_slice(&[0x19, 0, 0]); // last raw block of 3 bytes
+        frame.extend_from_slice(b"abc");
+        assert_eq!(zstd_known_size(&frame), Some(10));
+        assert!(decompress_shared(&frame, 0).is_err());
+        // Other kinds are copied into the shared buffer as they are.
+        assert_eq!(&*decompress_shared(b"uabc", 0).unwrap(), b"abc");
+        assert_eq!(&*decompress_shared(b"\0abc", 0).unwrap(), b"\0abc");
+        assert_eq!(&*decompress_shared(b"", 0).unwrap(), b"");
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use index::{IndexEntry, REVIDX_ELLIPSIS, REVIDX_EXTSTORED, REVIDX_ISCENSORED
 /// The private parsers of this module, for the fuzz targets in `fuzz/`: not an API.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use super::chunk::{decompress, decompress_prefix};
+    pub use super::chunk::{decompress, decompress_prefix, decompress_shared};
     pub use super::index::{Header, Layout};
     /// The size of one index entry.
     pub const ENTRY_SIZE: usize = super::index::ENTRY_SIZE;
@@ -581,6 +581,13 @@ impl Revlog {
         let hint = entry.raw_len.max(0) as usize;
         let (chain, start) = self.delta_chain(rev)?;
         self.check_span(&chain)?;
+        if let (None, &[only]) = (&start, &chain[..]) {
+            // A text stored whole in one chunk (most files of a young repository):
+            // decoded straight into the buffer it is shared in.
+            let text = chunk::decompress_shared(self.chunk(only)?, hint)
+                .map_err(|reason| StoreError::corrupt_rev(&self.name, only as u32, reason))?;
+            return self.checked_text(rev, &entry, &chain, &start, text, keep);
+        }
         let mut revs = chain.iter().rev();
         let base: std::borrow::Cow<'_, [u8]> = match start {
             Some(ref t) => std::borrow::Cow::Borrowed(&t[..]),
@@ -603,6 +610,21 @@ impl Revlog {
                 StoreError::corrupt_rev(&self.name, revs[i] as u32, e.to_string())
             })?)
         };
+        let text: Arc<[u8]> = Arc::from(&*text);
+        self.checked_text(rev, &entry, &chain, &start, text, keep)
+    }
+
+    /// Checks the rebuilt `text` of `rev` (its size, its hash unless this very chunk was
+    /// checked before), keeps it in the cache when `keep`, and returns it.
+    fn checked_text(
+        &self,
+        rev: Rev,
+        entry: &IndexEntry,
+        chain: &[Rev],
+        start: &Option<Arc<[u8]>>,
+        text: Arc<[u8]>,
+        keep: bool,
+    ) -> Result<Arc<[u8]>> {
         if entry.raw_len >= 0 && text.len() != entry.raw_len as usize {
             return Err(StoreError::corrupt_rev(
                 &self.name,
@@ -616,7 +638,7 @@ impl Revlog {
         }
         // A whole text from one chunk: checked before, from this very chunk and with these
         // parents (which the node hashes too)?
-        let one_chunk = match (&self.checked, &start, &chain[..]) {
+        let one_chunk = match (&self.checked, start, chain) {
             (Some(c), None, &[only]) => {
                 let mut crc = crc32fast::Hasher::new();
                 crc.update(&self.node(entry.p1)?.0);
@@ -639,7 +661,6 @@ impl Revlog {
                 c.remember(&entry.node, crc, &text);
             }
         }
-        let text: Arc<[u8]> = Arc::from(&*text);
         if keep {
             self.cache.insert((self.cache_id, rev), text.clone());
         }
