@@ -2,7 +2,8 @@
 //! by its text: for texts too big to hold (a 1 GB asset).
 //!
 //! The chunks of the delta chain are decompressed, streaming, into a scratch file (a base
-//! stored uncompressed is read in place from the revlog). The text is then described as a
+//! stored uncompressed is read in place from the revlog; a text stored whole in one
+//! compressed chunk goes straight to the writer). The text is then described as a
 //! list of pieces, each a range of the base or of a delta's inserted data; applying a delta
 //! to that list costs its hunks, not the text. Finally the pieces are copied to the writer
 //! in bounded blocks, hashed on the way and checked against the revision's node. Reads go
@@ -87,6 +88,11 @@ impl Revlog {
         let mut spooled = 0u64;
         let (chain, start) = self.delta_chain(rev)?;
         self.check_span(&chain)?;
+        if let (None, &[only]) = (&start, &chain[..]) {
+            if let Some(len) = self.write_whole_chunk(only, &entry, scratch, out)? {
+                return Ok(len);
+            }
+        }
         let mut deltas = chain.iter().rev();
         let base = match start {
             Some(text) => Base::Memory(text),
@@ -145,6 +151,75 @@ impl Revlog {
             });
         }
         Ok(len)
+    }
+
+    /// A text stored whole in one compressed chunk (the first revision of a big file, or a
+    /// snapshot), decompressed straight into `out` and hashed on the way: not spooled to the
+    /// scratch file and read back, which cost its length written and read once more. `None`
+    /// when the chunk is stored uncompressed (the general path reads it in place).
+    fn write_whole_chunk(
+        &self,
+        rev: Rev,
+        entry: &super::index::IndexEntry,
+        scratch: &Path,
+        out: &mut dyn Write,
+    ) -> Result<Option<u64>> {
+        let compressed = |kind: u8| matches!(kind, b'(' | b'x');
+        let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
+        let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
+        let mut sink = Hashing {
+            hash: Sha1::new(),
+            out,
+            failed: None,
+        };
+        sink.hash.update(a.0);
+        sink.hash.update(b.0);
+        let decoded = match self.chunk_in_file(rev)? {
+            Some((file, off, len)) => {
+                let mut kind = [0u8; 1];
+                if len > 0 {
+                    file.read_exact_at(&mut kind, off)
+                        .map_err(|e| StoreError::io(&self.data_path, e))?;
+                }
+                if !compressed(kind[0]) {
+                    return Ok(None);
+                }
+                let whole = RangeReader {
+                    file: &file,
+                    off,
+                    left: len,
+                };
+                decompress_into(kind[0], len, whole, &mut sink)
+            }
+            None => {
+                let bytes = self.chunk(rev)?;
+                let kind = bytes.first().copied().unwrap_or(0);
+                if !compressed(kind) {
+                    return Ok(None);
+                }
+                decompress_into(kind, bytes.len() as u64, bytes, &mut sink)
+            }
+        };
+        // A failed write is the writer's (a full disk), not the revlog's.
+        if let Some(e) = sink.failed.take() {
+            return Err(StoreError::io(scratch, e));
+        }
+        let len =
+            decoded.map_err(|reason| StoreError::corrupt_rev(&self.name, rev as u32, reason))?;
+        if entry.raw_len >= 0 && len != entry.raw_len as u64 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!("unpacked size is {len}, {} expected", entry.raw_len),
+            ));
+        }
+        if Node(sink.hash.finalize().into()) != entry.node {
+            return Err(StoreError::IntegrityCheckFailed {
+                revlog: self.name.clone(),
+                rev: rev as u32,
+            });
+        }
+        Ok(Some(len))
     }
 
     /// The base text of a chain, from its chunk: read in place when stored uncompressed in
@@ -243,6 +318,34 @@ impl Revlog {
     }
 }
 
+/// A writer that hashes what it passes on, and keeps the error of a failed write (told
+/// apart from a decompression's).
+struct Hashing<'a> {
+    hash: Sha1,
+    out: &'a mut dyn Write,
+    failed: Option<std::io::Error>,
+}
+
+impl Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.out.write(buf) {
+            Ok(n) => {
+                self.hash.update(&buf[..n]);
+                Ok(n)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                let copy = std::io::Error::new(e.kind(), e.to_string());
+                self.failed = Some(e);
+                Err(copy)
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// Decompresses a whole chunk (`len` bytes from `input`, starting with its kind byte) into
 /// `out`; the bytes written.
 fn decompress_into(
@@ -325,8 +428,12 @@ mod tests {
 
     /// A split revlog of a 300 KB text and four edits of it (deltas), zstd.
     fn big_revlog(dir: &Path) -> Vec<Vec<u8>> {
+        big_revlog_with(dir, Compression::Zstd)
+    }
+
+    fn big_revlog_with(dir: &Path, compression: Compression) -> Vec<Vec<u8>> {
         let (ip, dp) = (dir.join("f.i"), dir.join("f.d"));
-        let mut w = RevlogWriter::open(&ip, &dp, true, Compression::Zstd)
+        let mut w = RevlogWriter::open(&ip, &dp, true, compression)
             .unwrap()
             .store_deltas(true);
         // Lines of random hex (line deltas then carry only the lines changed).
@@ -405,5 +512,58 @@ mod tests {
             err.to_string().starts_with("partial read of revlog "),
             "{err}"
         );
+    }
+
+    /// A writer that fails once `room` bytes were written, as a full disk does.
+    struct FullDisk {
+        room: usize,
+        got: Vec<u8>,
+    }
+
+    impl Write for FullDisk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.got.len() + buf.len() > self.room {
+                return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+            }
+            self.got.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_text_whole_in_one_chunk_is_rebuilt_and_a_full_disk_is_not_a_corrupt_revlog() {
+        for compression in [Compression::Zstd, Compression::Zlib] {
+            let dir = tempfile::tempdir().unwrap();
+            let texts = big_revlog_with(dir.path(), compression);
+            let rl = open(dir.path());
+            assert_eq!(rl.entry(0).unwrap().base, 0, "revision 0 is whole");
+            let mut out = Vec::new();
+            assert_eq!(
+                rl.write_revision(0, dir.path(), &mut out).unwrap() as usize,
+                texts[0].len()
+            );
+            assert!(out == texts[0], "{compression:?}");
+            // The writer fails part way: an I/O error on the output, not a damaged revlog.
+            let mut full = FullDisk {
+                room: 100_000,
+                got: Vec::new(),
+            };
+            let err = rl.write_revision(0, dir.path(), &mut full).unwrap_err();
+            assert!(
+                matches!(err, StoreError::Io { .. }) && err.to_string().contains("No space"),
+                "{compression:?}: {err}"
+            );
+            // A byte of the whole chunk flipped: an error, never a wrong text.
+            let dp = dir.path().join("f.d");
+            let mut data = std::fs::read(&dp).unwrap();
+            let e = rl.entry(0).unwrap();
+            data[(e.offset + e.compressed_len as u64 / 2) as usize] ^= 0x55;
+            std::fs::write(&dp, &data).unwrap();
+            let rl = open(dir.path());
+            assert!(rl.write_revision(0, dir.path(), &mut Vec::new()).is_err());
+        }
     }
 }
