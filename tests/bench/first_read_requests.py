@@ -11,7 +11,9 @@ target/release/revfs) is run in turns (A B A B). Prints one markdown table per w
 build: medians over the runs (the counts differ from run to run with how far read-ahead
 got ahead of the reader).
 """
-import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, statistics, subprocess, sys, tempfile, time
+
+import daemon_stats
 
 ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
 WORKLOADS = {
@@ -26,20 +28,10 @@ def sh(cmd, env=None, **kw):
 
 
 def stats(state):
-    for root, _dirs, files in os.walk(os.path.join(state, 'mounts')):
-        if 'control.sock' in files:
-            s = socket.socket(socket.AF_UNIX)
-            s.connect(os.path.join(root, 'control.sock'))
-            s.sendall(b'{"cmd":"stats"}\n')
-            s.shutdown(socket.SHUT_WR)
-            data = b''
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                data += b
-            return json.loads(data.splitlines()[-1])
-    raise SystemExit('no control socket under %s' % state)
+    answer = daemon_stats.stats(state)
+    if answer is None:
+        raise SystemExit('no control socket under %s' % state)
+    return answer
 
 
 def cpu_of(mountpoint):

@@ -25,6 +25,7 @@ mount, the requests the daemon got during each step, per file made (its `stats` 
 counts by opcode), from the first run.
 """
 import argparse, os, shutil, statistics, subprocess, tarfile, tempfile, time
+import daemon_stats
 
 ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='', REVFS_CONFIG='', HGUSER='bench <b@example.org>')
 
@@ -71,20 +72,8 @@ def requests(state):
     """The daemon's request counts by opcode (None for ext4)."""
     if state is None:
         return None
-    import glob, json, socket
-    for sock in glob.glob(os.path.join(state, 'mounts', '*', 'control.sock')):
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(sock)
-        s.sendall(b'{"cmd":"stats"}\n')
-        s.shutdown(socket.SHUT_WR)
-        data = b''
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-        return json.loads(data.splitlines()[-1]).get('requests', {})
-    return None
+    answer = daemon_stats.stats(state)
+    return None if answer is None else answer.get('requests', {})
 
 
 def workload(target, n, tar, only, state=None, counts=None):

@@ -164,7 +164,6 @@ impl Revlog {
         scratch: &Path,
         out: &mut dyn Write,
     ) -> Result<Option<u64>> {
-        let compressed = |kind: u8| matches!(kind, b'(' | b'x');
         let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
         let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
         let mut sink = Hashing {
@@ -174,32 +173,11 @@ impl Revlog {
         };
         sink.hash.update(a.0);
         sink.hash.update(b.0);
-        let decoded = match self.chunk_in_file(rev)? {
-            Some((file, off, len)) => {
-                let mut kind = [0u8; 1];
-                if len > 0 {
-                    file.read_exact_at(&mut kind, off)
-                        .map_err(|e| StoreError::io(&self.data_path, e))?;
-                }
-                if !compressed(kind[0]) {
-                    return Ok(None);
-                }
-                let whole = RangeReader {
-                    file: &file,
-                    off,
-                    left: len,
-                };
-                decompress_into(kind[0], len, whole, &mut sink)
-            }
-            None => {
-                let bytes = self.chunk(rev)?;
-                let kind = bytes.first().copied().unwrap_or(0);
-                if !compressed(kind) {
-                    return Ok(None);
-                }
-                decompress_into(kind, bytes.len() as u64, bytes, &mut sink)
-            }
-        };
+        let (kind, at) = self.chunk_at(rev)?;
+        if !matches!(kind, b'(' | b'x') {
+            return Ok(None);
+        }
+        let decoded = at.decompress_into(kind, &mut sink);
         // A failed write is the writer's (a full disk), not the revlog's.
         if let Some(e) = sink.failed.take() {
             return Err(StoreError::io(scratch, e));
@@ -225,36 +203,48 @@ impl Revlog {
     /// The base text of a chain, from its chunk: read in place when stored uncompressed in
     /// a data file, else decompressed into the scratch file.
     fn base_of(&self, rev: Rev, scratch: &Arc<File>, spooled: &mut u64) -> Result<Base> {
-        if let Some((file, off, len)) = self.chunk_in_file(rev)? {
-            let mut kind = [0u8; 1];
-            if len > 0 {
-                file.read_exact_at(&mut kind, off)
-                    .map_err(|e| StoreError::io(&self.data_path, e))?;
+        let (kind, at) = self.chunk_at(rev)?;
+        let at = match (kind, at) {
+            (b'u', ChunkAt::File { file, off, len }) => {
+                return Ok(Base::File {
+                    file: Arc::new(file),
+                    off: off + 1,
+                    len: len - 1,
+                })
             }
-            match kind[0] {
-                b'u' => {
-                    return Ok(Base::File {
-                        file: Arc::new(file),
-                        off: off + 1,
-                        len: len - 1,
-                    })
-                }
-                b'\0' if len > 0 => {
-                    return Ok(Base::File {
-                        file: Arc::new(file),
-                        off,
-                        len,
-                    })
-                }
-                _ => {}
+            (b'\0', ChunkAt::File { file, off, len }) if len > 0 => {
+                return Ok(Base::File {
+                    file: Arc::new(file),
+                    off,
+                    len,
+                })
             }
-        }
-        let (off, len) = self.spool(rev, scratch, spooled)?;
+            (_, at) => at,
+        };
+        let (off, len) = self.spool_chunk(rev, kind, &at, scratch, spooled)?;
         Ok(Base::File {
             file: scratch.clone(),
             off,
             len,
         })
+    }
+
+    /// `rev`'s chunk: its kind (its first byte, 0 for an empty chunk) and where it is.
+    fn chunk_at(&self, rev: Rev) -> Result<(u8, ChunkAt<'_>)> {
+        match self.chunk_in_file(rev)? {
+            Some((file, off, len)) => {
+                let mut kind = [0u8; 1];
+                if len > 0 {
+                    file.read_exact_at(&mut kind, off)
+                        .map_err(|e| StoreError::io(&self.data_path, e))?;
+                }
+                Ok((kind[0], ChunkAt::File { file, off, len }))
+            }
+            None => {
+                let bytes = self.chunk(rev)?;
+                Ok((bytes.first().copied().unwrap_or(0), ChunkAt::Memory(bytes)))
+            }
+        }
     }
 
     /// The data file, offset and length of `rev`'s chunk, when it is in a data file big
@@ -290,31 +280,48 @@ impl Revlog {
     /// Decompresses `rev`'s chunk to the end of the scratch file; its offset and length
     /// there.
     fn spool(&self, rev: Rev, scratch: &File, spooled: &mut u64) -> Result<(u64, u64)> {
-        let corrupt = |reason: String| StoreError::corrupt_rev(&self.name, rev as u32, reason);
-        let mut sink = scratch;
-        let written = match self.chunk_in_file(rev)? {
-            Some((file, off, len)) => {
-                let mut kind = [0u8; 1];
-                if len > 0 {
-                    file.read_exact_at(&mut kind, off)
-                        .map_err(|e| StoreError::io(&self.data_path, e))?;
-                }
-                let whole = RangeReader {
-                    file: &file,
-                    off,
-                    left: len,
-                };
-                decompress_into(kind[0], len, whole, &mut sink).map_err(corrupt)?
-            }
-            None => {
-                let bytes = self.chunk(rev)?;
-                let kind = bytes.first().copied().unwrap_or(0);
-                decompress_into(kind, bytes.len() as u64, bytes, &mut sink).map_err(corrupt)?
-            }
-        };
+        let (kind, at) = self.chunk_at(rev)?;
+        self.spool_chunk(rev, kind, &at, scratch, spooled)
+    }
+
+    /// [`Revlog::spool`] of a chunk found already.
+    fn spool_chunk(
+        &self,
+        rev: Rev,
+        kind: u8,
+        at: &ChunkAt<'_>,
+        scratch: &File,
+        spooled: &mut u64,
+    ) -> Result<(u64, u64)> {
+        let written = at
+            .decompress_into(kind, &mut &*scratch)
+            .map_err(|reason| StoreError::corrupt_rev(&self.name, rev as u32, reason))?;
         let off = *spooled;
         *spooled += written;
         Ok((off, written))
+    }
+}
+
+/// Where a chunk's bytes are: a range of a data file too big to hold, or memory.
+enum ChunkAt<'a> {
+    File { file: File, off: u64, len: u64 },
+    Memory(&'a [u8]),
+}
+
+impl ChunkAt<'_> {
+    /// Decompresses the whole chunk, of kind `kind`, into `out`; the bytes written.
+    fn decompress_into(&self, kind: u8, out: &mut impl Write) -> std::result::Result<u64, String> {
+        match self {
+            ChunkAt::File { file, off, len } => {
+                let whole = RangeReader {
+                    file,
+                    off: *off,
+                    left: *len,
+                };
+                decompress_into(kind, *len, whole, out)
+            }
+            ChunkAt::Memory(bytes) => decompress_into(kind, bytes.len() as u64, *bytes, out),
+        }
     }
 }
 
