@@ -85,7 +85,6 @@ unsafe impl zstd::zstd_safe::WriteBuf for UninitBuf<'_> {
 
 /// [`zstd_decompress`] of a frame of `size` bytes, into a shared buffer of that size.
 fn zstd_decompress_shared(chunk: &[u8], size: usize) -> Result<std::sync::Arc<[u8]>, String> {
-    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
     let mut shared = std::sync::Arc::<[u8]>::new_uninit_slice(size);
     let Some(slots) = std::sync::Arc::get_mut(&mut shared) else {
         return Err("zstd output buffer shared".to_owned());
@@ -94,18 +93,7 @@ fn zstd_decompress_shared(chunk: &[u8], size: usize) -> Result<std::sync::Arc<[u
         buf: slots,
         filled: 0,
     };
-    ZSTD.with(|cell| {
-        let mut slot = cell
-            .try_borrow_mut()
-            .map_err(|_| "zstd context unavailable".to_owned())?;
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new().map_err(err)?);
-        }
-        let Some(d) = slot.as_mut() else {
-            return Err("zstd context unavailable".to_owned());
-        };
-        d.decompress_to_buffer(chunk, &mut out).map_err(err)
-    })?;
+    zstd_decode_sized(chunk, size, &mut out)?;
     if out.filled != size {
         return Err(format!(
             "revlog decompress error: frame says {size} bytes, got {}",
@@ -128,40 +116,48 @@ thread_local! {
 /// than the frame could hold is not believed (it would be allocated before decoding): such
 /// a frame goes through the streaming decoder, which fails on the size mismatch.
 fn zstd_decompress(chunk: &[u8], hint: usize) -> Result<Vec<u8>, String> {
-    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
-    let max = max_output(chunk, ZSTD_MAX_RATIO);
-    let known = zstd::zstd_safe::get_frame_content_size(chunk)
-        .ok()
-        .flatten()
-        .and_then(|n| usize::try_from(n).ok())
-        .filter(|&n| n <= max);
-    match known {
-        Some(size) => ZSTD.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.is_none() {
-                *slot = Some(zstd::bulk::Decompressor::new().map_err(err)?);
-            }
-            let Some(d) = slot.as_mut() else {
-                return Err("zstd context unavailable".to_owned());
-            };
+    match zstd_known_size(chunk) {
+        Some(size) => {
             let mut out = Vec::with_capacity(size);
-            d.decompress_to_buffer(chunk, &mut out).map_err(err)?;
-            if out.len() != size {
-                return Err(format!(
-                    "revlog decompress error: frame says {size} bytes, got {}",
-                    out.len()
-                ));
-            }
+            zstd_decode_sized(chunk, size, &mut out)?;
             Ok(out)
-        }),
+        }
         None => {
-            let mut out = Vec::with_capacity(hint.min(max));
+            let mut out = Vec::with_capacity(hint.min(max_output(chunk, ZSTD_MAX_RATIO)));
             zstd::stream::read::Decoder::with_buffer(chunk)
                 .and_then(|mut d| d.read_to_end(&mut out))
-                .map_err(err)?;
+                .map_err(|e| format!("revlog decompress error: {e}"))?;
             Ok(out)
         }
     }
+}
+
+/// Decodes a frame whose header says it holds `size` bytes into `out` (room for `size`),
+/// in one call with this thread's context; an error unless it wrote exactly `size`.
+fn zstd_decode_sized<C: zstd::zstd_safe::WriteBuf + ?Sized>(
+    chunk: &[u8],
+    size: usize,
+    out: &mut C,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("revlog decompress error: {e}");
+    let written = ZSTD.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| "zstd context unavailable".to_owned())?;
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().map_err(err)?);
+        }
+        let Some(d) = slot.as_mut() else {
+            return Err("zstd context unavailable".to_owned());
+        };
+        d.decompress_to_buffer(chunk, out).map_err(err)
+    })?;
+    if written != size {
+        return Err(format!(
+            "revlog decompress error: frame says {size} bytes, got {written}"
+        ));
+    }
+    Ok(())
 }
 
 thread_local! {

@@ -96,8 +96,7 @@ impl Scope {
     }
 }
 
-/// The order hg prints the groups in.
-/// hg's order of status letters.
+/// hg's order of status letters: the order it prints the groups in.
 pub(crate) const ORDER: [char; 7] = ['M', 'A', 'R', '!', '?', 'I', 'C'];
 
 impl WorkingCopy {

@@ -288,9 +288,6 @@ fn status(ctx: &Ctx, req: StatusRequest, dirs: bool) -> Answer {
         .collect();
     // The files in redirections are ignored, as if `.hgignore` named them: the daemon
     // never sees them, they are listed from their directories on local disk; the
-    // directories below them are among those a purge of ignored files may empty.
-    // The files in redirections are ignored, as if `.hgignore` named them: the daemon
-    // never sees them, they are listed from their directories on local disk; the
     // directories below them are among those a purge of ignored files may empty, and a
     // redirection's own directory, a mountpoint, is never one.
     let mut dirs = if dirs { wc.changed_dirs()? } else { Vec::new() };
