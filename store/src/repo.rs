@@ -105,25 +105,16 @@ impl RevlogOpener {
     fn open_index(&self, stem: &[u8], index_suffix: &[u8]) -> Result<Revlog> {
         use std::os::unix::ffi::OsStrExt;
         let path_of = |suffix: &[u8]| {
-            let mut unencoded = stem.to_vec();
+            let mut unencoded = Vec::with_capacity(stem.len() + suffix.len());
+            unencoded.extend_from_slice(stem);
             unencoded.extend_from_slice(suffix);
             let encoded = encode_store_path(&unencoded, self.encoding);
-            (
-                self.store.join(std::ffi::OsStr::from_bytes(&encoded)),
-                unencoded,
-            )
+            self.store.join(std::ffi::OsStr::from_bytes(&encoded))
         };
-        let (index, _) = path_of(index_suffix);
-        let (_, name) = path_of(b".i");
-        let (data, _) = path_of(b".d");
+        let index = path_of(index_suffix);
+        let name = format!("{}.i", String::from_utf8_lossy(stem));
         let id = self.next_cache_id.fetch_add(1, Ordering::Relaxed);
-        Revlog::open(
-            &index,
-            &data,
-            String::from_utf8_lossy(&name).into_owned(),
-            self.cache.clone(),
-            id,
-        )
+        Revlog::open_with_data(&index, || path_of(b".d"), name, self.cache.clone(), id)
     }
 }
 
