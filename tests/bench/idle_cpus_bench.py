@@ -15,7 +15,11 @@ was:
   create      a Python loop makes --n files in one directory (open, write a line, close),
               on ext4 (a directory in DIR) and in a fresh revfs mount of an empty
               repository (its state in DIR); then a sync, timed apart (it waits for the
-              machine's disk, whose times vary a lot)
+              machine's disk, whose times vary a lot); the loop's migrations from CPU to
+              CPU a file (`se.nr_migrations` in /proc/self/sched)
+  pinned      the same loop in a mount, pinned to CPU 0 (`taskset -c 0`)
+  awake       the same loop in a mount, unpinned, while a spinning process at nice 19 is
+              pinned to each CPU, so that no CPU is ever idle
 Prints a markdown table of medians and the ratio of 0 to 200000. Needs root.
 """
 import argparse, os, shutil, statistics, subprocess, tempfile, time
@@ -43,7 +47,12 @@ os.mkdir(root)
 for i in range(n):
     with open(os.path.join(root, 'f%06d' % i), 'w') as f:
         f.write('file %d\\n' % i)
+with open('/proc/self/sched') as f:
+    for line in f:
+        if line.startswith('se.nr_migrations'):
+            print(int(line.split(':')[1]) / n)
 """
+SPIN = 'while True: pass'
 
 
 def out(args, env=ENV):
@@ -58,15 +67,21 @@ def floor(binary, rings):
     raise SystemExit('fuse_floor printed no stat line')
 
 
-def create(target, n):
-    """Seconds of the loop, and of the sync after it (a sync before it, not timed, so that
-    no earlier step's writes are flushed meanwhile)."""
+def create(target, n, prefix=()):
+    """Seconds of the loop, of the sync after it (a sync before it, not timed, so that
+    no earlier step's writes are flushed meanwhile), and the loop's migrations a file."""
     out(['sync'])
     t = time.perf_counter()
-    out(['python3', '-c', LOOP, target, str(n)])
+    migrations = float(out(list(prefix) + ['python3', '-c', LOOP, target, str(n)]))
     made = time.perf_counter()
     out(['sync'])
-    return made - t, time.perf_counter() - made
+    return made - t, time.perf_counter() - made, migrations
+
+
+def spinners():
+    """A spinning process at nice 19 pinned to each CPU: no CPU is idle while they run."""
+    return [subprocess.Popen(['taskset', '-c', str(cpu), 'nice', '-n', '19', 'python3',
+                              '-c', SPIN]) for cpu in sorted(os.sched_getaffinity(0))]
 
 
 def main():
@@ -99,7 +114,7 @@ def main():
                 add('`stat` by path, /dev/fuse, us', ns, floor(a.floor, 0))
                 work = tempfile.mkdtemp(dir=a.dir)
                 try:
-                    loop, sync = create(os.path.join(work, 'ext4'), a.n)
+                    loop, sync, _ = create(os.path.join(work, 'ext4'), a.n)
                     add('%d files, ext4, s' % a.n, ns, loop)
                     add('sync after them, ext4, s', ns, sync)
                     repo, mnt = os.path.join(work, 'repo'), os.path.join(work, 'mnt')
@@ -108,9 +123,23 @@ def main():
                     env = dict(ENV, REVFS_STATE_DIR=os.path.join(work, 'state'))
                     out([a.revfs, 'mount', repo, mnt], env=env)
                     try:
-                        loop, sync = create(os.path.join(mnt, 'one'), a.n)
+                        loop, sync, moved = create(os.path.join(mnt, 'one'), a.n)
                         add('%d files, revfs, s' % a.n, ns, loop)
                         add('sync after them, revfs, s', ns, sync)
+                        add('migrations a file, revfs', ns, moved)
+                        loop, _, _ = create(os.path.join(mnt, 'pinned'), a.n,
+                                            ['taskset', '-c', '0'])
+                        add('%d files, revfs, pinned to CPU 0, s' % a.n, ns, loop)
+                        spin = spinners()
+                        try:
+                            loop, _, moved = create(os.path.join(mnt, 'awake'), a.n)
+                        finally:
+                            for p in spin:
+                                p.kill()
+                                p.wait()
+                        add('%d files, revfs, no CPU idle (spinners at nice 19), s' % a.n,
+                            ns, loop)
+                        add('migrations a file, revfs, no CPU idle', ns, moved)
                     finally:
                         out([a.revfs, 'unmount', mnt], env=env)
                 finally:

@@ -2,7 +2,7 @@
 """Benchmark (not a test): many new files in a mount against ext4, side by side in one run.
 
 Usage: tests/bench/many_files_bench.py CORPUS [--revfs BIN] [--before BIN] [--dir DIR] [--n 100000]
-                                        [--runs 3] [--passthrough] [--redirect]
+                                        [--runs 3] [--passthrough] [--redirect] [--latency]
                                         [--only one,tree,tar]
 
 CORPUS is a corpus working copy (../shared/corpus, e.g. the linux tree): its files, without
@@ -18,7 +18,8 @@ in turns:
 
 Times are wall clock, each followed by a sync of the target's file system. Prints a
 markdown table of medians and ratios. --passthrough adds a target, a mount with
-`mount.passthrough = true`, --redirect one whose work goes into a redirection of a mount
+`mount.passthrough = true`, --latency one with `mount.cpu_latency_us = 0` (idle CPUs poll
+while requests come), --redirect one whose work goes into a redirection of a mount
 (`revfs redirect add work`: a bind mount from the state directory's disk), and --before another, a mount by another build (an earlier
 commit's); the order of the targets rotates from run to run. For each
 mount, the requests the daemon got during each step, per file made (its `stats` answer's
@@ -113,6 +114,7 @@ def main():
     ap.add_argument('--runs', type=int, default=3)
     ap.add_argument('--passthrough', action='store_true')
     ap.add_argument('--redirect', action='store_true')
+    ap.add_argument('--latency', action='store_true')
     ap.add_argument('--before')
     ap.add_argument('--only', default='one,tree,tar')
     a = ap.parse_args()
@@ -121,6 +123,7 @@ def main():
     tar = os.path.join(a.dir, 'corpus.tar')
     archive(a.corpus, tar)
     kinds = ['ext4', 'revfs'] + (['revfs+pt'] if a.passthrough else []) \
+        + (['revfs+lat'] if a.latency else []) \
         + (['redirect'] if a.redirect else []) + (['before'] if a.before else [])
     results = {k: [] for k in kinds}
     counts = {k: {} for k in kinds}
@@ -138,10 +141,12 @@ def main():
                     os.mkdir(mnt)
                     state = os.path.join(work, 'state')
                     env = dict(ENV, REVFS_STATE_DIR=state)
-                    if kind == 'revfs+pt':
+                    setting = {'revfs+pt': 'passthrough = true',
+                               'revfs+lat': 'cpu_latency_us = 0'}.get(kind)
+                    if setting:
                         cfg = os.path.join(work, 'config.toml')
                         with open(cfg, 'w') as f:
-                            f.write('[mount]\npassthrough = true\n')
+                            f.write('[mount]\n%s\n' % setting)
                         env['REVFS_CONFIG'] = cfg
                     binary = a.before if kind == 'before' else a.revfs
                     sh([binary, 'mount', repo, mnt], env=env)

@@ -165,7 +165,7 @@ fn a_bad_configuration_stops_mount_with_the_file_and_the_key() {
     let cases: &[(&str, &str)] = &[
         (
             "[mount]\nthreds = 4\n",
-            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring)",
+            ": unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring, cpu_latency_us)",
         ),
         (
             "[fuse]\nthreads = 4\n",

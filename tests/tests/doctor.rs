@@ -498,7 +498,9 @@ fn idle_cpus_that_halt_at_once_are_noted_on_a_haltpoll_guest() {
     let note = " idle CPUs halt at once: each request to a mount's daemon and each answer may \
                 wait for a halted CPU to wake, which made a round trip 2 to 3 times slower on \
                 a KVM guest; as root, `echo 200000 > /sys/module/haltpoll/parameters/\
-                guest_halt_poll_ns` lets an idle CPU poll 200 us before it halts";
+                guest_halt_poll_ns` lets an idle CPU poll 200 us before it halts, or \
+                `mount.cpu_latency_us = 0` in revfs's configuration makes idle CPUs poll \
+                while a mount's requests come";
     std::fs::write(POLL_NS, "0").expect("set guest_halt_poll_ns (root)");
     let (code, out) = t.doctor(&[]);
     assert_eq!(code, 0, "a note, not a problem:\n{out}");

@@ -56,6 +56,19 @@ fn now() -> u64 {
     origin().elapsed().as_millis() as u64 + 1
 }
 
+/// [`now`] when the last request started; 0: none yet.
+static LAST_REQUEST: AtomicU64 = AtomicU64::new(0);
+
+/// Milliseconds on this module's clock (since its first use, plus one).
+pub fn now_ms() -> u64 {
+    now()
+}
+
+/// When the last request started, in [`now_ms`]'s milliseconds; 0: none yet.
+pub fn last_request_ms() -> u64 {
+    LAST_REQUEST.load(Ordering::Relaxed)
+}
+
 fn my_slot() -> &'static AtomicU64 {
     let i = SLOT.with(|s| {
         if s.get() == usize::MAX {
@@ -124,7 +137,12 @@ impl Busy {
     /// Marks the calling thread busy with a request until the guard is dropped.
     pub fn enter(&self) -> BusyGuard {
         let slot = my_slot();
-        slot.store(now(), Ordering::Release);
+        let at = now();
+        slot.store(at, Ordering::Release);
+        // Stored only when the millisecond changed: the request threads share its line.
+        if LAST_REQUEST.load(Ordering::Relaxed) != at {
+            LAST_REQUEST.store(at, Ordering::Relaxed);
+        }
         BusyGuard { slot }
     }
 

@@ -31,6 +31,7 @@
 //! readahead_size = "32 MiB"    # bytes read ahead and not read yet, at most
 //! passthrough = false          # the kernel reads and writes overlay files directly
 //! io_uring = true              # requests through io_uring rings (Linux 6.14+, root)
+//! # cpu_latency_us = 0         # while requests come, idle CPUs wake within this (unset: off)
 //!
 //! [log]
 //! level = "info"               # the daemon's log level (`REVFS_LOG` wins)
@@ -165,6 +166,9 @@ pub struct MountConfig {
     /// Requests through io_uring rings instead of `/dev/fuse` where the kernel offers it
     /// (Linux 6.14+; the daemon turns the fuse module's `enable_uring` on when root).
     pub io_uring: bool,
+    /// While requests come, ask the kernel that idle CPUs wake within this many
+    /// microseconds (PM QoS; 0: they poll). `None`: ask nothing (`crate::cpu_latency`).
+    pub cpu_latency_us: Option<u32>,
 }
 
 /// The default of `mount.readahead_threads`.
@@ -241,6 +245,7 @@ impl Default for Config {
                 readahead_size: DEFAULT_READAHEAD_SIZE,
                 passthrough: false,
                 io_uring: true,
+                cpu_latency_us: None,
             },
             log: LogConfig {
                 level: LogLevel::Info,
@@ -427,6 +432,10 @@ impl Config {
                         config.mount.passthrough = checker.boolean(&full, v)?
                     }
                     ("mount", "io_uring") => config.mount.io_uring = checker.boolean(&full, v)?,
+                    ("mount", "cpu_latency_us") => {
+                        config.mount.cpu_latency_us =
+                            Some(checker.int(&full, v, 0, 1_000_000)? as u32)
+                    }
                     ("mount", "allow_other") => {
                         config.mount.allow_other = checker.boolean(&full, v)?
                     }
@@ -455,7 +464,7 @@ impl Config {
                             "store" => {
                                 "text_cache_size, open_filelogs, filelog_cache_size, big_text_cache_size, manifest_cache_size, size_cache_size"
                             }
-                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring",
+                            "mount" => "threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring, cpu_latency_us",
                             "control" => "timeout",
                             "remote" => "timeout, cache_size",
                             _ => "level",
@@ -619,6 +628,7 @@ mod tests {
         assert_eq!(c.store.open_filelogs, 1024);
         assert_eq!(c.mount.threads, DEFAULT_THREADS);
         assert!(!c.mount.allow_other);
+        assert_eq!(c.mount.cpu_latency_us, None, "no latency asked by default");
         assert_eq!(c.log.level, LogLevel::Info);
         assert_eq!(
             c.file.as_deref(),
@@ -630,9 +640,11 @@ mod tests {
     fn every_key_is_read() {
         let c = parse(
             "version = 1\n[store]\ntext_cache_size = \"128 MiB\"\nopen_filelogs = 10\n\
-             [mount]\nthreads = 3\nallow_other = true\n[log]\nlevel = \"debug\"\n",
+             [mount]\nthreads = 3\nallow_other = true\ncpu_latency_us = 0\n\
+             [log]\nlevel = \"debug\"\n",
         )
         .unwrap();
+        assert_eq!(c.mount.cpu_latency_us, Some(0));
         assert_eq!(c.store.text_cache_size, 128 << 20);
         assert_eq!(c.store.open_filelogs, 10);
         assert_eq!(c.mount.threads, 3);
@@ -667,7 +679,7 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreds = 4\n"),
             format!(
-                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring)"
+                "{f}: unknown key 'mount.threds' (known keys in [mount]: threads, allow_other, open_files, loaded_files, listed_files, readahead_threads, readahead_size, passthrough, io_uring, cpu_latency_us)"
             )
         );
         assert_eq!(
@@ -685,6 +697,10 @@ mod tests {
         assert_eq!(
             msg("[mount]\nthreads = 0\n"),
             format!("{f}: mount.threads: expected an integer from 1 to 256, found 0")
+        );
+        assert_eq!(
+            msg("[mount]\ncpu_latency_us = -1\n"),
+            format!("{f}: mount.cpu_latency_us: expected an integer from 0 to 1000000, found -1")
         );
         assert_eq!(
             msg("[mount]\nthreads = \"many\"\n"),

@@ -17,13 +17,15 @@
 //! it, talking to its daemon, hg's working-copy commands over the dirstate it keeps).
 //!
 //! Beside them, [`config`] (the user's configuration), [`busy`] (which requests are being
-//! served) and [`helper`] (processes of the daemon's that make calls through its mount).
+//! served), [`cpu_latency`] (idle CPUs kept quick to wake while requests come) and
+//! [`helper`] (processes of the daemon's that make calls through its mount).
 //! It reads source-control objects only through `revfs-store`.
 
 pub mod busy;
 pub mod checkout;
 pub mod client;
 pub mod config;
+pub mod cpu_latency;
 pub mod fuse;
 pub mod helper;
 pub mod readahead;

@@ -4,7 +4,8 @@
 //! request to a daemon wakes a thread, and each answer wakes the program that waits, most
 //! often on the other CPU: measured on such a guest, a round trip cost 2 to 3 times what it
 //! costs with 200 us of polling (docs/BENCHMARKS.md, "What a round trip costs"). Said as a
-//! note: nothing is broken, and the setting is the machine's, not revfs's.
+//! note: nothing is broken, and the setting is the machine's, not revfs's (a mount can ask
+//! for polling while its requests come: `mount.cpu_latency_us`, vfs/src/cpu_latency.rs).
 
 use super::Report;
 
@@ -31,7 +32,9 @@ pub fn check_idle_cpus(r: &mut Report) {
             "idle CPUs halt at once: each request to a mount's daemon and each answer may \
              wait for a halted CPU to wake, which made a round trip 2 to 3 times slower on a \
              KVM guest; as root, `echo 200000 > /sys/module/haltpoll/parameters/\
-             guest_halt_poll_ns` lets an idle CPU poll 200 us before it halts",
+             guest_halt_poll_ns` lets an idle CPU poll 200 us before it halts, or \
+             `mount.cpu_latency_us = 0` in revfs's configuration makes idle CPUs poll while \
+             a mount's requests come",
         );
     }
 }

@@ -228,6 +228,11 @@ pub fn run(req: MountRequest) -> Result<(), DaemonError> {
     if let Err(e) = crate::busy::start_clock() {
         tracing::warn!("no clock thread: a wait through a stop of the daemon counts whole: {e}");
     }
+    if let Some(us) = req.config.mount.cpu_latency_us {
+        if let Err(e) = crate::cpu_latency::start(us) {
+            tracing::warn!("mount.cpu_latency_us: no thread to hold the request: {e}");
+        }
+    }
     let notifier_slot = fs.notifier_slot();
     let mut session = fuser::Session::new(fs, &req.mountpoint, &config).map_err(mount_err)?;
     let _ = notifier_slot.set(session.notifier());
