@@ -14,7 +14,7 @@ use crate::manifest::Manifest;
 use crate::node::{Node, Rev};
 use crate::revlog::Revlog;
 use crate::text::SharedText;
-use sha1::{Digest, Sha1};
+use sha1::Digest;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -276,10 +276,7 @@ impl ManifestCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
             Err(source) => return Err(CacheFileError::Io { path, source }),
         };
-        let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
-        let mut hash = Sha1::new();
-        hash.update(a.0);
-        hash.update(b.0);
+        let mut hash = Node::revision_hasher(p1, p2);
         let mut buf = vec![0u8; 1 << 20];
         let mut header = [0u8; HEADER];
         let mut skipped = 0;

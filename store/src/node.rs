@@ -48,12 +48,19 @@ impl Node {
 
     /// Mercurial's revision hash: sha1(min(p1,p2) + max(p1,p2) + text).
     pub fn hash_revision(p1: &Node, p2: &Node, text: &[u8]) -> Node {
+        let mut h = Self::revision_hasher(p1, p2);
+        h.update(text);
+        Node(h.finalize().into())
+    }
+
+    /// [`Node::hash_revision`] for a text that comes in pieces: the hasher with the parents
+    /// in, to be fed the text and finished with `Node(h.finalize().into())`.
+    pub fn revision_hasher(p1: &Node, p2: &Node) -> Sha1 {
         let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
         let mut h = Sha1::new();
         h.update(a.0);
         h.update(b.0);
-        h.update(text);
-        Node(h.finalize().into())
+        h
     }
 
     /// True when this node's hex form starts with the given (lowercase) hex prefix.

@@ -11,20 +11,16 @@ target/release/revfs) is run in turns (A B A B). Prints one markdown table per w
 build: medians over the runs (the counts differ from run to run with how far read-ahead
 got ahead of the reader).
 """
-import argparse, os, statistics, subprocess, sys, tempfile, time
+import argparse, os, statistics, subprocess, sys, time
 
 import daemon_stats
+from first_touch_bench import Mounted, sh
 
-ENV = dict(os.environ, HGPLAIN='1', HGRCPATH='')
 WORKLOADS = {
     'tar': 'tar cf - . | wc -c',
     'grep': 'grep -r revfs-needle-not-there . | wc -c',
     'rg': 'rg -uuu revfs-needle-not-there . | wc -c',
 }
-
-
-def sh(cmd, env=None, **kw):
-    return subprocess.run(cmd, shell=True, check=True, env=env or ENV, **kw)
 
 
 def stats(state):
@@ -66,26 +62,22 @@ def files_in(corpus):
 
 
 def one_run(revfs, corpus, cmd):
-    state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
-    mnt = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
-    env = dict(ENV, REVFS_STATE_DIR=state)
+    m = Mounted(revfs, None, corpus)
     try:
-        sh('timeout 60 %s mount %s %s' % (revfs, corpus, mnt), env=env)
-        before = stats(state).get('requests', {})
-        cpu0 = cpu_of(mnt)
+        before = stats(m.state).get('requests', {})
+        cpu0 = cpu_of(m.dir)
         t = time.perf_counter()
-        sh('timeout 600 sh -c %s' % repr(cmd), cwd=mnt, stdout=subprocess.DEVNULL)
+        sh('timeout 600 sh -c %s' % repr(cmd), cwd=m.dir, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t
-        cpu1 = cpu_of(mnt)
-        st = stats(state)
+        cpu1 = cpu_of(m.dir)
+        st = stats(m.state)
         after = st.get('requests', {})
         req = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         return {'wall': wall, 'daemon_cpu': cpu1[0] - cpu0[0],
                 'helper_cpu': cpu1[1] - cpu0[1], 'requests': req,
                 'readahead': st.get('readahead', {})}
     finally:
-        subprocess.run('timeout 60 %s unmount %s' % (revfs, mnt), shell=True, env=env)
-        sh('rm -rf %s %s' % (state, mnt))
+        m.close()
 
 
 def main():

@@ -67,7 +67,11 @@ class Mounted:
         self.state = tempfile.mkdtemp(prefix='revfs-bench-state-', dir='/var/tmp')
         self.dir = tempfile.mkdtemp(prefix='revfs-bench-mnt-', dir='/var/tmp')
         self.env = dict(ENV, REVFS_STATE_DIR=self.state, REVFS_CONFIG=config or '')
-        sh('timeout 60 %s mount %s %s' % (revfs, corpus, self.dir), env=self.env)
+        try:
+            sh('timeout 60 %s mount %s %s' % (revfs, corpus, self.dir), env=self.env)
+        except BaseException:
+            sh('rm -rf %s %s' % (self.state, self.dir))
+            raise
 
     def close(self):
         subprocess.run('timeout 60 %s unmount %s' % (self.revfs, self.dir), shell=True,

@@ -643,6 +643,30 @@ impl Revlog {
         self.checked_text(rev, &entry, &chain, &start, text, keep)
     }
 
+    /// An error unless a rebuilt text of `len` bytes has the length `rev`'s entry gives (when
+    /// it gives one).
+    fn check_len(&self, rev: Rev, entry: &IndexEntry, len: u64) -> Result<()> {
+        if entry.raw_len >= 0 && len != entry.raw_len as u64 {
+            return Err(StoreError::corrupt_rev(
+                &self.name,
+                rev as u32,
+                format!("unpacked size is {len}, {} expected", entry.raw_len),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An error unless the rebuilt text's hash `got` is `rev`'s node.
+    fn check_node(&self, rev: Rev, entry: &IndexEntry, got: Node) -> Result<()> {
+        if got != entry.node {
+            return Err(StoreError::IntegrityCheckFailed {
+                revlog: self.name.clone(),
+                rev: rev as u32,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks the rebuilt `text` of `rev` (its size, its hash unless this very chunk was
     /// checked before), keeps it in the cache when `keep`, and returns it.
     fn checked_text(
@@ -654,17 +678,7 @@ impl Revlog {
         text: Arc<[u8]>,
         keep: bool,
     ) -> Result<Arc<[u8]>> {
-        if entry.raw_len >= 0 && text.len() != entry.raw_len as usize {
-            return Err(StoreError::corrupt_rev(
-                &self.name,
-                rev as u32,
-                format!(
-                    "unpacked size is {}, {} expected",
-                    text.len(),
-                    entry.raw_len
-                ),
-            ));
-        }
+        self.check_len(rev, entry, text.len() as u64)?;
         // A whole text from one chunk: checked before, from this very chunk and with these
         // parents (which the node hashes too)?
         let one_chunk = match (&self.checked, start, chain) {
@@ -678,14 +692,8 @@ impl Revlog {
             _ => None,
         };
         if !one_chunk.is_some_and(|(c, crc)| c.checked(&entry.node, crc)) {
-            let p1 = self.node(entry.p1)?;
-            let p2 = self.node(entry.p2)?;
-            if Node::hash_revision(&p1, &p2, &text) != entry.node {
-                return Err(StoreError::IntegrityCheckFailed {
-                    revlog: self.name.clone(),
-                    rev: rev as u32,
-                });
-            }
+            let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
+            self.check_node(rev, entry, Node::hash_revision(&p1, &p2, &text))?;
             if let Some((c, crc)) = one_chunk {
                 c.remember(&entry.node, crc, &text);
             }

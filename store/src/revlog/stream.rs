@@ -108,18 +108,8 @@ impl Revlog {
                 .map_err(|reason| StoreError::corrupt_rev(&self.name, r as u32, reason))?;
         }
         let len = rope.len();
-        if entry.raw_len >= 0 && len != entry.raw_len as u64 {
-            return Err(StoreError::corrupt_rev(
-                &self.name,
-                rev as u32,
-                format!("unpacked size is {len}, {} expected", entry.raw_len),
-            ));
-        }
-        let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
-        let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
-        let mut hash = Sha1::new();
-        hash.update(a.0);
-        hash.update(b.0);
+        self.check_len(rev, &entry, len)?;
+        let mut hash = Node::revision_hasher(&self.node(entry.p1)?, &self.node(entry.p2)?);
         let io = |e| StoreError::io(scratch, e);
         let mut buf = vec![0u8; BLOCK.min(usize::try_from(len).unwrap_or(BLOCK)).max(1)];
         for p in rope.pieces() {
@@ -144,12 +134,7 @@ impl Revlog {
                 done += n as u64;
             }
         }
-        if Node(hash.finalize().into()) != entry.node {
-            return Err(StoreError::IntegrityCheckFailed {
-                revlog: self.name.clone(),
-                rev: rev as u32,
-            });
-        }
+        self.check_node(rev, &entry, Node(hash.finalize().into()))?;
         Ok(len)
     }
 
@@ -164,15 +149,11 @@ impl Revlog {
         scratch: &Path,
         out: &mut dyn Write,
     ) -> Result<Option<u64>> {
-        let (p1, p2) = (self.node(entry.p1)?, self.node(entry.p2)?);
-        let (a, b) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
         let mut sink = Hashing {
-            hash: Sha1::new(),
+            hash: Node::revision_hasher(&self.node(entry.p1)?, &self.node(entry.p2)?),
             out,
             failed: None,
         };
-        sink.hash.update(a.0);
-        sink.hash.update(b.0);
         let (kind, at) = self.chunk_at(rev)?;
         if !matches!(kind, b'(' | b'x') {
             return Ok(None);
@@ -184,19 +165,8 @@ impl Revlog {
         }
         let len =
             decoded.map_err(|reason| StoreError::corrupt_rev(&self.name, rev as u32, reason))?;
-        if entry.raw_len >= 0 && len != entry.raw_len as u64 {
-            return Err(StoreError::corrupt_rev(
-                &self.name,
-                rev as u32,
-                format!("unpacked size is {len}, {} expected", entry.raw_len),
-            ));
-        }
-        if Node(sink.hash.finalize().into()) != entry.node {
-            return Err(StoreError::IntegrityCheckFailed {
-                revlog: self.name.clone(),
-                rev: rev as u32,
-            });
-        }
+        self.check_len(rev, entry, len)?;
+        self.check_node(rev, entry, Node(sink.hash.finalize().into()))?;
         Ok(Some(len))
     }
 
