@@ -270,6 +270,37 @@ fn unmount_refuses_a_busy_mount_unless_forced() {
 }
 
 #[test]
+fn root_unmounts_without_fusermount3() {
+    // A machine without fuse3: root mounts and unmounts through the kernel itself. The
+    // fusermount3 first on the PATH fails and leaves a mark, so a call to it shows.
+    let mount = Mount::new(&fixtures().join("tiny"), None);
+    let bin = tempfile::tempdir().unwrap();
+    let mark = bin.path().join("called");
+    let tool = bin.path().join("fusermount3");
+    std::fs::write(
+        &tool,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = mount.dir.display().to_string();
+    let out = mount.revfs_with_path_first(bin.path(), &["unmount", &dir]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!mark.exists(), "fusermount3 was run");
+    let list = mount.revfs(&["list"]);
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("{dir} ")) && l.contains("(not mounted")),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_killed_daemon_leaves_a_mount_that_unmount_clears() {
     let mount = Mount::new(&fixtures().join("tiny"), None);
     mount.kill_daemon();

@@ -409,6 +409,46 @@ fn wait_exit(state_dir: &StateDir, pid: Option<i32>, limit: Duration) -> bool {
     true
 }
 
+/// Unmounts a mount that nothing holds: as root the kernel is asked directly (a machine
+/// without fuse3 can still unmount what root mounted), otherwise fusermount3. A mount
+/// still in use is refused as busy.
+fn unmount_plain(mountpoint: &Path) -> Result<()> {
+    let busy = || {
+        anyhow::anyhow!(
+            "{} is busy: a process still has files open in it (close them, or use --force)",
+            mountpoint.display()
+        )
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+        // SAFETY: umount2 reads a NUL-terminated path.
+        if unsafe { libc::umount2(c.as_ptr(), libc::UMOUNT_NOFOLLOW) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EBUSY) => Err(busy()),
+            Some(libc::EINVAL) if !is_mounted(mountpoint)? => Ok(()),
+            _ => bail!("unmounting {} failed: {e}", mountpoint.display()),
+        };
+    }
+    let out = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mountpoint)
+        .output()
+        .context("running fusermount3 (is fuse3 installed?)")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("busy") {
+            return Err(busy());
+        }
+        bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
+    }
+    Ok(())
+}
+
 /// Detaches the mount at once, busy or not. Never waits on the daemon: as root the
 /// kernel is asked directly, otherwise fusermount3, given a few seconds.
 fn detach(mountpoint: &Path) -> Result<()> {
@@ -546,21 +586,9 @@ pub fn unmount(args: &UnmountArgs) -> Result<u8> {
                 let _ = control::request(&state_dir.socket(), &bind, ask);
             }
         };
-        let out = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&mountpoint)
-            .output()
-            .context("running fusermount3 (is fuse3 installed?)")?;
-        if !out.status.success() {
+        if let Err(e) = unmount_plain(&mountpoint) {
             rebind();
-            let err = String::from_utf8_lossy(&out.stderr);
-            if err.contains("busy") {
-                bail!(
-                    "{} is busy: a process still has files open in it (close them, or use --force)",
-                    mountpoint.display()
-                );
-            }
-            bail!("unmounting {} failed: {}", mountpoint.display(), err.trim());
+            return Err(e);
         }
         // Wait for the daemon to finish so that its state is flushed when we return.
         wait_exit(&state_dir, pid, Duration::from_secs(10));

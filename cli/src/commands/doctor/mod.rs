@@ -236,11 +236,12 @@ fn check_fuse(r: &mut Report, config: Option<&Config>) {
         }
     }
     match which("fusermount3") {
+        None if root => r.check("fusermount3 (not found; root mounts and unmounts without it)"),
         None => {
             r.check("fusermount3 (not found)");
             r.problem(
-                "fusermount3 is not on the PATH (revfs needs it to unmount, and to mount \
-                 unless run as root)",
+                "fusermount3 is not on the PATH (revfs needs it to mount and unmount unless \
+                 run as root)",
                 "install it: sudo apt-get install fuse3",
             );
         }
