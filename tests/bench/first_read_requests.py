@@ -55,6 +55,26 @@ def cpu_of(mountpoint):
     return daemon, helpers
 
 
+def daemon_memory(mountpoint):
+    """The daemon's minor page faults so far and its peak resident memory in MiB."""
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                argv = f.read().split(b'\0')
+            if mountpoint.encode() not in argv or b'--foreground' not in argv:
+                continue
+            with open('/proc/%s/stat' % pid) as f:
+                faults = int(f.read().rsplit(')', 1)[1].split()[7])
+            with open('/proc/%s/status' % pid) as f:
+                hwm = next(int(l.split()[1]) for l in f if l.startswith('VmHWM:'))
+            return faults, hwm / 1024
+        except (OSError, StopIteration, ValueError):
+            continue
+    return 0, 0.0
+
+
 def files_in(corpus):
     out = subprocess.run("find . -path ./.hg -prune -o -type f -print | wc -l", shell=True,
                          cwd=corpus, capture_output=True, text=True, check=True)
@@ -66,15 +86,18 @@ def one_run(revfs, corpus, cmd):
     try:
         before = stats(m.state).get('requests', {})
         cpu0 = cpu_of(m.dir)
+        faults0, _ = daemon_memory(m.dir)
         t = time.perf_counter()
         sh('timeout 600 sh -c %s' % repr(cmd), cwd=m.dir, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t
         cpu1 = cpu_of(m.dir)
+        faults1, peak = daemon_memory(m.dir)
         st = stats(m.state)
         after = st.get('requests', {})
         req = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         return {'wall': wall, 'daemon_cpu': cpu1[0] - cpu0[0],
                 'helper_cpu': cpu1[1] - cpu0[1], 'requests': req,
+                'faults': faults1 - faults0, 'peak_mib': peak,
                 'readahead': st.get('readahead', {})}
     finally:
         m.close()
@@ -108,6 +131,8 @@ def report(name, revfs, runs, nfiles):
     print('wall %.2f s, daemon CPU %.2f s, helpers CPU %.2f s' % (
         med([r['wall'] for r in runs]), med([r['daemon_cpu'] for r in runs]),
         med([r['helper_cpu'] for r in runs])))
+    print('daemon page faults %d, peak memory %.0f MiB' % (
+        med([r['faults'] for r in runs]), med([r['peak_mib'] for r in runs])))
     print('| request | a run | a file |')
     print('|---|---:|---:|')
     for op in sorted({k for r in runs for k in r['requests']}):
@@ -116,7 +141,7 @@ def report(name, revfs, runs, nfiles):
             print('| %s | %d | %.2f |' % (op, n, n / nfiles))
     total = med([sum(r['requests'].values()) for r in runs])
     print('| all | %d | %.2f |' % (total, total / nfiles))
-    for key in ('files', 'pushed', 'used', 'dropped', 'leaps'):
+    for key in ('files', 'pushed', 'used', 'raced', 'dropped', 'leaps'):
         print('read-ahead %s: %d' % (key, med([r['readahead'].get(key, 0) for r in runs])))
     sys.stdout.flush()
 

@@ -182,6 +182,10 @@ pub struct ReadaheadStats {
     /// Times the walk was paused: its program did not follow it ([`WALK_MISSES`]).
     #[serde(default)]
     pub walk_pauses: u64,
+    /// Files a reader read while read-ahead was still rebuilding them (of `used`): both
+    /// rebuilt it.
+    #[serde(default)]
+    pub raced: u64,
 }
 
 /// A text read ahead (or being read), not read since.
@@ -479,6 +483,7 @@ impl Readahead {
             st.stats.used += 1;
             // A text left to its reader (unpushed) is no sign of one.
             st.caught_up |= a.push;
+            st.stats.raced += u64::from(a.text.is_none());
             a.text
         } else {
             // Read before its turn came (or with no round): its turn, if it comes, skips it.
