@@ -188,10 +188,17 @@ def _hashook(ui, name):
     return any(k.split(b'.', 1)[0] == name for k, v in ui.configitems(b'hooks') if v)
 
 
+# The daemon's answers that leave an update to hg's merge: local changes in the way
+# ('conflicts'), or subrepositories on either side ('subrepos': hg's update visits them,
+# and refuses git's and svn's unless allowed, which the daemon's update does not).
+_HGS = ('conflicts', 'subrepos')
+
+
 def _daemonupdate(repo, p2, force, updatecheck):
     """hg's checks of a non-merge update, then the daemon's update (O(changes), nothing
     materialized), then hg's bookkeeping: updatestate, the parent, the branch, the hooks.
-    None, with nothing done, when local changes or untracked files are in the way."""
+    None, with nothing done, when local changes or untracked files are in the way, or
+    subrepositories are on either side."""
     wc = repo[None]
     p1 = wc.p1()
     ds = repo.dirstate
@@ -229,12 +236,12 @@ def _daemonupdate(repo, p2, force, updatecheck):
         req['pending'] = True
     if not force and _hashook(repo.ui, b'preupdate'):
         # hg's merge runs the hook itself when something is in the way: once only.
-        if ds._revfs.request(dict(req, dry_run=True)).get('reply') == 'conflicts':
+        if ds._revfs.request(dict(req, dry_run=True)).get('reply') in _HGS:
             return None
     repo.hook(b'preupdate', throw=True, parent1=xp2, parent2=b'')
     repo.vfs.write(b'updatestate', xp2)
     resp = ds._revfs.request(req)
-    if resp.get('reply') == 'conflicts':
+    if resp.get('reply') in _HGS:
         repo.vfs.unlink(b'updatestate')
         return None
     # As hg's applyupdates: an update ends any merge state (update --clean after

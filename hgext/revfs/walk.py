@@ -42,6 +42,17 @@ def _lstat_file(path):
     return None
 
 
+def _subrepo_filter(subrepos):
+    """A test of whether a path is a subrepository's or below one (hg's walk never enters
+    them: dirstate._walkexplicit puts them among its results, then drops them), or None
+    when there are none."""
+    if not subrepos:
+        return None
+    subs = set(subrepos)
+    prefixes = tuple(sr + b'/' for sr in subs)
+    return lambda p: p in subs or p.startswith(prefixes)
+
+
 class _lazystat(object):
     """An lstat result, made when first read (most walk callers only want names)."""
 
@@ -71,6 +82,11 @@ class _statusmixin(object):
         entries, copies = self._revfs_status(
             clean=clean, ignored=ignored, unknown=unknown, dirs=dirs
         )
+        insub = _subrepo_filter(subrepos)
+        if insub is not None:
+            entries = [(l, p) for l, p in entries if not insub(p)]
+            if dirs is not None:
+                dirs = [d for d in dirs if not insub(d)]
         roots, named = self._explicit(match, dict((p, l) for l, p in entries))
         if dirs is not None:
             self._traversed(match, roots, dirs, unknown, ignored)
@@ -167,6 +183,10 @@ class _statusmixin(object):
             entries, copies = self._revfs_status(
                 clean=True, ignored=ignored, unknown=unknown, warn=False
             )
+        insub = _subrepo_filter(subrepos)
+        if insub is not None:
+            entries = [(l, p) for l, p in entries if not insub(p)]
+            named = set(f for f in named if not insub(f))
         always = match.always()
         results = {}
         for f in sorted(named):

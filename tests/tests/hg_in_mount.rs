@@ -991,6 +991,140 @@ fn hg_updates_over_local_changes_merge_them_as_in_a_clone() {
 }
 
 #[test]
+fn an_update_that_adds_to_a_removed_directory_leaves_its_unchanged_files_removed() {
+    // hg's "keep absent": a file the user removed and the target does not change stays
+    // removed, even when the target adds a file beside it and so brings its directory back.
+    let s = sides();
+    s.edit(|r| {
+        std::fs::write(r.join("d/new"), "new\n").unwrap();
+        std::fs::create_dir(r.join("d/sub/deeper")).unwrap();
+        std::fs::write(r.join("d/sub/deeper/n"), "n\n").unwrap();
+    });
+    s.same(
+        "",
+        &[
+            "commit",
+            "-A",
+            "-m",
+            "adds to d",
+            "-u",
+            "test",
+            "-d",
+            "20 0",
+        ],
+    );
+    s.same("", &["update", "1"]);
+    s.edit(|r| std::fs::remove_dir_all(r.join("d")).unwrap());
+    s.same_all(&[
+        &["status"],
+        &["update", "2"],
+        &["status", "-A"],
+        &["summary"],
+    ]);
+    s.tree_and_status_are_the_clones();
+    // revfs's own update, from the same state.
+    s.same_all(&[&["update", "-C", "1"], &["status"]]);
+    s.edit(|r| std::fs::remove_dir_all(r.join("d")).unwrap());
+    s.revfs_as_hg(&["update", "2"]);
+    s.tree_and_status_are_the_clones();
+    s.same_all(&[&["update", "-C", "1"], &["status", "-A"]]);
+    s.tree_and_status_are_the_clones();
+}
+
+#[test]
+fn an_update_to_or_from_a_revision_with_subrepositories_is_hgs() {
+    // hg's update visits the subrepositories of the parent and of the target, and refuses
+    // git's unless allowed: the mount's update leaves them to hg, and refuses them itself
+    // (revfs update), rather than update around them.
+    let s = sides();
+    let git = s.clone.parent().unwrap().join("gitsub");
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir({
+                std::fs::create_dir_all(&git).unwrap();
+                &git
+            })
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    // Revision 2 has a git subrepository; revision 3 removes it.
+    s.edit(|r| {
+        let out = std::process::Command::new("git")
+            .args(["clone", "-q", &git.display().to_string(), "s"])
+            .current_dir(r)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        std::fs::write(r.join(".hgsub"), format!("s = [git]{}\n", git.display())).unwrap();
+    });
+    let allowed = ["--config", "subrepos.git:allowed=true"];
+    let with = |args: &[&'static str]| -> Vec<&'static str> {
+        allowed
+            .iter()
+            .copied()
+            .chain(args.iter().copied())
+            .collect()
+    };
+    s.same("", &with(&["add", ".hgsub"]));
+    s.same(
+        "",
+        &with(&["commit", "-m", "subrepo", "-u", "test", "-d", "20 0"]),
+    );
+    s.same("", &with(&["remove", ".hgsub", ".hgsubstate"]));
+    s.same(
+        "",
+        &with(&["commit", "-m", "no subrepo", "-u", "test", "-d", "21 0"]),
+    );
+    s.edit(|r| std::fs::remove_dir_all(r.join("s")).unwrap());
+    s.same_all(&[
+        &["status", "-A"],
+        // Refused by hg, after it wrote some of the target's files: an interrupted update.
+        &["update", "2"],
+        &["status", "-A"],
+        &["summary"],
+        &["update", "-C", "3"],
+        &["status", "-A"],
+    ]);
+    s.tree_and_status_are_the_clones();
+    // revfs update declines both ways, changing nothing.
+    let refused = |args: &[&str], why: &str| {
+        let out = s.mount.revfs_in(&s.mount.dir, args);
+        assert_eq!(out.status.code(), Some(255), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), why);
+        s.same_all(&[&["status", "-A"], &["id"]]);
+    };
+    refused(
+        &["update", "2"],
+        "abort: revision 2 has subrepositories (.hgsub), which revfs does not support (use hg \
+         instead)\n",
+    );
+    s.same("", &with(&["update", "2"]));
+    refused(
+        &["update", "1"],
+        "abort: the working copy's parent has subrepositories, which revfs does not support \
+         (use hg instead)\n",
+    );
+    s.same("", &with(&["update", "1"]));
+    s.same_all(&[&["status", "-A"], &["id"]]);
+    s.revfs_status_is_hgs();
+}
+
+#[test]
 fn hg_merge_rebase_graft_and_backout_in_a_mount_do_what_they_do_in_a_clone() {
     let s = sides();
     let rebase = "--config=extensions.rebase=";

@@ -3,6 +3,7 @@
 
 use super::commit::Captured;
 use super::*;
+use crate::wc::children::Children;
 use crate::wc::journal::Track;
 use crate::wc::status::{Scope, StatusRequest};
 use crate::wc::{
@@ -92,6 +93,9 @@ impl WorkingCopy {
         let t_manifest = t0.elapsed();
         // The parent cannot change meanwhile (the transition lock is held).
         let base = self.read().base().clone();
+        if base.get(SUBSTATE)?.is_some() || target.get(SUBSTATE)?.is_some() {
+            return Err(WcError::Subrepos);
+        }
         let diff = base.diff(&target)?;
         let t_diff = t0.elapsed();
         let local = self.local_changes_on(&diff)?;
@@ -339,6 +343,8 @@ impl WorkingCopy {
             kept,
         } = pass;
         let now = SystemTime::now();
+        // The parent's manifest (the base moves to the target after this).
+        let base = inner.base().clone();
         let mut freed = Vec::new();
         let mut touched: BTreeSet<u64> = BTreeSet::new();
         // Directories that removals may have left empty, with their paths.
@@ -395,13 +401,26 @@ impl WorkingCopy {
                             // An untracked file where the target has a directory (--clean).
                             freed.extend(inner.detach_tree(file, dir, part));
                         }
-                        let source = DirSource {
-                            manifest: target.clone(),
-                            path: join(&parts[..=i]).into(),
-                        };
-                        let kind = Kind::Dir {
-                            source: Some(source),
-                            children: None,
+                        let path = join(&parts[..=i]);
+                        // A directory the parent has and the working copy does not (the
+                        // user removed it) comes back holding only what the update
+                        // writes, as hg makes it: the target's files that did not change
+                        // stay removed (hg's "keep absent"). A directory new to the target
+                        // holds only files the update adds, so the target lists it.
+                        let removed_here = !how.clean && matches!(base.at(&path)?, Err(true));
+                        let kind = if removed_here {
+                            Kind::Dir {
+                                source: None,
+                                children: Some(Children::new()),
+                            }
+                        } else {
+                            Kind::Dir {
+                                source: Some(DirSource {
+                                    manifest: target.clone(),
+                                    path: path.clone().into(),
+                                }),
+                                children: None,
+                            }
                         };
                         let new = inner.link_new(dir, part, kind, 0o755)?;
                         out.changes.push(PathChange {
@@ -415,6 +434,11 @@ impl WorkingCopy {
                             name: (*part).into(),
                         });
                         touched.insert(dir);
+                        if removed_here {
+                            // On down to the file, made below like any other.
+                            dir = new;
+                            continue;
+                        }
                         reached = false;
                         break;
                     }
@@ -662,6 +686,10 @@ struct Pass {
 
 /// The target revision's manifest (kept in the manifest cache) and branch, from one read
 /// of its changeset.
+/// The file that records a revision's subrepositories: hg's update visits them whenever
+/// the working copy's parent has one (to see whether they are dirty) or the target does.
+const SUBSTATE: &[u8] = b".hgsubstate";
+
 fn target_of(repo: &Repo, node: &Node) -> Result<(Arc<Manifest>, Vec<u8>)> {
     let changeset = if node.is_null() {
         Changeset::default()

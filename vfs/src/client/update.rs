@@ -134,6 +134,11 @@ pub fn update(ws: &Workspace, opts: &UpdateOptions, progress: &mut dyn Progress)
             // not merge.
             return Err(abort("uncommitted changes in files this update changes would need a merge, which revfs does not do (use hg instead)"));
         }
+        Response::Subrepos => {
+            return Err(abort(
+                "the working copy's parent has subrepositories, which revfs does not support (use hg instead)",
+            ))
+        }
         other => return Err(unexpected(&other)),
     }
     after_update(

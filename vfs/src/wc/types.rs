@@ -83,6 +83,11 @@ pub enum WcError {
     /// An update that would leave a merge hg is making (its second parent) unfinished.
     #[error("outstanding uncommitted merge")]
     UncommittedMerge,
+    /// An update from or to a revision with subrepositories (a `.hgsubstate`): hg's own
+    /// update visits each subrepository (and refuses git's and svn's unless allowed),
+    /// which the daemon's does not.
+    #[error("the working copy's parent or the requested revision has subrepositories")]
+    Subrepos,
     /// An update would overwrite these untracked files, which differ from the target's.
     #[error("untracked files in working directory differ from files in requested revision")]
     UntrackedDiffers(Vec<Vec<u8>>),

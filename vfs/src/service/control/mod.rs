@@ -359,6 +359,9 @@ pub enum Response {
         #[serde(default)]
         untracked: bool,
     },
+    /// The update is hg's to make: the working copy's parent or its target has
+    /// subrepositories (`.hgsubstate`), which hg's update visits and the daemon's does not.
+    Subrepos,
     /// Answer to [`Request::Lookup`], one per path in order.
     Lookup {
         entries: Vec<PathState>,

@@ -593,6 +593,7 @@ fn update(
             paths,
             untracked: true,
         }),
+        Err(WcError::Subrepos) => Ok(Response::Subrepos),
         Err(e) => Err(e),
     }
 }
