@@ -1032,6 +1032,44 @@ fn an_update_that_adds_to_a_removed_directory_leaves_its_unchanged_files_removed
 }
 
 #[test]
+fn hg_resolve_keeping_a_file_a_rebase_deletes_tracks_it_as_added_as_in_a_clone() {
+    // A rebase whose second changeset deletes a file the first one's rebase changed: a
+    // changed/deleted conflict. Resolved by keeping the file, hg's dirstate has it as added
+    // although the parent has it (journal track state 5).
+    let s = sides();
+    let rebase = |args: &[&'static str]| -> Vec<&'static str> {
+        ["--config", "extensions.rebase="]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect()
+    };
+    s.edit(|r| std::fs::write(r.join("a"), "a\na2\nd\n").unwrap());
+    s.same("", &["commit", "-m", "dest", "-u", "test", "-d", "20 0"]);
+    s.same("", &["update", "1"]);
+    s.same("", &["copy", "a", "c"]);
+    s.same("", &["commit", "-m", "copy", "-u", "test", "-d", "21 0"]);
+    s.same("", &["remove", "c"]);
+    s.same("", &["commit", "-m", "remove", "-u", "test", "-d", "22 0"]);
+    s.same("", &rebase(&["rebase", "-s", "3", "-d", "2"]));
+    s.same_all(&[
+        &["status", "-A", "-C"],
+        &["resolve", "-l"],
+        &["resolve", "--all", "--tool", "internal:local"],
+        &["status", "-A", "-C"],
+        &["summary"],
+        &["debugdirstate", "--no-dates"],
+    ]);
+    s.revfs_status_is_hgs();
+    s.same("", &rebase(&["rebase", "--continue"]));
+    s.same_all(&[
+        &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"],
+        &["status", "-A", "-C"],
+        &["verify", "-q"],
+    ]);
+    s.tree_and_status_are_the_clones();
+}
+
+#[test]
 fn an_update_to_or_from_a_revision_with_subrepositories_is_hgs() {
     // hg's update visits the subrepositories of the parent and of the target, and refuses
     // git's unless allowed: the mount's update leaves them to hg, and refuses them itself

@@ -59,6 +59,7 @@ impl WorkingCopy {
             let track = match (*tracked, claim, in_base) {
                 (true, true, false) => Track::Claimed,
                 (false, false, true) => Track::Dropped,
+                (true, false, true) => Track::Readded,
                 (true, _, _) => Track::Added,
                 (false, _, _) => Track::Removed,
             };

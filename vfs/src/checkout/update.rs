@@ -156,7 +156,7 @@ impl WorkingCopy {
             .read()
             .tracking()
             .iter()
-            .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed))
+            .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed | Track::Readded))
             .map(|(p, _)| p.clone())
             .collect();
         for p in odd {

@@ -101,7 +101,7 @@ impl Inner {
             let in_base = self.base.find(p)?.is_some();
             let means_something = match t {
                 Track::Added | Track::Claimed => !in_base,
-                Track::Removed | Track::Dropped => in_base,
+                Track::Removed | Track::Dropped | Track::Readded => in_base,
                 Track::Default => false,
             };
             if !means_something || committed.contains(p) {

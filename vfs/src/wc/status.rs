@@ -277,6 +277,8 @@ impl WorkingCopy {
                     _ => Some('?'),
                 },
                 (None, Some(Track::Claimed)) => Some(if is_file { 'M' } else { '!' }),
+                // hg's dirstate says added, whatever the parent has.
+                (Some(_), Some(Track::Readded)) => Some(if is_file { 'A' } else { '!' }),
                 // hg's dirstate: a file of the merge is modified, whatever its content.
                 (Some(_), _) | (None, Some(Track::Added)) if from_p2.contains(&path) => {
                     Some(if is_file { 'M' } else { '!' })

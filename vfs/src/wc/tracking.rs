@@ -116,6 +116,10 @@ impl WorkingCopy {
                     p1 = true;
                     true
                 }
+                Some(Track::Readded) => {
+                    p1 = false;
+                    true
+                }
                 _ => p1,
             };
             let prefix = [path.as_slice(), b"/"].concat();
@@ -248,7 +252,7 @@ pub(super) fn set_copy(inner: &mut Inner, dest: &[u8], source: &[u8]) {
 
 pub(super) fn set_track(inner: &mut Inner, path: &[u8], track: Track) {
     // A file that stops being added or tracked loses its copy source, as in hg.
-    if !matches!(track, Track::Added | Track::Claimed) {
+    if !matches!(track, Track::Added | Track::Claimed | Track::Readded) {
         inner.copies.remove(path);
     }
     match track {

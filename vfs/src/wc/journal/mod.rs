@@ -1,8 +1,8 @@
 //! The change journal: an append-only log of every mutation made through the mount, by
 //! path, replayed at mount time over the base revision's tree to rebuild the working copy.
 //!
-//! File format (version 7; versions 1 to 6, which lack some records, are still read and
-//! are marked version 7 when opened, before anything is appended),
+//! File format (version 8; versions 1 to 7, which lack some records, are still read and
+//! are marked version 8 when opened, before anything is appended),
 //! described in docs/FORMATS.md:
 //! ```text
 //! header:  b"RVFSJRNL" | version u32 BE | base node (20 bytes)
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RVFSJRNL";
 /// The journal format version this code reads and writes.
-pub const JOURNAL_VERSION: u32 = 7;
+pub const JOURNAL_VERSION: u32 = 8;
 /// The oldest journal format version this code reads.
 pub const JOURNAL_MIN_VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;

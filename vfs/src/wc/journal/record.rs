@@ -21,6 +21,9 @@ pub enum Track {
     /// Version 6: tracked as if in the base manifest although it is not (hg's update merging
     /// a local rename keeps the destination's entry as its parent's): modified.
     Claimed = 4,
+    /// Version 8: tracked as added although in the base manifest (hg's resolve keeping a
+    /// file the other side of a rebase or graft deleted): added.
+    Readded = 5,
 }
 
 /// One journaled mutation.
@@ -363,6 +366,7 @@ impl Record {
                     2 => Track::Removed,
                     3 => Track::Dropped,
                     4 => Track::Claimed,
+                    5 => Track::Readded,
                     _ => return None,
                 },
             },
