@@ -43,7 +43,13 @@ class _trackingmixin(object):
         if s['wc']:
             return False
         self._check_new_tracked_filename(filename)
-        self._revfs_queue('track', filename, 'default' if s['p1'] else 'added')
+        # A file the parent has and hg's dirstate has no entry for becomes added, as hg
+        # has it ('readded'); one the parent lacks, plainly added.
+        if s['p1']:
+            track = 'default'
+        else:
+            track = 'readded' if s.get('base') else 'added'
+        self._revfs_queue('track', filename, track)
         return True
 
     @requires_changing_files
@@ -53,7 +59,13 @@ class _trackingmixin(object):
         s = self._states([filename])[0]
         if not s['wc']:
             return False
-        self._revfs_queue('track', filename, 'removed' if s['p1'] else 'default')
+        # An added file the parent has anyway loses its entry, as in hg ('dropped':
+        # unknown when on disk); one the parent lacks, its addition.
+        if s['p1']:
+            track = 'removed'
+        else:
+            track = 'dropped' if s.get('base') else 'default'
+        self._revfs_queue('track', filename, track)
         return True
 
     @requires_changing_any

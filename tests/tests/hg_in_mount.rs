@@ -1060,6 +1060,27 @@ fn hg_resolve_keeping_a_file_a_rebase_deletes_tracks_it_as_added_as_in_a_clone()
         &["debugdirstate", "--no-dates"],
     ]);
     s.revfs_status_is_hgs();
+    // Forgotten, it has no entry (unknown, although the parent has it); added again, it is
+    // added.
+    s.same_all(&[
+        &["forget", "c"],
+        &["status", "-A", "-C"],
+        &["debugdirstate", "--no-dates"],
+        &["add", "c"],
+        &["status", "-A", "-C"],
+        &["debugdirstate", "--no-dates"],
+    ]);
+    s.revfs_status_is_hgs();
+    // The same by revfs's own forget and add.
+    for args in [
+        &["forget", "c"][..],
+        &["status", "-A", "-C"],
+        &["add", "c"],
+        &["status", "-A", "-C"],
+    ] {
+        s.revfs_as_hg(args);
+    }
+    s.same("", &["debugdirstate", "--no-dates"]);
     s.same("", &rebase(&["rebase", "--continue"]));
     s.same_all(&[
         &["log", "-G", "-T", "{rev}:{node} {desc} {files}\\n"],

@@ -124,6 +124,8 @@ impl<'a> Dirstate<'a> {
         match self.letters.get(p) {
             Some('R') => State::Removed,
             Some('A') => State::Added,
+            // hg's dirstate has no entry for it, although the parent has it.
+            Some('?' | 'I') => State::Unknown,
             _ if in_base => State::Normal,
             Some('!') => State::Added,
             _ => State::Unknown,
@@ -212,7 +214,13 @@ impl<'a> Dirstate<'a> {
         match self.state(p) {
             State::Unknown => {
                 self.set_state(p, State::Added);
-                self.ops.push(Op::Track(p.to_vec(), Track::Added));
+                // Added although the parent has it (hg's dirstate had no entry for it).
+                let track = if self.in_base(p) {
+                    Track::Readded
+                } else {
+                    Track::Added
+                };
+                self.ops.push(Op::Track(p.to_vec(), track));
                 true
             }
             State::Removed => {
@@ -233,7 +241,13 @@ impl<'a> Dirstate<'a> {
             State::Unknown => return false,
             State::Added => {
                 self.set_state(p, State::Unknown);
-                self.ops.push(Op::Track(p.to_vec(), Track::Default));
+                // An added file the parent has anyway loses its entry, as in hg.
+                let track = if self.in_base(p) {
+                    Track::Dropped
+                } else {
+                    Track::Default
+                };
+                self.ops.push(Op::Track(p.to_vec(), track));
             }
             State::Normal => {
                 self.set_state(p, State::Removed);
@@ -378,7 +392,12 @@ impl CaseAuditor<'_, '_> {
         if self.lowered.is_none() {
             let mut set = BTreeSet::new();
             for e in self.ds.base.iter() {
-                set.insert(fold_case(e?.path));
+                let path = e?.path;
+                // Not a file hg's dirstate has no entry for (unknown although the parent
+                // has it).
+                if !matches!(self.ds.letters.get(path), Some('?' | 'I')) {
+                    set.insert(fold_case(path));
+                }
             }
             for (p, l) in &self.ds.letters {
                 if *l == 'A' || *l == '!' {

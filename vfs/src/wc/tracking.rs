@@ -16,6 +16,11 @@ pub struct PathState {
     /// `p2_info`; version 4, absent: false).
     #[serde(default)]
     pub p2: bool,
+    /// The parent's manifest has the file, whatever hg's dirstate says of it (a file hg
+    /// has no entry for, or has as added: `p1` false), so that hg's add and forget of it
+    /// say `readded` and `dropped` (absent from older daemons: false).
+    #[serde(default)]
+    pub base: bool,
 }
 
 impl WorkingCopy {
@@ -103,7 +108,8 @@ impl WorkingCopy {
         for path in paths {
             use crate::wc::{target_at, Target};
             let in_base = target_at(&inner.base, path)?;
-            let mut p1 = matches!(in_base, Target::File(..));
+            let base = matches!(in_base, Target::File(..));
+            let mut p1 = base;
             let wc = match inner.tracking.get(path.as_slice()) {
                 Some(Track::Added) => true,
                 Some(Track::Removed) => false,
@@ -133,7 +139,13 @@ impl WorkingCopy {
                     .next()
                     .is_some_and(|(p, _)| p.starts_with(&prefix));
             let p2 = inner.from_p2.contains(path.as_slice());
-            out.push(PathState { p1, wc, dir, p2 });
+            out.push(PathState {
+                p1,
+                wc,
+                dir,
+                p2,
+                base,
+            });
         }
         Ok(out)
     }
