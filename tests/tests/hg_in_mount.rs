@@ -1091,6 +1091,30 @@ fn hg_resolve_keeping_a_file_a_rebase_deletes_tracks_it_as_added_as_in_a_clone()
 }
 
 #[test]
+fn an_update_writes_and_tracks_a_file_hgs_dirstate_had_no_entry_for() {
+    // A removal kept by resolve over a changed/deleted conflict leaves hg's dirstate with
+    // no entry for a file the parent has; the next update that changes the file gets it
+    // (hg's "remote is newer -> g"), tracked, as in a clone.
+    let s = sides();
+    for (text, date) in [("f\nchanged\n", "20 0"), ("f\nchanged\nagain\n", "21 0")] {
+        s.edit(|r| std::fs::write(r.join("d/f"), text).unwrap());
+        s.same("", &["commit", "-m", text, "-u", "test", "-d", date]);
+    }
+    s.same_all(&[
+        &["update", "1"],
+        &["remove", "d/f"],
+        &["update", "--merge", "2"],
+        &["resolve", "--all", "--tool", "internal:local"],
+        &["status", "-A"],
+        &["debugdirstate", "--no-dates"],
+        &["update", "3"],
+        &["status", "-A"],
+        &["debugdirstate", "--no-dates"],
+    ]);
+    s.tree_and_status_are_the_clones();
+}
+
+#[test]
 fn an_update_to_or_from_a_revision_with_subrepositories_is_hgs() {
     // hg's update visits the subrepositories of the parent and of the target, and refuses
     // git's unless allowed: the mount's update leaves them to hg, and refuses them itself

@@ -366,6 +366,7 @@ impl WorkingCopy {
             match c.new {
                 Some(_) => {
                     updated.insert(c.path.clone());
+                    inner.got_by_update(&c.path);
                 }
                 None if kept.contains(&c.path) => continue,
                 None if gone.contains(&c.path) => {

@@ -92,6 +92,16 @@ impl Inner {
         self.dirty.insert(path.to_vec());
     }
 
+    /// A file an update writes (hg's "get") is tracked as the target has it, whatever
+    /// hg's dirstate had for it: one hg had no entry for although the parent has it (it
+    /// shows as unknown) is no longer left so.
+    pub(crate) fn got_by_update(&mut self, path: &[u8]) {
+        if self.tracking.get(path) == Some(&Track::Dropped) {
+            self.tracking.remove(path);
+            self.dirty.insert(path.to_vec());
+        }
+    }
+
     /// Drops the tracking overrides that say nothing against the new parent (an added file
     /// it has, a removed one it lacks) and those of the files just committed, and the copy
     /// sources of the committed files.
