@@ -1201,6 +1201,16 @@ fn an_update_to_or_from_a_revision_with_subrepositories_is_hgs() {
     s.same("", &with(&["update", "1"]));
     s.same_all(&[&["status", "-A"], &["id"]]);
     s.revfs_status_is_hgs();
+    // A `.hgsubstate` added in the working copy (addremove adds the one an interrupted
+    // update leaves): hg's update looks at the working copy's, so the mount's leaves it to
+    // hg as well.
+    s.same_all(&[
+        &["revert", "-r", "2", ".hgsub", ".hgsubstate"],
+        &["status", "-A"],
+        &["update", "-C", "1"],
+        &["status", "-A"],
+        &["id"],
+    ]);
 }
 
 #[test]

@@ -86,6 +86,18 @@ impl WorkingCopy {
             branch,
             ..UpdateOutcome::default()
         };
+        // hg looks at the working copy's manifest: the parent's, or a `.hgsubstate` added
+        // since (an interrupted update leaves one on disk, which addremove adds).
+        let added_substate = matches!(
+            self.read().tracking().get(SUBSTATE),
+            Some(Track::Added | Track::Claimed | Track::Readded)
+        );
+        if added_substate
+            || self.read().base().get(SUBSTATE)?.is_some()
+            || target.get(SUBSTATE)?.is_some()
+        {
+            return Err(WcError::Subrepos);
+        }
         let mut pass = Pass::default();
         if clean {
             self.start_clean(&target, &mut out, &mut pass)?;
@@ -93,9 +105,6 @@ impl WorkingCopy {
         let t_manifest = t0.elapsed();
         // The parent cannot change meanwhile (the transition lock is held).
         let base = self.read().base().clone();
-        if base.get(SUBSTATE)?.is_some() || target.get(SUBSTATE)?.is_some() {
-            return Err(WcError::Subrepos);
-        }
         let diff = base.diff(&target)?;
         let t_diff = t0.elapsed();
         let local = self.local_changes_on(&diff)?;
