@@ -1104,6 +1104,10 @@ fn an_update_writes_and_tracks_a_file_hgs_dirstate_had_no_entry_for() {
         &["update", "--merge", "2"],
         &["resolve", "--all", "--tool", "internal:local"],
         &["status", "-A"],
+        // An update --clean that leaves the file as the parent has it does nothing to it:
+        // hg still has no entry for it.
+        &["update", "-C", "2"],
+        &["status", "-A"],
         &["update", "3"],
         &["status", "-A"],
     ]);

@@ -160,14 +160,28 @@ impl WorkingCopy {
         pass: &mut Pass,
     ) -> Result<()> {
         // hg's entries that disagree with the parent (a path it dropped, or keeps as
-        // the parent's although the parent lacks it) go first: --clean starts afresh.
-        let odd: Vec<Vec<u8>> = self
-            .read()
-            .tracking()
-            .iter()
-            .filter(|(_, t)| matches!(t, Track::Dropped | Track::Claimed | Track::Readded))
-            .map(|(p, _)| p.clone())
-            .collect();
+        // the parent's although the parent lacks it, or has as added although the parent
+        // has it) go first: --clean starts afresh. But a path hg has no entry for, which
+        // the target has as the parent does, keeps having none: hg's merge sees it as the
+        // parent's, unchanged, and does nothing to it.
+        let odd: Vec<Vec<u8>> = {
+            let inner = self.read();
+            let mut odd = Vec::new();
+            for (p, t) in inner.tracking() {
+                let unchanged = || -> Result<bool> {
+                    Ok(match (inner.base().get(p)?, target.get(p)?) {
+                        (Some(a), Some(b)) => a == b,
+                        _ => false,
+                    })
+                };
+                match t {
+                    Track::Dropped if unchanged()? => {}
+                    Track::Dropped | Track::Claimed | Track::Readded => odd.push(p.clone()),
+                    _ => {}
+                }
+            }
+            odd
+        };
         for p in odd {
             self.set_tracking(&p, Track::Default)?;
         }
