@@ -30,23 +30,29 @@ def stats(state):
     return answer
 
 
-def cpu_of(mountpoint):
-    """CPU seconds (user + system, all threads) of the daemon and of its helpers: the
-    processes whose command line names the mountpoint."""
-    tick = os.sysconf('SC_CLK_TCK')
-    daemon = helpers = 0.0
+def mount_processes(mountpoint):
+    """(pid, argv, /proc/PID/stat fields after the command name) of each process whose
+    command line names the mountpoint: the daemon and its helpers."""
     for pid in os.listdir('/proc'):
         if not pid.isdigit():
             continue
         try:
             with open('/proc/%s/cmdline' % pid, 'rb') as f:
                 argv = f.read().split(b'\0')
+            if mountpoint.encode() not in argv:
+                continue
             with open('/proc/%s/stat' % pid) as f:
                 fields = f.read().rsplit(')', 1)[1].split()
         except OSError:
             continue
-        if mountpoint.encode() not in argv:
-            continue
+        yield pid, argv, fields
+
+
+def cpu_of(mountpoint):
+    """CPU seconds (user + system, all threads) of the daemon and of its helpers."""
+    tick = os.sysconf('SC_CLK_TCK')
+    daemon = helpers = 0.0
+    for _pid, argv, fields in mount_processes(mountpoint):
         secs = (int(fields[11]) + int(fields[12])) / tick
         if b'--foreground' in argv:
             daemon += secs
@@ -57,21 +63,15 @@ def cpu_of(mountpoint):
 
 def daemon_memory(mountpoint):
     """The daemon's minor page faults so far and its peak resident memory in MiB."""
-    for pid in os.listdir('/proc'):
-        if not pid.isdigit():
+    for pid, argv, fields in mount_processes(mountpoint):
+        if b'--foreground' not in argv:
             continue
         try:
-            with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                argv = f.read().split(b'\0')
-            if mountpoint.encode() not in argv or b'--foreground' not in argv:
-                continue
-            with open('/proc/%s/stat' % pid) as f:
-                faults = int(f.read().rsplit(')', 1)[1].split()[7])
             with open('/proc/%s/status' % pid) as f:
                 hwm = next(int(l.split()[1]) for l in f if l.startswith('VmHWM:'))
-            return faults, hwm / 1024
         except (OSError, StopIteration, ValueError):
             continue
+        return int(fields[7]), hwm / 1024
     return 0, 0.0
 
 

@@ -409,6 +409,29 @@ fn wait_exit(state_dir: &StateDir, pid: Option<i32>, limit: Duration) -> bool {
     true
 }
 
+/// As root, asks the kernel to unmount `mountpoint` (`umount2` with `flags`, not following
+/// a symlink): `None` when not root; `Ok` too when it is not mounted any more (EINVAL).
+fn kernel_unmount(
+    mountpoint: &Path,
+    flags: libc::c_int,
+) -> Result<Option<std::result::Result<(), std::io::Error>>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+    // SAFETY: umount2 reads a NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), flags | libc::UMOUNT_NOFOLLOW) } == 0 {
+        return Ok(Some(Ok(())));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINVAL) && !is_mounted(mountpoint)? {
+        return Ok(Some(Ok(())));
+    }
+    Ok(Some(Err(e)))
+}
+
 /// Unmounts a mount that nothing holds: as root the kernel is asked directly (a machine
 /// without fuse3 can still unmount what root mounted), otherwise fusermount3. A mount
 /// still in use is refused as busy.
@@ -419,19 +442,11 @@ fn unmount_plain(mountpoint: &Path) -> Result<()> {
             mountpoint.display()
         )
     };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
-        // SAFETY: umount2 reads a NUL-terminated path.
-        if unsafe { libc::umount2(c.as_ptr(), libc::UMOUNT_NOFOLLOW) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EBUSY) => Err(busy()),
-            Some(libc::EINVAL) if !is_mounted(mountpoint)? => Ok(()),
-            _ => bail!("unmounting {} failed: {e}", mountpoint.display()),
+    if let Some(done) = kernel_unmount(mountpoint, 0)? {
+        return match done {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(busy()),
+            Err(e) => bail!("unmounting {} failed: {e}", mountpoint.display()),
         };
     }
     let out = Command::new("fusermount3")
@@ -452,18 +467,8 @@ fn unmount_plain(mountpoint: &Path) -> Result<()> {
 /// Detaches the mount at once, busy or not. Never waits on the daemon: as root the
 /// kernel is asked directly, otherwise fusermount3, given a few seconds.
 fn detach(mountpoint: &Path) -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
-        // SAFETY: umount2 reads a NUL-terminated path.
-        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EINVAL) && !is_mounted(mountpoint)? {
-            return Ok(());
-        }
+    if let Some(Ok(())) = kernel_unmount(mountpoint, libc::MNT_DETACH)? {
+        return Ok(());
     }
     let mut child = Command::new("fusermount3")
         .arg("-uz")

@@ -88,14 +88,14 @@ impl WorkingCopy {
         };
         // hg looks at the working copy's manifest: the parent's, or a `.hgsubstate` added
         // since (an interrupted update leaves one on disk, which addremove adds).
-        let added_substate = matches!(
-            self.read().tracking().get(SUBSTATE),
-            Some(Track::Added | Track::Claimed | Track::Readded)
-        );
-        if added_substate
-            || self.read().base().get(SUBSTATE)?.is_some()
-            || target.get(SUBSTATE)?.is_some()
-        {
+        let has_substate = {
+            let inner = self.read();
+            matches!(
+                inner.tracking().get(SUBSTATE),
+                Some(Track::Added | Track::Claimed | Track::Readded)
+            ) || inner.base().get(SUBSTATE)?.is_some()
+        };
+        if has_substate || target.get(SUBSTATE)?.is_some() {
             return Err(WcError::Subrepos);
         }
         let mut pass = Pass::default();
